@@ -1,0 +1,33 @@
+//===- SlapoOps.h - slapo dialect operations --------------------*- C++ -*-===//
+#ifndef SLAPO_DIALECT_SLAPOOPS_H
+#define SLAPO_DIALECT_SLAPOOPS_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "slapo/Dialect/SlapoDialect.h"
+#include "slapo/Dialect/SlapoEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "slapo/Dialect/SlapoAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "slapo/Dialect/SlapoOps.h.inc"
+
+namespace slapo {
+/// Name of the module attribute that names the file the parameters' data is
+/// read from.
+constexpr llvm::StringLiteral kWeightsAttrName = "slapo.weights";
+
+/// The shape PyTorch broadcasting gives two shapes, or failure if they do not
+/// broadcast.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+} // namespace slapo
+
+#endif // SLAPO_DIALECT_SLAPOOPS_H

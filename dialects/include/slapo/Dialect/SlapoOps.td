@@ -1,0 +1,309 @@
+//===- SlapoOps.td - slapo dialect operations ---------------*- tablegen -*-===//
+//
+// Ops mirror ATen semantics with static shapes. Dimensions stored in attributes
+// are always non-negative (the frontend normalizes PyTorch's negative dims).
+// Elementwise ops broadcast like PyTorch but require equal element types: type
+// promotion is made explicit with slapo.cast at import.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SLAPO_OPS
+#define SLAPO_OPS
+
+include "slapo/Dialect/SlapoDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Parameters, buffers and constants.
+//===----------------------------------------------------------------------===//
+
+def Slapo_ParamOp : Slapo_Op<"param", [Symbol]> {
+  let summary = "a parameter or buffer of the model";
+  let description = [{
+    Declares one tensor of the model's state by its full dotted PyTorch path.
+    Its data is not in the IR: it is read from the model file named by the
+    module's `slapo.weights` attribute. Tied parameters are one symbol whose
+    `aliases` list the other state_dict names of the same tensor.
+
+    ```mlir
+    slapo.param @"transformer.wte.weight" : tensor<128x32xf32> {aliases = ["lm_head.weight"]}
+    slapo.param buffer @"attn.bias" : tensor<1x1x16x16xi1>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Slapo_Tensor>:$type,
+                       UnitAttr:$buffer,
+                       OptionalAttr<StrArrayAttr>:$aliases);
+  let assemblyFormat = "(`buffer` $buffer^)? $sym_name `:` $type attr-dict";
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return getType().cast<::mlir::RankedTensorType>();
+    }
+  }];
+}
+
+def Slapo_GetParamOp : Slapo_Op<"get_param",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads a parameter or buffer";
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Slapo_ConstantOp : Slapo_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def Slapo_ArangeOp : Slapo_Op<"arange", [Pure]> {
+  let summary = "start + i * step for i in [0, N)";
+  let arguments = (ins F64Attr:$start, F64Attr:$step);
+  let results = (outs RankedTensorOf<[F32, F64, BF16, F16, I32, I64]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops.
+//===----------------------------------------------------------------------===//
+
+class Slapo_UnaryOp<string mnemonic, Type tensor = Slapo_FloatTensor,
+                    list<Trait> traits = []>
+    : Slapo_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let arguments = (ins tensor:$input);
+  let results = (outs tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Slapo_NegOp : Slapo_UnaryOp<"neg", Slapo_Tensor> { let summary = "-x"; }
+def Slapo_AbsOp : Slapo_UnaryOp<"abs", Slapo_Tensor> { let summary = "|x|"; }
+def Slapo_ExpOp : Slapo_UnaryOp<"exp"> { let summary = "e^x"; }
+def Slapo_LogOp : Slapo_UnaryOp<"log"> { let summary = "natural log"; }
+def Slapo_SqrtOp : Slapo_UnaryOp<"sqrt"> { let summary = "square root"; }
+def Slapo_RsqrtOp : Slapo_UnaryOp<"rsqrt"> { let summary = "1 / sqrt(x)"; }
+def Slapo_TanhOp : Slapo_UnaryOp<"tanh"> { let summary = "tanh"; }
+def Slapo_SigmoidOp : Slapo_UnaryOp<"sigmoid"> { let summary = "1 / (1 + e^-x)"; }
+def Slapo_ReluOp : Slapo_UnaryOp<"relu"> { let summary = "max(x, 0)"; }
+def Slapo_SiluOp : Slapo_UnaryOp<"silu"> { let summary = "x * sigmoid(x)"; }
+def Slapo_SinOp : Slapo_UnaryOp<"sin"> { let summary = "sine"; }
+def Slapo_CosOp : Slapo_UnaryOp<"cos"> { let summary = "cosine"; }
+
+def Slapo_GeluOp : Slapo_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "gelu, exact (erf) or with the tanh approximation";
+  let arguments = (ins Slapo_FloatTensor:$input,
+                       Slapo_GeluApproximationAttr:$approximation);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input $approximation attr-dict `:` type($result)";
+}
+
+def Slapo_CastOp : Slapo_Op<"cast", [Pure]> {
+  let summary = "converts the element type, keeping the shape";
+  let arguments = (ins Slapo_Tensor:$input);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+class Slapo_BinaryOp<string mnemonic, Type tensor = Slapo_Tensor>
+    : Slapo_Op<mnemonic, [Pure]> {
+  let arguments = (ins tensor:$lhs, tensor:$rhs);
+  let results = (outs tensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_AddOp : Slapo_BinaryOp<"add"> { let summary = "lhs + rhs, broadcasting"; }
+def Slapo_SubOp : Slapo_BinaryOp<"sub"> { let summary = "lhs - rhs, broadcasting"; }
+def Slapo_MulOp : Slapo_BinaryOp<"mul"> { let summary = "lhs * rhs, broadcasting"; }
+def Slapo_DivOp : Slapo_BinaryOp<"div"> {
+  let summary = "lhs / rhs, broadcasting (true division for floats)";
+}
+def Slapo_PowOp : Slapo_BinaryOp<"pow", Slapo_FloatTensor> {
+  let summary = "lhs ^ rhs, broadcasting";
+}
+def Slapo_MaximumOp : Slapo_BinaryOp<"maximum"> { let summary = "max(lhs, rhs)"; }
+def Slapo_MinimumOp : Slapo_BinaryOp<"minimum"> { let summary = "min(lhs, rhs)"; }
+
+def Slapo_CompareOp : Slapo_Op<"compare", [Pure]> {
+  let summary = "elementwise comparison giving a bool tensor, broadcasting";
+  let arguments = (ins Slapo_ComparePredicateAttr:$predicate,
+                       Slapo_Tensor:$lhs, Slapo_Tensor:$rhs);
+  let results = (outs Slapo_BoolTensor:$result);
+  let assemblyFormat = "$predicate $lhs `,` $rhs attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_WhereOp : Slapo_Op<"where", [Pure]> {
+  let summary = "condition ? on_true : on_false, broadcasting all three";
+  let arguments = (ins Slapo_BoolTensor:$condition, Slapo_Tensor:$on_true,
+                       Slapo_Tensor:$on_false);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$condition `,` $on_true `,` $on_false attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_DropoutOp : Slapo_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "training-mode dropout: zeroes with probability p, scales by 1/(1-p)";
+  let description = [{
+    Only training-mode dropout with p > 0 is represented; in eval mode the
+    frontend imports dropout as the identity. Not Pure: each instance draws
+    from the random stream.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$input, F64Attr:$p);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType]> {
+  let summary = "tril / triu: keeps the lower or upper triangle of the last two dims";
+  let arguments = (ins Slapo_Tensor:$input, BoolAttr:$lower, I64Attr:$diagonal);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and neural-network ops.
+//===----------------------------------------------------------------------===//
+
+def Slapo_LinearOp : Slapo_Op<"linear", [Pure]> {
+  let summary = "input[..., K] x weight[N, K]^T + bias[N]";
+  let arguments = (ins Slapo_FloatTensor:$input, Slapo_FloatTensor:$weight,
+                       Optional<Slapo_FloatTensor>:$bias);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure]> {
+  let summary = "batched lhs[..., M, K] x rhs[..., K, N], batch dims broadcast";
+  let arguments = (ins Slapo_FloatTensor:$lhs, Slapo_FloatTensor:$rhs);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_EmbeddingOp : Slapo_Op<"embedding", [Pure]> {
+  let summary = "rows of weight[V, D] gathered by indices[...] giving [..., D]";
+  let arguments = (ins Slapo_FloatTensor:$weight, Slapo_IndexTensor:$indices,
+                       OptionalAttr<I64Attr>:$padding_idx);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$weight `,` $indices attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "layer norm over the trailing `normalized_rank` dims";
+  let arguments = (ins Slapo_FloatTensor:$input,
+                       Optional<Slapo_FloatTensor>:$weight,
+                       Optional<Slapo_FloatTensor>:$bias,
+                       I64Attr:$normalized_rank, F64Attr:$eps);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input (`weight` $weight^)? (`bias` $bias^)? attr-dict "
+                       "`:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Slapo_SoftmaxLikeOp<string mnemonic>
+    : Slapo_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let arguments = (ins Slapo_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+def Slapo_SoftmaxOp : Slapo_SoftmaxLikeOp<"softmax"> {
+  let summary = "softmax along dim";
+}
+def Slapo_LogSoftmaxOp : Slapo_SoftmaxLikeOp<"log_softmax"> {
+  let summary = "log of softmax along dim";
+}
+
+def Slapo_CrossEntropyOp : Slapo_Op<"cross_entropy", [Pure]> {
+  let summary = "cross entropy of logits[N, C] against class indices target[N]";
+  let description = [{
+    Targets equal to `ignore_index` contribute nothing; with reduction `mean`
+    the sum is divided by the number of targets not ignored, as in PyTorch.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$logits, Slapo_IndexTensor:$target,
+                       I64Attr:$ignore_index, Slapo_ReductionAttr:$reduction);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $target attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions.
+//===----------------------------------------------------------------------===//
+
+class Slapo_ReduceOp<string mnemonic> : Slapo_Op<mnemonic, [Pure]> {
+  let arguments = (ins Slapo_Tensor:$input, DenseI64ArrayAttr:$dims,
+                       BoolAttr:$keepdim);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+def Slapo_SumOp : Slapo_ReduceOp<"sum"> { let summary = "sum over dims"; }
+def Slapo_MeanOp : Slapo_ReduceOp<"mean"> { let summary = "mean over dims"; }
+def Slapo_MaxOp : Slapo_ReduceOp<"max"> { let summary = "maximum over dims"; }
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement.
+//===----------------------------------------------------------------------===//
+
+def Slapo_ReshapeOp : Slapo_Op<"reshape", [Pure]> {
+  let summary = "same elements in row-major order, new static shape";
+  let arguments = (ins Slapo_Tensor:$input);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Slapo_PermuteOp : Slapo_Op<"permute", [Pure]> {
+  let summary = "result dim i is input dim permutation[i]";
+  let arguments = (ins Slapo_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Slapo_SliceOp : Slapo_Op<"slice", [Pure]> {
+  let summary = "input[start:end:step] along dim";
+  let arguments = (ins Slapo_Tensor:$input, I64Attr:$dim, I64Attr:$start,
+                       I64Attr:$end, I64Attr:$step);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Slapo_ConcatOp : Slapo_Op<"concat", [Pure]> {
+  let summary = "joins tensors along dim";
+  let arguments = (ins Variadic<Slapo_Tensor>:$inputs, I64Attr:$dim);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_BroadcastOp : Slapo_Op<"broadcast", [Pure]> {
+  let summary = "expands size-1 and leading dims to the result shape";
+  let arguments = (ins Slapo_Tensor:$input);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // SLAPO_OPS

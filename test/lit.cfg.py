@@ -1,0 +1,27 @@
+# lit configuration for slapoc's IR, frontend and diagnostics tests.
+import os
+import lit.formats
+
+config.name = "slapoc"
+config.test_format = lit.formats.ShTest(not lit_config.isWindows)
+config.suffixes = [".mlir", ".test", ".sched"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.slapo_obj_root, "test")
+config.excludes = ["models", "unit", "bench", "e2e", "CMakeLists.txt", "lit.cfg.py"]
+
+tool_dirs = [
+    os.path.join(config.slapo_obj_root, "tools", "slapo-opt"),
+    os.path.join(config.slapo_obj_root, "tools", "slapoc"),
+    config.llvm_tools_dir,
+]
+config.environment["PATH"] = os.pathsep.join(tool_dirs + [config.environment.get("PATH", "")])
+# LibTorch uses one thread unless told; keep test runs deterministic and light.
+config.environment["OMP_NUM_THREADS"] = "1"
+
+# Python with torch is the Debian one; HF transformers lives in third_party/.pydeps.
+pydeps = os.path.join(config.slapo_src_root, "third_party", ".pydeps")
+config.environment["PYTHONPATH"] = pydeps
+config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%models", os.path.join(config.slapo_src_root, "test", "models")))
+if os.path.isdir(os.path.join(pydeps, "transformers")):
+    config.available_features.add("transformers")

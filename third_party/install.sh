@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every dependency slapoc needs on Debian 12. Idempotent: when everything is
+# present it only checks and returns in seconds.
+set -euo pipefail
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools
+  clang-14 libclang-rt-14-dev clang-format
+  libtorch-dev python3-torch python3-pip python3-numpy
+  libcli11-dev nlohmann-json3-dev catch2
+  libopenmpi-dev openmpi-bin
+  libdnnl-dev libopenblas-dev
+)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "install.sh: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
