@@ -7,7 +7,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools
   clang-14 libclang-rt-14-dev clang-format
-  libtorch-dev python3-torch python3-pip python3-numpy
+  libtorch-dev python3-torch python3-pip python3-numpy python3-yaml python3-requests python3-typing-extensions
   libcli11-dev nlohmann-json3-dev catch2
   libopenmpi-dev openmpi-bin
   libdnnl-dev libopenblas-dev
@@ -26,4 +26,18 @@ if ((${#missing[@]})); then
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python packages for the test models (Hugging Face transformers), kept out of the
+# system site-packages. --no-deps: the Debian torch, numpy (< 2) and requests are used
+# as they are, and --target would otherwise pull newer ones in.
+root=$(cd "$(dirname "$0")/.." && pwd)
+pydeps="$root/third_party/.pydeps"
+requirements="$root/third_party/python-requirements.txt"
+stamp="$pydeps/.requirements.sha256"
+if [ ! -f "$stamp" ] || ! sha256sum --status -c "$stamp" 2>/dev/null; then
+  echo "install.sh: installing Python test dependencies into $pydeps"
+  rm -rf "$pydeps"
+  /usr/bin/python3 -m pip install --quiet --root-user-action=ignore --no-deps --target "$pydeps" -r "$requirements"
+  sha256sum "$requirements" > "$stamp"
 fi

@@ -1,0 +1,106 @@
+//===- ImportCheck.cpp - proof that an import is right --------------------===//
+#include "slapo/Frontend/ImportCheck.h"
+
+#include "Importer.h"
+#include "slapo/Reference/Interpreter.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <ATen/ATen.h>
+#include <torch/version.h>
+
+namespace slapo {
+
+std::string getLibTorchVersion() { return TORCH_VERSION; }
+
+/// The number of rows of the smallest table `value` indexes, following it
+/// through ops that only move or reshape data.
+static std::optional<int64_t> smallestIndexedTable(mlir::Value value) {
+  std::optional<int64_t> smallest;
+  auto consider = [&](int64_t rows) {
+    smallest = smallest ? std::min(*smallest, rows) : rows;
+  };
+  for (mlir::Operation *user : value.getUsers()) {
+    if (auto embedding = llvm::dyn_cast<EmbeddingOp>(user))
+      consider(embedding.getWeight().getType().cast<mlir::ShapedType>().getDimSize(0));
+    else if (auto loss = llvm::dyn_cast<CrossEntropyOp>(user))
+      consider(loss.getLogits().getType().cast<mlir::ShapedType>().getDimSize(1));
+    else if (llvm::isa<ReshapeOp, SliceOp, PermuteOp, BroadcastOp, ConcatOp>(
+                 user))
+      if (auto rows = smallestIndexedTable(user->getResult(0)))
+        consider(*rows);
+  }
+  return smallest;
+}
+
+mlir::LogicalResult checkImport(mlir::ModuleOp module, TorchScriptModel &model,
+                                double tolerance, uint64_t seed,
+                                llvm::raw_ostream &report) {
+  auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
+  auto fail = [&](const llvm::Twine &message) {
+    mlir::emitError(forward.getLoc()) << "check-import: " << message;
+    return mlir::failure();
+  };
+  auto state = reference::loadTorchScriptState(model.getPath());
+  if (!state)
+    return fail(llvm::toString(state.takeError()));
+
+  at::manual_seed(seed);
+  std::vector<at::Tensor> inputs;
+  for (mlir::BlockArgument arg : forward.getArguments()) {
+    auto type = arg.getType().cast<mlir::RankedTensorType>();
+    std::optional<at::ScalarType> dtype =
+        reference::toScalarType(type.getElementType());
+    at::TensorOptions options = at::TensorOptions().dtype(*dtype);
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    if (type.getElementType().isa<mlir::FloatType>())
+      inputs.push_back(at::randn(shape, options));
+    else
+      inputs.push_back(at::randint(smallestIndexedTable(arg).value_or(2),
+                                   shape, options));
+  }
+
+  std::vector<at::Tensor> expected;
+  try {
+    std::vector<c10::IValue> arguments(inputs.begin(), inputs.end());
+    at::manual_seed(seed);
+    c10::IValue output = model.getImpl().module.forward(arguments);
+    std::function<void(const c10::IValue &)> flatten =
+        [&](const c10::IValue &value) {
+          if (value.isTuple())
+            for (const c10::IValue &element : value.toTupleRef().elements())
+              flatten(element);
+          else
+            expected.push_back(value.toTensor());
+        };
+    flatten(output);
+  } catch (const std::exception &e) {
+    return fail("the TorchScript forward failed: " +
+                llvm::StringRef(e.what()).split('\n').first);
+  }
+
+  at::manual_seed(seed);
+  auto actual = reference::evaluate(forward, inputs, *state);
+  if (mlir::failed(actual))
+    return mlir::failure();
+  if (actual->size() != expected.size())
+    return fail("the IR returns " + llvm::Twine(actual->size()) +
+                " values, the model " + llvm::Twine(expected.size()));
+
+  bool ok = true;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    double error = reference::relativeError((*actual)[i], expected[i]);
+    bool within = error <= tolerance;
+    ok &= within;
+    report << llvm::formatv(
+        "check-import: output {0} {1}: relative error {2:e} ({3} tolerance "
+        "{4:e})\n",
+        i, reference::describe(expected[i]), error,
+        within ? "within" : "EXCEEDS", tolerance);
+  }
+  if (!ok)
+    return fail("the imported IR does not compute what the model computes");
+  return mlir::success();
+}
+
+} // namespace slapo

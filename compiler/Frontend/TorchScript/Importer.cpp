@@ -1,0 +1,833 @@
+//===- Importer.cpp - walks TorchScript graphs into slapo IR --------------===//
+#include "Importer.h"
+
+#include "slapo/Dialect/ModulePath.h"
+#include "slapo/Frontend/TorchScriptImporter.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <ATen/ATen.h>
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+namespace slapo {
+
+TorchScriptModel::TorchScriptModel(std::unique_ptr<Impl> impl)
+    : impl(std::move(impl)) {}
+TorchScriptModel::~TorchScriptModel() = default;
+
+const std::string &TorchScriptModel::getPath() const { return impl->path; }
+
+llvm::Expected<std::unique_ptr<TorchScriptModel>>
+TorchScriptModel::load(llvm::StringRef path) {
+  auto fail = [&](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot load TorchScript model '" + path +
+                                       "': " + why);
+  };
+  if (!llvm::sys::fs::exists(path))
+    return fail("no such file");
+  auto impl = std::make_unique<Impl>();
+  impl->path = path.str();
+  try {
+    impl->module = torch::jit::load(impl->path);
+  } catch (const std::exception &e) {
+    // LibTorch messages carry a C++ stack trace after the first line.
+    llvm::StringRef message(e.what());
+    return fail("not a valid TorchScript archive (" +
+                message.split('\n').first.trim() + ")");
+  }
+  if (!impl->module.find_method("forward"))
+    return fail("the module has no forward method");
+  return std::unique_ptr<TorchScriptModel>(
+      new TorchScriptModel(std::move(impl)));
+}
+
+std::string TorchScriptModel::printInlinedForward() const {
+  std::shared_ptr<torch::jit::Graph> graph =
+      impl->module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph);
+  return graph->toString();
+}
+
+mlir::OwningOpRef<mlir::ModuleOp>
+importTorchScript(mlir::MLIRContext &context, TorchScriptModel &model,
+                  llvm::ArrayRef<InputSpec> inputs) {
+  context.loadDialect<SlapoDialect, mlir::func::FuncDialect>();
+  try {
+    torchscript::Importer importer(context, model.getImpl().module,
+                                   model.getPath());
+    return importer.run(inputs);
+  } catch (const std::exception &e) {
+    mlir::emitError(mlir::FileLineColLoc::get(&context, model.getPath(), 0, 0))
+        << "internal error while importing: "
+        << llvm::StringRef(e.what()).split('\n').first;
+    return nullptr;
+  }
+}
+
+namespace torchscript {
+
+//===----------------------------------------------------------------------===//
+// Known values.
+//===----------------------------------------------------------------------===//
+
+Known Known::ofTensor(mlir::Value value, at::Tensor shadow) {
+  Known known;
+  known.kind = Kind::Tensor;
+  known.tensor = value;
+  known.shadow = std::move(shadow);
+  return known;
+}
+
+Known Known::ofConstant(c10::IValue value) {
+  Known known;
+  known.kind = Kind::Constant;
+  known.constant = std::move(value);
+  return known;
+}
+
+Known Known::ofModule(jit::Module module, std::string path) {
+  Known known;
+  known.kind = Kind::Module;
+  known.module = std::move(module);
+  known.modulePath = std::move(path);
+  return known;
+}
+
+Known Known::ofAggregate(std::vector<Known> elements) {
+  Known known;
+  known.kind = Kind::Aggregate;
+  known.elements = std::move(elements);
+  return known;
+}
+
+bool Known::isConstant() const {
+  if (kind == Kind::Constant)
+    return true;
+  return kind == Kind::Aggregate &&
+         llvm::all_of(elements, [](const Known &e) { return e.isConstant(); });
+}
+
+/// The IValue of a constant (or aggregate of constants) of TorchScript type
+/// `type`: lists are typed as the operator schemas expect.
+static c10::IValue toIValue(const Known &known, const c10::TypePtr &type) {
+  if (known.is(Known::Kind::Constant))
+    return known.constant;
+  if (auto tupleType = type->cast<c10::TupleType>()) {
+    std::vector<c10::IValue> elements;
+    for (size_t i = 0; i < known.elements.size(); ++i)
+      elements.push_back(
+          toIValue(known.elements[i], tupleType->elements().at(i)));
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  c10::TypePtr elementType = c10::AnyType::get();
+  if (auto listType = type->cast<c10::ListType>())
+    elementType = listType->getElementType();
+  c10::impl::GenericList list(elementType);
+  for (const Known &element : known.elements)
+    list.push_back(toIValue(element, elementType));
+  return list;
+}
+
+//===----------------------------------------------------------------------===//
+// Types.
+//===----------------------------------------------------------------------===//
+
+mlir::Type getElementType(mlir::MLIRContext *context, at::ScalarType dtype) {
+  mlir::Builder b(context);
+  switch (dtype) {
+  case at::kFloat:
+    return b.getF32Type();
+  case at::kDouble:
+    return b.getF64Type();
+  case at::kBFloat16:
+    return b.getBF16Type();
+  case at::kHalf:
+    return b.getF16Type();
+  case at::kLong:
+    return b.getI64Type();
+  case at::kInt:
+    return b.getI32Type();
+  case at::kChar:
+    return b.getI8Type();
+  case at::kBool:
+    return b.getI1Type();
+  default:
+    return nullptr;
+  }
+}
+
+mlir::RankedTensorType getTensorType(mlir::MLIRContext *context,
+                                     const at::Tensor &shadow) {
+  mlir::Type elementType = getElementType(context, shadow.scalar_type());
+  if (!elementType)
+    return nullptr;
+  return mlir::RankedTensorType::get(shadow.sizes().vec(), elementType);
+}
+
+static at::ScalarType getScalarType(mlir::Type type) {
+  if (type.isF32())
+    return at::kFloat;
+  if (type.isF64())
+    return at::kDouble;
+  if (type.isBF16())
+    return at::kBFloat16;
+  if (type.isF16())
+    return at::kHalf;
+  if (type.isInteger(64))
+    return at::kLong;
+  if (type.isInteger(32))
+    return at::kInt;
+  if (type.isInteger(8))
+    return at::kChar;
+  return at::kBool;
+}
+
+static at::Tensor metaLike(const at::Tensor &tensor) {
+  return at::empty(tensor.sizes(),
+                   at::TensorOptions().dtype(tensor.scalar_type()).device(
+                       at::kMeta));
+}
+
+static bool isTensorType(const c10::TypePtr &type) {
+  if (type->kind() == c10::TypeKind::TensorType)
+    return true;
+  if (auto list = type->cast<c10::ListType>())
+    return isTensorType(list->getElementType());
+  if (auto optional = type->cast<c10::OptionalType>())
+    return isTensorType(optional->getElementType());
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// The importer.
+//===----------------------------------------------------------------------===//
+
+Importer::Importer(mlir::MLIRContext &context, jit::Module root,
+                   llvm::StringRef modelPath)
+    : context(context), root(std::move(root)), modelPath(modelPath.str()),
+      builder(&context) {}
+
+void Importer::error(mlir::Location loc, const llvm::Twine &message) {
+  failed = true;
+  mlir::emitError(loc) << message;
+}
+
+mlir::Location Importer::locationOf(jit::Node *node,
+                                    llvm::StringRef modulePath) {
+  mlir::Location source = mlir::UnknownLoc::get(&context);
+  jit::SourceRange range = node->sourceRange();
+  if (auto original = range.findSourceRangeThatGenerated())
+    range = *original;
+  if (auto fileLineCol = range.file_line_col())
+    source = mlir::FileLineColLoc::get(
+        &context, std::get<0>(*fileLineCol), std::get<1>(*fileLineCol),
+        std::get<2>(*fileLineCol) + 1);
+  return withModulePath(modulePath, source);
+}
+
+void Importer::declareParameters() {
+  auto declare = [&](const std::string &name, const at::Tensor &value,
+                     bool isBuffer) {
+    auto [it, inserted] =
+        params.try_emplace(value.unsafeGetTensorImpl(), nullptr);
+    if (!inserted) {
+      // A tied parameter: one symbol, its other names kept for state_dict.
+      llvm::SmallVector<mlir::Attribute> aliases;
+      if (auto existing = it->second.getAliasesAttr())
+        aliases.append(existing.begin(), existing.end());
+      aliases.push_back(builder.getStringAttr(name));
+      it->second.setAliasesAttr(builder.getArrayAttr(aliases));
+      return;
+    }
+    mlir::RankedTensorType type = getTensorType(&context, value);
+    if (!type) {
+      error(mlir::NameLoc::get(builder.getStringAttr(name)),
+            "parameter '" + name + "' has unsupported dtype " +
+                std::string(c10::toString(value.scalar_type())));
+      return;
+    }
+    it->second = builder.create<ParamOp>(
+        mlir::NameLoc::get(builder.getStringAttr(name)), name, type, isBuffer,
+        nullptr);
+  };
+  for (const auto &param : root.named_parameters(/*recurse=*/true))
+    declare(param.name, param.value, /*isBuffer=*/false);
+  for (const auto &buffer : root.named_buffers(/*recurse=*/true))
+    declare(buffer.name, buffer.value, /*isBuffer=*/true);
+}
+
+mlir::OwningOpRef<mlir::ModuleOp>
+Importer::run(llvm::ArrayRef<InputSpec> inputs) {
+  mlir::Location fileLoc = mlir::FileLineColLoc::get(&context, modelPath, 0, 0);
+  mlir::OwningOpRef<mlir::ModuleOp> owned = mlir::ModuleOp::create(fileLoc);
+  module = *owned;
+  module->setAttr(kWeightsAttrName, builder.getStringAttr(modelPath));
+  builder.setInsertionPointToEnd(module.getBody());
+  declareParameters();
+
+  jit::Method forward = root.get_method("forward");
+  const c10::FunctionSchema &schema = forward.function().getSchema();
+  // The schema's first argument is `self`.
+  llvm::ArrayRef<c10::Argument> arguments = schema.arguments();
+  arguments = arguments.drop_front();
+  size_t required = llvm::count_if(arguments, [](const c10::Argument &a) {
+    return !a.default_value().has_value();
+  });
+  auto argumentList = [&] {
+    return llvm::join(llvm::map_range(arguments,
+                                      [](const c10::Argument &a) {
+                                        return a.name();
+                                      }),
+                      ", ");
+  };
+  if (inputs.size() < required || inputs.size() > arguments.size()) {
+    error(fileLoc, "forward(" + argumentList() + ") takes " +
+                       (required == arguments.size()
+                            ? std::to_string(required)
+                            : std::to_string(required) + " to " +
+                                  std::to_string(arguments.size())) +
+                       " inputs, but " + std::to_string(inputs.size()) +
+                       " were given; declare each with --input NAME=DTYPE[SHAPE]"
+                       " in forward-argument order");
+    return nullptr;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].name != arguments[i].name()) {
+      error(fileLoc, "input " + std::to_string(i + 1) + " is named '" +
+                         inputs[i].name + "', but forward(" + argumentList() +
+                         ") calls it '" + arguments[i].name() +
+                         "'; inputs are given in forward-argument order");
+      return nullptr;
+    }
+
+  llvm::SmallVector<mlir::Type> argTypes;
+  for (const InputSpec &input : inputs)
+    argTypes.push_back(input.getType(context));
+  auto func = builder.create<mlir::func::FuncOp>(
+      fileLoc, "forward", builder.getFunctionType(argTypes, {}));
+  mlir::Block *entry = func.addEntryBlock();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    func.setArgAttr(i, "slapo.name", builder.getStringAttr(inputs[i].name));
+  builder.setInsertionPointToStart(entry);
+
+  std::vector<Known> args{Known::ofModule(root, "")};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    at::Tensor shadow =
+        at::empty(inputs[i].shape, at::TensorOptions()
+                                       .dtype(getScalarType(
+                                           argTypes[i]
+                                               .cast<mlir::RankedTensorType>()
+                                               .getElementType()))
+                                       .device(at::kMeta));
+    args.push_back(Known::ofTensor(entry->getArgument(i), shadow));
+  }
+  for (size_t i = inputs.size(); i < arguments.size(); ++i)
+    args.push_back(Known::ofConstant(*arguments[i].default_value()));
+
+  std::vector<Known> outputs = importGraph(*forward.graph(), args, "");
+
+  // Tuples returned by forward become the function's results, in order.
+  std::vector<Known> flat;
+  std::function<void(const Known &)> flatten = [&](const Known &known) {
+    if (known.is(Known::Kind::Aggregate))
+      for (const Known &element : known.elements)
+        flatten(element);
+    else
+      flat.push_back(known);
+  };
+  for (const Known &output : outputs)
+    flatten(output);
+  llvm::SmallVector<mlir::Value> results;
+  for (const Known &output : flat) {
+    if (output.is(Known::Kind::Tensor))
+      results.push_back(output.tensor);
+    else if (output.is(Known::Kind::Constant) && output.constant.isTensor())
+      results.push_back(materialize(output.constant.toTensor(), fileLoc));
+    else if (!output.is(Known::Kind::Poison))
+      error(fileLoc, "forward returns a " +
+                         output.constant.tagKind() +
+                         "; only tensors (or tuples of tensors) can be outputs");
+  }
+  if (failed)
+    return nullptr;
+  builder.create<mlir::func::ReturnOp>(fileLoc, results);
+  func.setType(builder.getFunctionType(argTypes, mlir::ValueRange(results).getTypes()));
+  if (mlir::failed(mlir::verify(module)))
+    return nullptr;
+  return owned;
+}
+
+std::vector<Known> Importer::importGraph(jit::Graph &graph,
+                                         std::vector<Known> args,
+                                         llvm::StringRef modulePath) {
+  Frame frame;
+  frame.modulePath = modulePath.str();
+  for (size_t i = 0; i < graph.inputs().size(); ++i)
+    frame.values[graph.inputs()[i]] =
+        i < args.size() ? std::move(args[i]) : Known::poison();
+  importBlock(graph.block(), frame);
+  std::vector<Known> outputs;
+  for (const jit::Value *output : graph.outputs())
+    outputs.push_back(frame.values.lookup(output));
+  return outputs;
+}
+
+void Importer::importBlock(jit::Block *block, Frame &frame) {
+  for (jit::Node *node : block->nodes())
+    importNode(node, frame);
+}
+
+void Importer::importNode(jit::Node *node, Frame &frame) {
+  auto setOutputs = [&](Known known) {
+    for (const jit::Value *output : node->outputs())
+      frame.values[output] = known;
+  };
+  // A node fed by an earlier error produces nothing and reports nothing.
+  for (const jit::Value *input : node->inputs())
+    if (frame.values.lookup(input).is(Known::Kind::Poison)) {
+      setOutputs(Known::poison());
+      return;
+    }
+
+  switch (node->kind()) {
+  case c10::prim::Constant: {
+    c10::TypePtr type = node->output()->type();
+    if (type->kind() == c10::TypeKind::FunctionType)
+      frame.values[node->output()] = Known::ofConstant(c10::IValue());
+    else
+      frame.values[node->output()] =
+          Known::ofConstant(*jit::toIValue(node->output()));
+    return;
+  }
+  case c10::prim::GetAttr:
+    return importGetAttr(node, frame);
+  case c10::prim::CallMethod:
+  case c10::prim::CallFunction:
+    return importCall(node, frame);
+  case c10::prim::If:
+  case c10::prim::Loop:
+    return importControlFlow(node, frame);
+  case c10::prim::ListConstruct:
+  case c10::prim::TupleConstruct: {
+    std::vector<Known> elements;
+    for (const jit::Value *input : node->inputs())
+      elements.push_back(frame.values.lookup(input));
+    frame.values[node->output()] = Known::ofAggregate(std::move(elements));
+    return;
+  }
+  case c10::prim::ListUnpack:
+  case c10::prim::TupleUnpack: {
+    Known aggregate = frame.values.lookup(node->input());
+    if (aggregate.is(Known::Kind::Constant)) {
+      // A constant list: unpack its IValues.
+      std::vector<c10::IValue> items =
+          aggregate.constant.isTuple()
+              ? aggregate.constant.toTupleRef().elements().vec()
+              : aggregate.constant.toListRef().vec();
+      for (size_t i = 0; i < node->outputs().size(); ++i)
+        frame.values[node->outputs()[i]] = Known::ofConstant(items.at(i));
+      return;
+    }
+    for (size_t i = 0; i < node->outputs().size(); ++i)
+      frame.values[node->outputs()[i]] = aggregate.elements.at(i);
+    return;
+  }
+  case c10::prim::TupleIndex:
+  case c10::aten::__getitem__: {
+    Known aggregate = frame.values.lookup(node->input(0));
+    Known index = frame.values.lookup(node->input(1));
+    if (aggregate.is(Known::Kind::Aggregate) && index.isConstant() &&
+        index.constant.isInt()) {
+      int64_t i = index.constant.toInt();
+      int64_t size = aggregate.elements.size();
+      if (i < 0)
+        i += size;
+      if (i >= 0 && i < size) {
+        frame.values[node->output()] = aggregate.elements[i];
+        return;
+      }
+    }
+    break;
+  }
+  case c10::aten::append: {
+    Known &list = frame.values[node->input(0)];
+    if (list.is(Known::Kind::Aggregate)) {
+      list.elements.push_back(frame.values.lookup(node->input(1)));
+      frame.values[node->output()] = list;
+      return;
+    }
+    break;
+  }
+  case c10::prim::device:
+    // Everything the importer sees lives on the CPU: the compiler, not the
+    // model, decides where tensors go.
+    frame.values[node->output()] = Known::ofConstant(c10::Device(c10::kCPU));
+    return;
+  case c10::prim::RaiseException:
+    error(locationOf(node, frame.modulePath),
+          "the model raises an exception for these inputs");
+    return;
+  case c10::prim::Uninitialized:
+    frame.values[node->output()] = Known::ofConstant(c10::IValue());
+    return;
+  case c10::prim::unchecked_cast:
+    frame.values[node->output()] = frame.values.lookup(node->input());
+    return;
+  case c10::aten::warn:
+  case c10::prim::Print:
+    return;
+  default:
+    break;
+  }
+  if (tryEvaluate(node, frame))
+    return;
+  lowerTensorOp(node, frame);
+}
+
+void Importer::importGetAttr(jit::Node *node, Frame &frame) {
+  Known owner = frame.values.lookup(node->input());
+  std::string name = node->s(c10::attr::name);
+  mlir::Location loc = locationOf(node, frame.modulePath);
+  if (!owner.is(Known::Kind::Module)) {
+    error(loc, "attribute '" + name + "' of a value that is not a module");
+    frame.values[node->output()] = Known::poison();
+    return;
+  }
+  std::string path =
+      owner.modulePath.empty() ? name : owner.modulePath + "." + name;
+  c10::IValue value = owner.module->attr(name);
+  if (value.isModule())
+    frame.values[node->output()] = Known::ofModule(value.toModule(), path);
+  else if (value.isTensor())
+    frame.values[node->output()] = paramAccess(value.toTensor(), path, loc);
+  else
+    frame.values[node->output()] = Known::ofConstant(value);
+}
+
+Known Importer::paramAccess(const at::Tensor &value,
+                            const std::string &fullName, mlir::Location loc) {
+  auto it = params.find(value.unsafeGetTensorImpl());
+  if (it == params.end() || !it->second) {
+    // A tensor attribute that is neither parameter nor buffer: model state
+    // all the same, so it is declared as a buffer under its path.
+    mlir::RankedTensorType type = getTensorType(&context, value);
+    if (!type) {
+      error(loc, "tensor attribute '" + fullName + "' has unsupported dtype " +
+                     std::string(c10::toString(value.scalar_type())));
+      return Known::poison();
+    }
+    mlir::OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(module.getBody(), std::prev(module.getBody()->end()));
+    it = params
+             .try_emplace(value.unsafeGetTensorImpl(),
+                          builder.create<ParamOp>(
+                              mlir::NameLoc::get(builder.getStringAttr(fullName)),
+                              fullName, type, /*buffer=*/true, nullptr))
+             .first;
+  }
+  ParamOp param = it->second;
+  auto get = builder.create<GetParamOp>(loc, param.getTensorType(),
+                                        param.getSymName());
+  return Known::ofTensor(get.getResult(), metaLike(value));
+}
+
+void Importer::importCall(jit::Node *node, Frame &frame) {
+  std::vector<Known> args;
+  for (const jit::Value *input : node->inputs())
+    args.push_back(frame.values.lookup(input));
+  std::shared_ptr<jit::Graph> graph;
+  std::string path = frame.modulePath;
+  if (node->kind() == c10::prim::CallMethod) {
+    const Known &self = args.front();
+    if (!self.is(Known::Kind::Module)) {
+      error(locationOf(node, frame.modulePath),
+            "method '" + node->s(c10::attr::name) +
+                "' called on a value that is not a module");
+      for (const jit::Value *output : node->outputs())
+        frame.values[output] = Known::poison();
+      return;
+    }
+    graph = self.module->get_method(node->s(c10::attr::name)).graph();
+    path = self.modulePath;
+  } else {
+    // The callee is the function constant in input 0, not an argument.
+    auto function =
+        node->input(0)->type()->expect<c10::FunctionType>()->function();
+    graph = jit::toGraphFunction(*function).graph();
+    args.erase(args.begin());
+  }
+  std::vector<Known> outputs = importGraph(*graph, std::move(args), path);
+  for (size_t i = 0; i < node->outputs().size(); ++i)
+    frame.values[node->outputs()[i]] = outputs.at(i);
+}
+
+void Importer::importControlFlow(jit::Node *node, Frame &frame) {
+  mlir::Location loc = locationOf(node, frame.modulePath);
+  auto poisonOutputs = [&] {
+    for (const jit::Value *output : node->outputs())
+      frame.values[output] = Known::poison();
+  };
+  auto constantBool = [&](const jit::Value *value) -> std::optional<bool> {
+    Known known = frame.values.lookup(value);
+    if (known.is(Known::Kind::Constant) && known.constant.isBool())
+      return known.constant.toBool();
+    return std::nullopt;
+  };
+
+  if (node->kind() == c10::prim::If) {
+    std::optional<bool> condition = constantBool(node->input());
+    if (!condition) {
+      error(loc, "control flow depends on tensor data; slapoc needs every "
+                 "branch decided at compile time (static shapes, constant "
+                 "flags)");
+      return poisonOutputs();
+    }
+    jit::Block *taken = node->blocks()[*condition ? 0 : 1];
+    importBlock(taken, frame);
+    for (size_t i = 0; i < node->outputs().size(); ++i)
+      frame.values[node->outputs()[i]] =
+          frame.values.lookup(taken->outputs()[i]);
+    return;
+  }
+
+  // prim::Loop(max_trip_count, initial_condition, carried...) with a body
+  // block(iteration, carried...) -> (condition, carried...): unrolled.
+  Known tripCount = frame.values.lookup(node->input(0));
+  std::optional<bool> condition = constantBool(node->input(1));
+  if (!tripCount.is(Known::Kind::Constant) || !tripCount.constant.isInt() ||
+      !condition) {
+    error(loc, "loop whose trip count or condition depends on tensor data");
+    return poisonOutputs();
+  }
+  jit::Block *body = node->blocks()[0];
+  std::vector<Known> carried;
+  for (size_t i = 2; i < node->inputs().size(); ++i)
+    carried.push_back(frame.values.lookup(node->inputs()[i]));
+  for (int64_t iteration = 0; iteration < tripCount.constant.toInt() && *condition;
+       ++iteration) {
+    frame.values[body->inputs()[0]] = Known::ofConstant(iteration);
+    for (size_t i = 0; i < carried.size(); ++i)
+      frame.values[body->inputs()[i + 1]] = carried[i];
+    importBlock(body, frame);
+    condition = constantBool(body->outputs()[0]);
+    if (!condition) {
+      error(loc, "loop condition depends on tensor data");
+      return poisonOutputs();
+    }
+    for (size_t i = 0; i < carried.size(); ++i)
+      carried[i] = frame.values.lookup(body->outputs()[i + 1]);
+  }
+  for (size_t i = 0; i < node->outputs().size(); ++i)
+    frame.values[node->outputs()[i]] = carried.at(i);
+}
+
+/// Ops whose result is random or depends on more than their inputs: never
+/// evaluated at compile time.
+static bool isNondeterministic(jit::Node *node) {
+  static const llvm::StringSet<> kinds{
+      "aten::dropout", "aten::dropout_", "aten::feature_dropout",
+      "aten::alpha_dropout", "aten::bernoulli", "aten::rand",
+      "aten::randn", "aten::randint", "aten::rand_like",
+      "aten::randn_like", "aten::randperm", "aten::normal",
+      "aten::uniform_", "aten::normal_", "aten::empty", "aten::empty_like",
+      "aten::arange"};
+  return kinds.contains(node->kind().toQualString());
+}
+
+/// Evaluates at compile time what does not depend on tensor data: nodes with
+/// only constant inputs, and nodes that read only shapes and dtypes (their
+/// tensor inputs replaced by meta shadows). Returns false for tensor ops.
+bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
+  if (!node->maybeOperator() || isNondeterministic(node))
+    return false;
+  bool allConstant = true;
+  for (const jit::Value *input : node->inputs())
+    allConstant &= frame.values.lookup(input).isConstant();
+  bool producesTensor = llvm::any_of(node->outputs(), [](const jit::Value *v) {
+    return isTensorType(v->type());
+  });
+  if (!allConstant && producesTensor)
+    return false;
+  // In-place ops on constants would mutate what other uses see.
+  if (!allConstant && llvm::StringRef(node->kind().toUnqualString()).endswith("_"))
+    return false;
+
+  std::vector<c10::IValue> stack;
+  for (const jit::Value *input : node->inputs()) {
+    const Known &known = frame.values.lookup(input);
+    if (known.is(Known::Kind::Tensor))
+      stack.push_back(known.shadow);
+    else if (known.isConstant())
+      stack.push_back(toIValue(known, input->type()));
+    else
+      return false; // modules and aggregates of runtime tensors
+  }
+  try {
+    node->getOperation()(stack);
+  } catch (const std::exception &e) {
+    if (allConstant)
+      error(locationOf(node, frame.modulePath),
+            "evaluating " + std::string(node->kind().toQualString()) +
+                " at compile time failed: " +
+                llvm::StringRef(e.what()).split('\n').first);
+    else
+      error(locationOf(node, frame.modulePath),
+            std::string(node->kind().toQualString()) +
+                " depends on tensor data, so its result cannot be made "
+                "static");
+    for (const jit::Value *output : node->outputs())
+      frame.values[output] = Known::poison();
+    return true;
+  }
+  for (size_t i = 0; i < node->outputs().size(); ++i)
+    frame.values[node->outputs()[i]] = Known::ofConstant(stack.at(i));
+  return true;
+}
+
+std::optional<std::vector<Known>> Importer::computeShadows(jit::Node *node,
+                                                           Frame &frame) {
+  // Meta tensors give shapes and dtypes without computing; ops without a
+  // meta kernel run on zero-filled tensors of the same shapes instead.
+  auto run = [&](bool onMeta) -> std::optional<std::vector<c10::IValue>> {
+    std::function<c10::IValue(const Known &, const c10::TypePtr &)> convert =
+        [&](const Known &known, const c10::TypePtr &type) -> c10::IValue {
+      if (known.is(Known::Kind::Tensor))
+        return onMeta ? known.shadow
+                      : at::zeros(known.shadow.sizes(),
+                                  known.shadow.options().device(at::kCPU));
+      if (known.is(Known::Kind::Aggregate) && !known.isConstant()) {
+        c10::TypePtr elementType = c10::TensorType::get();
+        if (auto list = type->cast<c10::ListType>())
+          elementType = list->getElementType();
+        c10::impl::GenericList list(elementType);
+        for (const Known &element : known.elements)
+          list.push_back(convert(element, elementType));
+        return list;
+      }
+      return toIValue(known, type);
+    };
+    std::vector<c10::IValue> stack;
+    for (const jit::Value *input : node->inputs())
+      stack.push_back(convert(frame.values.lookup(input), input->type()));
+    try {
+      node->getOperation()(stack);
+    } catch (const std::exception &) {
+      return std::nullopt;
+    }
+    return stack;
+  };
+  std::optional<std::vector<c10::IValue>> results = run(/*onMeta=*/true);
+  if (!results)
+    results = run(/*onMeta=*/false);
+  if (!results)
+    return std::nullopt;
+  std::vector<Known> shadows;
+  for (const c10::IValue &result : *results) {
+    if (result.isTensor()) {
+      shadows.push_back(Known::ofTensor({}, metaLike(result.toTensor())));
+    } else if (result.isTensorList()) {
+      std::vector<Known> elements;
+      for (const at::Tensor &t : result.toTensorVector())
+        elements.push_back(Known::ofTensor({}, metaLike(t)));
+      shadows.push_back(Known::ofAggregate(std::move(elements)));
+    } else {
+      shadows.push_back(Known::ofConstant(result));
+    }
+  }
+  return shadows;
+}
+
+void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
+  mlir::Location loc = locationOf(node, frame.modulePath);
+  auto poison = [&] {
+    for (const jit::Value *output : node->outputs())
+      frame.values[output] = Known::poison();
+  };
+  std::string kind = node->kind().toQualString();
+  bool inPlace = llvm::StringRef(kind).endswith("_") &&
+                 !llvm::StringRef(kind).endswith("__");
+  std::string functional = inPlace ? kind.substr(0, kind.size() - 1) : kind;
+  const auto &lowerings = getLowerings();
+  auto lowering = lowerings.find(functional);
+  if (lowering == lowerings.end()) {
+    // One report per op and source line: a layer class used N times would
+    // otherwise repeat the same message N times.
+    std::string key = kind;
+    llvm::raw_string_ostream os(key);
+    os << loc;
+    if (reportedUnsupported.insert(os.str()).second)
+      error(loc, "unsupported TorchScript op '" + kind + "'" +
+                     (frame.modulePath.empty()
+                          ? std::string(" in the root module")
+                          : " in module '" + frame.modulePath + "'"));
+    else
+      failed = true;
+    return poison();
+  }
+  std::optional<std::vector<Known>> shadows = computeShadows(node, frame);
+  if (!shadows) {
+    error(loc, "cannot infer the result shape of '" + kind +
+                   "' for these static input shapes");
+    return poison();
+  }
+  for (const Known &shadow : *shadows)
+    if (shadow.is(Known::Kind::Tensor) &&
+        !getTensorType(&context, shadow.shadow)) {
+      error(loc, "'" + kind + "' produces unsupported dtype " +
+                     std::string(c10::toString(shadow.shadow.scalar_type())));
+      return poison();
+    }
+  NodeLowering lower(*this, node, frame, std::move(*shadows));
+  if (mlir::failed(lowering->second(lower))) {
+    failed = true;
+    return poison();
+  }
+  if (inPlace)
+    frame.values[node->input(0)] = frame.values.lookup(node->output(0));
+}
+
+mlir::Value Importer::materialize(const at::Tensor &value, mlir::Location loc) {
+  at::Tensor contiguous = value.contiguous().cpu();
+  mlir::RankedTensorType type = getTensorType(&context, contiguous);
+  mlir::Type elementType = type.getElementType();
+  bool splat = contiguous.numel() > 0 &&
+               contiguous.eq(contiguous.flatten()[0]).all().item<bool>();
+  at::Tensor data = splat ? contiguous.flatten().slice(0, 0, 1) : contiguous;
+  mlir::DenseElementsAttr attr;
+  mlir::RankedTensorType dataType =
+      splat ? mlir::RankedTensorType::get({}, elementType) : type;
+  if (elementType.isa<mlir::FloatType>()) {
+    at::Tensor asDouble = data.to(at::kDouble);
+    llvm::SmallVector<llvm::APFloat> values;
+    const auto &semantics = elementType.cast<mlir::FloatType>().getFloatSemantics();
+    for (int64_t i = 0; i < asDouble.numel(); ++i) {
+      llvm::APFloat v(asDouble.data_ptr<double>()[i]);
+      bool lost;
+      v.convert(semantics, llvm::APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v);
+    }
+    attr = mlir::DenseElementsAttr::get(dataType, values);
+  } else {
+    at::Tensor asLong = data.to(at::kLong);
+    unsigned width = elementType.getIntOrFloatBitWidth();
+    llvm::SmallVector<llvm::APInt> values;
+    for (int64_t i = 0; i < asLong.numel(); ++i)
+      values.push_back(llvm::APInt(width, asLong.data_ptr<int64_t>()[i],
+                                   /*isSigned=*/width > 1));
+    attr = mlir::DenseElementsAttr::get(dataType, values);
+  }
+  if (splat)
+    attr = mlir::DenseElementsAttr::get(type, attr.getSplatValue<mlir::Attribute>());
+  return builder.create<ConstantOp>(loc, attr).getResult();
+}
+
+} // namespace torchscript
+} // namespace slapo

@@ -1,0 +1,724 @@
+//===- OpLowerings.cpp - ATen ops to slapo ops ----------------------------===//
+//
+// One function per ATen op family. Result types always come from the node's
+// meta shadow (NodeLowering::outputType): lowerings decide which slapo ops
+// compute the value, never what shape or dtype it has. Operands are cast to
+// the dtype the op computes in, which makes PyTorch's type promotion explicit.
+//
+//===----------------------------------------------------------------------===//
+#include "Importer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/Reduction.h>
+
+namespace slapo::torchscript {
+namespace {
+
+using mlir::failure;
+using mlir::LogicalResult;
+using mlir::success;
+
+mlir::RankedTensorType typeOf(mlir::Value value) {
+  return value.getType().cast<mlir::RankedTensorType>();
+}
+
+/// Sets output 0 to `value`, reshaped to the output type if needed.
+LogicalResult finish(NodeLowering &lower, mlir::Value value) {
+  if (!value)
+    return failure();
+  if (typeOf(value) != lower.outputType())
+    value = lower.create<ReshapeOp>(lower.outputType(), value);
+  lower.setOutput(0, value);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise.
+//===----------------------------------------------------------------------===//
+
+/// `lhs op rhs` for ops whose inputs 0 and 1 are the operands and whose
+/// optional input 2 (`alpha`) scales rhs.
+template <typename OpTy>
+LogicalResult lowerBinary(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value lhs = lower.tensor(0, elementType);
+  mlir::Value rhs = lower.tensor(1, elementType);
+  if (!lhs || !rhs)
+    return failure();
+  constexpr bool hasAlpha =
+      std::is_same_v<OpTy, AddOp> || std::is_same_v<OpTy, SubOp>;
+  if (hasAlpha && lower.numInputs() == 3) {
+    std::optional<double> alpha = lower.doubleConstant(2);
+    if (!alpha)
+      return failure();
+    if (*alpha != 1)
+      rhs = lower.create<MulOp>(typeOf(rhs), rhs,
+                                lower.scalar(*alpha, elementType));
+  }
+  return finish(lower, lower.create<OpTy>(lower.outputType(), lhs, rhs));
+}
+
+/// aten::rsub(self, other, alpha) = other - alpha * self.
+LogicalResult lowerRsub(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value self = lower.tensor(0, elementType);
+  mlir::Value other = lower.tensor(1, elementType);
+  std::optional<double> alpha = lower.doubleConstant(2);
+  if (!self || !other || !alpha)
+    return failure();
+  if (*alpha != 1)
+    self = lower.create<MulOp>(typeOf(self), self,
+                               lower.scalar(*alpha, elementType));
+  return finish(lower, lower.create<SubOp>(lower.outputType(), other, self));
+}
+
+LogicalResult lowerDiv(NodeLowering &lower) {
+  if (lower.numInputs() == 3 && !lower.isNone(2))
+    return lower.error("division with a rounding mode is not supported");
+  return lowerBinary<DivOp>(lower);
+}
+
+LogicalResult lowerPow(NodeLowering &lower) {
+  if (!lower.outputElementType().isa<mlir::FloatType>())
+    return lower.error("integer pow is not supported");
+  return lowerBinary<PowOp>(lower);
+}
+
+template <ComparePredicate predicate>
+LogicalResult lowerCompare(NodeLowering &lower) {
+  // The comparison happens in the dtype PyTorch promotes both operands to.
+  auto operand = [&](size_t i) -> c10::IValue {
+    at::Tensor shadow = lower.shadowOf(i);
+    if (shadow.defined())
+      return shadow;
+    return lower.input(i).constant;
+  };
+  c10::IValue lhs = operand(0), rhs = operand(1);
+  at::ScalarType dtype;
+  if (lhs.isTensor() && rhs.isTensor())
+    dtype = at::result_type(lhs.toTensor(), rhs.toTensor());
+  else if (lhs.isTensor())
+    dtype = at::result_type(lhs.toTensor(), rhs.toScalar());
+  else
+    dtype = at::result_type(lhs.toScalar(), rhs.toTensor());
+  mlir::Type elementType = getElementType(lower.getContext(), dtype);
+  mlir::Value l = lower.tensor(0, elementType), r = lower.tensor(1, elementType);
+  if (!l || !r)
+    return failure();
+  return finish(lower,
+                lower.getBuilder()
+                    .create<CompareOp>(lower.getLoc(), lower.outputType(),
+                                       predicate, l, r)
+                    .getResult());
+}
+
+template <typename OpTy>
+LogicalResult lowerUnary(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0, lower.outputElementType());
+  if (!input)
+    return failure();
+  return finish(lower, lower.create<OpTy>(lower.outputType(), input));
+}
+
+LogicalResult lowerReciprocal(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value input = lower.tensor(0, elementType);
+  if (!input)
+    return failure();
+  return finish(lower, lower.create<DivOp>(lower.outputType(),
+                                           lower.scalar(1, elementType), input));
+}
+
+LogicalResult lowerGelu(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0, lower.outputElementType());
+  std::optional<c10::IValue> approximate = lower.constant(1);
+  if (!input || !approximate)
+    return failure();
+  std::string mode = approximate->toStringRef();
+  if (mode != "none" && mode != "tanh")
+    return lower.error("unknown gelu approximation '" + mode + "'");
+  auto approximation = GeluApproximationAttr::get(
+      lower.getContext(),
+      mode == "tanh" ? GeluApproximation::tanh : GeluApproximation::erf);
+  return finish(lower, lower.create<GeluOp>(lower.outputType(), input,
+                                            approximation));
+}
+
+/// Dtype conversions of every spelling (aten::to overloads, type_as) and
+/// ops that are the identity on values (contiguous, clone, detach).
+LogicalResult lowerConvert(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0, lower.outputElementType());
+  return finish(lower, input);
+}
+
+LogicalResult lowerWhere(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value condition = lower.tensor(0);
+  mlir::Value onTrue = lower.tensor(1, elementType);
+  mlir::Value onFalse = lower.tensor(2, elementType);
+  if (!condition || !onTrue || !onFalse)
+    return failure();
+  return finish(lower, lower.create<WhereOp>(lower.outputType(), condition,
+                                             onTrue, onFalse));
+}
+
+/// masked_fill(self, mask, value) = where(mask, value, self).
+LogicalResult lowerMaskedFill(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value self = lower.tensor(0, elementType);
+  mlir::Value mask = lower.tensor(1);
+  mlir::Value value = lower.tensor(2, elementType);
+  if (!self || !mask || !value)
+    return failure();
+  return finish(lower,
+                lower.create<WhereOp>(lower.outputType(), mask, value, self));
+}
+
+LogicalResult lowerDropout(NodeLowering &lower) {
+  std::optional<double> p = lower.doubleConstant(1);
+  std::optional<c10::IValue> train = lower.constant(2);
+  mlir::Value input = lower.tensor(0);
+  if (!p || !train || !input)
+    return failure();
+  // Eval-mode dropout is the identity.
+  if (!train->toBool() || *p == 0)
+    return finish(lower, input);
+  if (*p >= 1)
+    return lower.error("dropout with p >= 1 zeroes everything");
+  return finish(lower, lower.create<DropoutOp>(lower.outputType(), input,
+                                               lower.getBuilder().getF64FloatAttr(*p)));
+}
+
+template <bool lower_>
+LogicalResult lowerTriangular(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0);
+  std::optional<int64_t> diagonal = lower.intConstant(1);
+  if (!input || !diagonal)
+    return failure();
+  mlir::OpBuilder &b = lower.getBuilder();
+  return finish(lower, lower.create<TriangularOp>(lower.outputType(), input,
+                                                  b.getBoolAttr(lower_),
+                                                  b.getI64IntegerAttr(*diagonal)));
+}
+
+/// zeros_like, ones_like, full_like, new_zeros, new_ones, new_full: a splat
+/// of the output type; only the value depends on the op.
+LogicalResult lowerFillLike(NodeLowering &lower) {
+  llvm::StringRef kind = lower.getNode()->kind().toUnqualString();
+  double value = 0;
+  if (kind.contains("ones"))
+    value = 1;
+  else if (kind.contains("full")) {
+    std::optional<double> fill =
+        lower.doubleConstant(kind.startswith("new_") ? 2 : 1);
+    if (!fill)
+      return failure();
+    value = *fill;
+  }
+  mlir::Value splat = lower.scalar(value, lower.outputElementType());
+  return finish(lower, lower.create<BroadcastOp>(lower.outputType(), splat));
+}
+
+LogicalResult lowerArange(NodeLowering &lower) {
+  // arange(end, ...), arange(start, end, ...), arange(start, end, step, ...):
+  // the dtype/layout/device/pin_memory tail is 4 inputs.
+  size_t numbers = lower.numInputs() - 4;
+  std::optional<double> start = numbers >= 2 ? lower.doubleConstant(0) : 0.0;
+  std::optional<double> step = numbers >= 3 ? lower.doubleConstant(2) : 1.0;
+  if (!start || !step)
+    return failure();
+  mlir::OpBuilder &b = lower.getBuilder();
+  return finish(lower, lower.getBuilder()
+                           .create<ArangeOp>(lower.getLoc(), lower.outputType(),
+                                             b.getF64FloatAttr(*start),
+                                             b.getF64FloatAttr(*step))
+                           .getResult());
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and neural-network ops.
+//===----------------------------------------------------------------------===//
+
+LogicalResult lowerLinear(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value input = lower.tensor(0, elementType);
+  mlir::Value weight = lower.tensor(1, elementType);
+  mlir::Value bias = lower.optionalTensor(2, elementType);
+  if (!input || !weight || (!lower.isNone(2) && !bias))
+    return failure();
+  if (typeOf(weight).getRank() != 2)
+    return lower.error("weight must be 2-D");
+  return finish(lower,
+                lower.create<LinearOp>(lower.outputType(), input, weight, bias));
+}
+
+/// torch.matmul: 1-D operands become matrices, then batched matmul.
+LogicalResult lowerMatmul(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value lhs = lower.tensor(0, elementType);
+  mlir::Value rhs = lower.tensor(1, elementType);
+  if (!lhs || !rhs)
+    return failure();
+  auto asMatrix = [&](mlir::Value v, bool isLhs) {
+    mlir::RankedTensorType type = typeOf(v);
+    if (type.getRank() != 1)
+      return v;
+    llvm::SmallVector<int64_t> shape{type.getDimSize(0)};
+    shape.insert(isLhs ? shape.begin() : shape.end(), 1);
+    return lower.create<ReshapeOp>(type.clone(shape), v);
+  };
+  lhs = asMatrix(lhs, true);
+  rhs = asMatrix(rhs, false);
+  llvm::ArrayRef<int64_t> l = typeOf(lhs).getShape(), r = typeOf(rhs).getShape();
+  auto batch = broadcastShapes(l.drop_back(2), r.drop_back(2));
+  if (mlir::failed(batch))
+    return lower.error("batch dims do not broadcast");
+  llvm::SmallVector<int64_t> shape = *batch;
+  shape.push_back(l[l.size() - 2]);
+  shape.push_back(r.back());
+  return finish(lower, lower.create<MatmulOp>(
+                           mlir::RankedTensorType::get(shape, elementType), lhs,
+                           rhs));
+}
+
+/// addmm / baddbmm(self, a, b, beta, alpha) = beta * self + alpha * (a @ b).
+LogicalResult lowerAddMatmul(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value self = lower.tensor(0, elementType);
+  mlir::Value a = lower.tensor(1, elementType);
+  mlir::Value b = lower.tensor(2, elementType);
+  std::optional<double> beta = lower.doubleConstant(3);
+  std::optional<double> alpha = lower.doubleConstant(4);
+  if (!self || !a || !b || !beta || !alpha)
+    return failure();
+  mlir::RankedTensorType type = lower.outputType();
+  mlir::Value product = lower.create<MatmulOp>(type, a, b);
+  if (*alpha != 1)
+    product = lower.create<MulOp>(type, product, lower.scalar(*alpha, elementType));
+  if (*beta != 1)
+    self = lower.create<MulOp>(typeOf(self), self, lower.scalar(*beta, elementType));
+  return finish(lower, lower.create<AddOp>(type, self, product));
+}
+
+LogicalResult lowerEmbedding(NodeLowering &lower) {
+  mlir::Value weight = lower.tensor(0);
+  mlir::Value indices = lower.tensor(1);
+  std::optional<int64_t> paddingIdx = lower.intConstant(2);
+  std::optional<c10::IValue> scaleGrad = lower.constant(3);
+  std::optional<c10::IValue> sparse = lower.constant(4);
+  if (!weight || !indices || !paddingIdx || !scaleGrad || !sparse)
+    return failure();
+  if (scaleGrad->toBool() || sparse->toBool())
+    return lower.error("scale_grad_by_freq and sparse are not supported");
+  mlir::IntegerAttr padding;
+  if (*paddingIdx >= 0)
+    padding = lower.getBuilder().getI64IntegerAttr(*paddingIdx);
+  return finish(lower, lower.create<EmbeddingOp>(lower.outputType(), weight,
+                                                 indices, padding));
+}
+
+LogicalResult lowerLayerNorm(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value input = lower.tensor(0, elementType);
+  std::optional<std::vector<int64_t>> shape = lower.intListConstant(1);
+  mlir::Value weight = lower.optionalTensor(2, elementType);
+  mlir::Value bias = lower.optionalTensor(3, elementType);
+  std::optional<double> eps = lower.doubleConstant(4);
+  if (!input || !shape || !eps)
+    return failure();
+  mlir::OpBuilder &b = lower.getBuilder();
+  return finish(lower, lower.create<LayerNormOp>(
+                           lower.outputType(), input, weight, bias,
+                           b.getI64IntegerAttr(shape->size()),
+                           b.getF64FloatAttr(*eps)));
+}
+
+template <typename OpTy>
+LogicalResult lowerSoftmax(NodeLowering &lower) {
+  // The optional dtype argument makes the input cast first.
+  mlir::Value input = lower.tensor(0, lower.outputElementType());
+  std::optional<int64_t> d = lower.intConstant(1);
+  if (!input || !d)
+    return failure();
+  std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
+  if (!dim)
+    return failure();
+  return finish(lower, lower.create<OpTy>(lower.outputType(), input,
+                                          lower.getBuilder().getI64IntegerAttr(*dim)));
+}
+
+LogicalResult lowerCrossEntropy(NodeLowering &lower) {
+  mlir::Value logits = lower.tensor(0);
+  mlir::Value target = lower.tensor(1);
+  std::optional<int64_t> reduction = lower.intConstant(3);
+  std::optional<int64_t> ignoreIndex = lower.intConstant(4);
+  std::optional<double> smoothing = lower.doubleConstant(5);
+  if (!logits || !target || !reduction || !ignoreIndex || !smoothing)
+    return failure();
+  if (!lower.isNone(2))
+    return lower.error("class weights are not supported");
+  if (*smoothing != 0)
+    return lower.error("label smoothing is not supported");
+  if (typeOf(logits).getRank() != 2 || typeOf(target).getRank() != 1)
+    return lower.error("expects logits [N, C] and class-index targets [N]; "
+                       "reshape to 2-D first");
+  Reduction mode = *reduction == at::Reduction::None   ? Reduction::none
+                   : *reduction == at::Reduction::Mean ? Reduction::mean
+                                                       : Reduction::sum;
+  mlir::OpBuilder &b = lower.getBuilder();
+  return finish(lower, lower.create<CrossEntropyOp>(
+                           lower.outputType(), logits, target,
+                           b.getI64IntegerAttr(*ignoreIndex),
+                           ReductionAttr::get(lower.getContext(), mode)));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions.
+//===----------------------------------------------------------------------===//
+
+/// sum/mean(self, dtype) over everything, sum/mean(self, dim, keepdim, dtype),
+/// amax(self, dim, keepdim), max(self).
+template <typename OpTy>
+LogicalResult lowerReduce(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0, lower.outputElementType());
+  if (!input)
+    return failure();
+  int64_t rank = typeOf(input).getRank();
+  llvm::SmallVector<int64_t> dims;
+  bool keepdim = false;
+  bool overDims = lower.numInputs() >= 3;
+  if (overDims && !lower.isNone(1)) {
+    std::optional<std::vector<int64_t>> given = lower.intListConstant(1);
+    if (!given)
+      return failure();
+    for (int64_t d : *given) {
+      std::optional<int64_t> dim = lower.dim(d, rank);
+      if (!dim)
+        return failure();
+      dims.push_back(*dim);
+    }
+  }
+  if (overDims) {
+    std::optional<c10::IValue> keep = lower.constant(2);
+    if (!keep)
+      return failure();
+    keepdim = keep->toBool();
+  }
+  if (dims.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      dims.push_back(d);
+  llvm::sort(dims);
+  mlir::OpBuilder &b = lower.getBuilder();
+  return finish(lower, lower.create<OpTy>(lower.outputType(), input,
+                                          b.getDenseI64ArrayAttr(dims),
+                                          b.getBoolAttr(keepdim)));
+}
+
+LogicalResult lowerMax(NodeLowering &lower) {
+  if (lower.getNode()->outputs().size() != 1)
+    return lower.error("max with indices is not supported; use amax");
+  if (lower.numInputs() == 2)
+    return lowerBinary<MaximumOp>(lower);
+  return lowerReduce<MaxOp>(lower);
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement.
+//===----------------------------------------------------------------------===//
+
+/// view, reshape, flatten, unsqueeze, squeeze, ...: the output shape is known.
+LogicalResult lowerReshape(NodeLowering &lower) {
+  return finish(lower, lower.tensor(0));
+}
+
+LogicalResult emitPermute(NodeLowering &lower, llvm::ArrayRef<int64_t> permutation) {
+  mlir::Value input = lower.tensor(0);
+  if (!input)
+    return failure();
+  return finish(lower, lower.create<PermuteOp>(
+                           lower.outputType(), input,
+                           lower.getBuilder().getDenseI64ArrayAttr(permutation)));
+}
+
+LogicalResult lowerPermute(NodeLowering &lower) {
+  std::optional<std::vector<int64_t>> given = lower.intListConstant(1);
+  at::Tensor shadow = lower.shadowOf(0);
+  if (!given || !shadow.defined())
+    return failure();
+  llvm::SmallVector<int64_t> permutation;
+  for (int64_t d : *given) {
+    std::optional<int64_t> dim = lower.dim(d, shadow.dim());
+    if (!dim)
+      return failure();
+    permutation.push_back(*dim);
+  }
+  return emitPermute(lower, permutation);
+}
+
+/// transpose(self, d0, d1) and t(self).
+LogicalResult lowerTranspose(NodeLowering &lower) {
+  at::Tensor shadow = lower.shadowOf(0);
+  if (!shadow.defined())
+    return failure();
+  int64_t rank = shadow.dim();
+  llvm::SmallVector<int64_t> permutation =
+      llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (rank < 2)
+    return finish(lower, lower.tensor(0));
+  int64_t d0 = rank - 2, d1 = rank - 1;
+  if (lower.numInputs() == 3) {
+    std::optional<int64_t> a = lower.intConstant(1), b = lower.intConstant(2);
+    if (!a || !b)
+      return failure();
+    std::optional<int64_t> na = lower.dim(*a, rank), nb = lower.dim(*b, rank);
+    if (!na || !nb)
+      return failure();
+    d0 = *na;
+    d1 = *nb;
+  }
+  std::swap(permutation[d0], permutation[d1]);
+  return emitPermute(lower, permutation);
+}
+
+mlir::Value emitSlice(NodeLowering &lower, mlir::Value input, int64_t dim,
+                      int64_t start, int64_t end, int64_t step) {
+  mlir::RankedTensorType type = typeOf(input);
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = (end - start + step - 1) / step;
+  mlir::OpBuilder &b = lower.getBuilder();
+  return lower.create<SliceOp>(type.clone(shape), input, b.getI64IntegerAttr(dim),
+                               b.getI64IntegerAttr(start), b.getI64IntegerAttr(end),
+                               b.getI64IntegerAttr(step));
+}
+
+/// slice(self, dim, start, end, step) with Python's clamping of bounds.
+LogicalResult lowerSlice(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0);
+  std::optional<int64_t> d = lower.intConstant(1);
+  std::optional<int64_t> step = lower.intConstant(4);
+  if (!input || !d || !step)
+    return failure();
+  int64_t rank = typeOf(input).getRank();
+  std::optional<int64_t> dim = lower.dim(*d, rank);
+  if (!dim)
+    return failure();
+  int64_t size = typeOf(input).getDimSize(*dim);
+  auto bound = [&](size_t i, int64_t fallback) -> std::optional<int64_t> {
+    if (lower.isNone(i))
+      return fallback;
+    std::optional<int64_t> value = lower.intConstant(i);
+    if (!value)
+      return std::nullopt;
+    int64_t v = *value < 0 ? *value + size : *value;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  std::optional<int64_t> start = bound(2, 0), end = bound(3, size);
+  if (!start || !end)
+    return failure();
+  if (*step < 1)
+    return lower.error("slice step must be positive");
+  return finish(lower, emitSlice(lower, input, *dim, *start,
+                                 std::max(*start, *end), *step));
+}
+
+/// select(self, dim, index): a slice of size one, then the dim dropped.
+LogicalResult lowerSelect(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0);
+  std::optional<int64_t> d = lower.intConstant(1);
+  std::optional<int64_t> index = lower.intConstant(2);
+  if (!input || !d || !index)
+    return failure();
+  std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
+  if (!dim)
+    return failure();
+  int64_t size = typeOf(input).getDimSize(*dim);
+  int64_t i = *index < 0 ? *index + size : *index;
+  if (i < 0 || i >= size)
+    return lower.error("index " + std::to_string(*index) +
+                       " is out of range for size " + std::to_string(size));
+  return finish(lower, emitSlice(lower, input, *dim, i, i + 1, 1));
+}
+
+/// narrow(self, dim, start, length).
+LogicalResult lowerNarrow(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0);
+  std::optional<int64_t> d = lower.intConstant(1);
+  std::optional<int64_t> start = lower.intConstant(2);
+  std::optional<int64_t> length = lower.intConstant(3);
+  if (!input || !d || !start || !length)
+    return failure();
+  std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
+  if (!dim)
+    return failure();
+  int64_t begin = *start < 0 ? *start + typeOf(input).getDimSize(*dim) : *start;
+  return finish(lower, emitSlice(lower, input, *dim, begin, begin + *length, 1));
+}
+
+/// split, split_with_sizes, chunk, unbind: consecutive slices whose sizes are
+/// the sizes of the output list's shadows.
+LogicalResult lowerSplit(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0);
+  llvm::StringRef kind = lower.getNode()->kind().toUnqualString();
+  std::optional<int64_t> d = lower.intConstant(kind == "unbind" ? 1 : 2);
+  if (!input || !d)
+    return failure();
+  std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
+  if (!dim)
+    return failure();
+  std::vector<Known> parts;
+  int64_t offset = 0;
+  for (const Known &element : lower.outputElements()) {
+    int64_t size = kind == "unbind" ? 1 : element.shadow.size(*dim);
+    mlir::Value part = emitSlice(lower, input, *dim, offset, offset + size, 1);
+    mlir::RankedTensorType type = getTensorType(lower.getContext(), element.shadow);
+    if (typeOf(part) != type)
+      part = lower.create<ReshapeOp>(type, part);
+    parts.push_back(Known::ofTensor(part, element.shadow));
+    offset += size;
+  }
+  lower.setOutput(0, Known::ofAggregate(std::move(parts)));
+  return success();
+}
+
+/// The tensors of a list input, cast to `elementType`.
+std::optional<llvm::SmallVector<mlir::Value>>
+tensorList(NodeLowering &lower, size_t i, mlir::Type elementType) {
+  const Known &list = lower.input(i);
+  if (!list.is(Known::Kind::Aggregate)) {
+    lower.report("expects a list of tensors built in the model");
+    return std::nullopt;
+  }
+  llvm::SmallVector<mlir::Value> values;
+  for (const Known &element : list.elements) {
+    if (!element.is(Known::Kind::Tensor)) {
+      lower.report("list elements must be tensors");
+      return std::nullopt;
+    }
+    values.push_back(lower.cast(element.tensor, elementType));
+  }
+  return values;
+}
+
+/// cat(tensors, dim) and stack(tensors, dim) (a cat of unsqueezed inputs).
+LogicalResult lowerConcat(NodeLowering &lower) {
+  auto inputs = tensorList(lower, 0, lower.outputElementType());
+  std::optional<int64_t> d = lower.intConstant(1);
+  if (!inputs || !d || inputs->empty())
+    return failure();
+  bool stack = lower.getNode()->kind().toUnqualString() == "stack";
+  std::optional<int64_t> dim = lower.dim(*d, lower.outputType().getRank());
+  if (!dim)
+    return failure();
+  if (stack)
+    for (mlir::Value &input : *inputs) {
+      llvm::SmallVector<int64_t> shape(typeOf(input).getShape());
+      shape.insert(shape.begin() + *dim, 1);
+      input = lower.create<ReshapeOp>(typeOf(input).clone(shape), input);
+    }
+  return finish(lower, lower.create<ConcatOp>(lower.outputType(), *inputs,
+                                              lower.getBuilder().getI64IntegerAttr(*dim)));
+}
+
+/// expand, expand_as, broadcast_to.
+LogicalResult lowerExpand(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0);
+  if (!input)
+    return failure();
+  if (typeOf(input) == lower.outputType())
+    return finish(lower, input);
+  return finish(lower, lower.create<BroadcastOp>(lower.outputType(), input));
+}
+
+} // namespace
+
+const llvm::StringMap<LoweringFn> &getLowerings() {
+  static const llvm::StringMap<LoweringFn> lowerings = {
+      {"aten::add", lowerBinary<AddOp>},
+      {"aten::sub", lowerBinary<SubOp>},
+      {"aten::mul", lowerBinary<MulOp>},
+      {"aten::div", lowerDiv},
+      {"aten::rsub", lowerRsub},
+      {"aten::pow", lowerPow},
+      {"aten::maximum", lowerBinary<MaximumOp>},
+      {"aten::minimum", lowerBinary<MinimumOp>},
+      {"aten::eq", lowerCompare<ComparePredicate::eq>},
+      {"aten::ne", lowerCompare<ComparePredicate::ne>},
+      {"aten::lt", lowerCompare<ComparePredicate::lt>},
+      {"aten::le", lowerCompare<ComparePredicate::le>},
+      {"aten::gt", lowerCompare<ComparePredicate::gt>},
+      {"aten::ge", lowerCompare<ComparePredicate::ge>},
+      {"aten::neg", lowerUnary<NegOp>},
+      {"aten::abs", lowerUnary<AbsOp>},
+      {"aten::exp", lowerUnary<ExpOp>},
+      {"aten::log", lowerUnary<LogOp>},
+      {"aten::sqrt", lowerUnary<SqrtOp>},
+      {"aten::rsqrt", lowerUnary<RsqrtOp>},
+      {"aten::tanh", lowerUnary<TanhOp>},
+      {"aten::sigmoid", lowerUnary<SigmoidOp>},
+      {"aten::relu", lowerUnary<ReluOp>},
+      {"aten::silu", lowerUnary<SiluOp>},
+      {"aten::sin", lowerUnary<SinOp>},
+      {"aten::cos", lowerUnary<CosOp>},
+      {"aten::reciprocal", lowerReciprocal},
+      {"aten::gelu", lowerGelu},
+      {"aten::where", lowerWhere},
+      {"aten::masked_fill", lowerMaskedFill},
+      {"aten::dropout", lowerDropout},
+      {"aten::tril", lowerTriangular<true>},
+      {"aten::triu", lowerTriangular<false>},
+      {"aten::zeros_like", lowerFillLike},
+      {"aten::ones_like", lowerFillLike},
+      {"aten::full_like", lowerFillLike},
+      {"aten::new_zeros", lowerFillLike},
+      {"aten::new_ones", lowerFillLike},
+      {"aten::new_full", lowerFillLike},
+      {"aten::arange", lowerArange},
+      {"aten::to", lowerConvert},
+      {"aten::type_as", lowerConvert},
+      {"aten::contiguous", lowerConvert},
+      {"aten::clone", lowerConvert},
+      {"aten::detach", lowerConvert},
+      {"aten::alias", lowerConvert},
+      {"aten::linear", lowerLinear},
+      {"aten::matmul", lowerMatmul},
+      {"aten::mm", lowerMatmul},
+      {"aten::bmm", lowerMatmul},
+      {"aten::addmm", lowerAddMatmul},
+      {"aten::baddbmm", lowerAddMatmul},
+      {"aten::embedding", lowerEmbedding},
+      {"aten::layer_norm", lowerLayerNorm},
+      {"aten::softmax", lowerSoftmax<SoftmaxOp>},
+      {"aten::log_softmax", lowerSoftmax<LogSoftmaxOp>},
+      {"aten::cross_entropy_loss", lowerCrossEntropy},
+      {"aten::sum", lowerReduce<SumOp>},
+      {"aten::mean", lowerReduce<MeanOp>},
+      {"aten::amax", lowerReduce<MaxOp>},
+      {"aten::max", lowerMax},
+      {"aten::view", lowerReshape},
+      {"aten::reshape", lowerReshape},
+      {"aten::view_as", lowerReshape},
+      {"aten::reshape_as", lowerReshape},
+      {"aten::flatten", lowerReshape},
+      {"aten::unflatten", lowerReshape},
+      {"aten::unsqueeze", lowerReshape},
+      {"aten::squeeze", lowerReshape},
+      {"aten::permute", lowerPermute},
+      {"aten::transpose", lowerTranspose},
+      {"aten::t", lowerTranspose},
+      {"aten::slice", lowerSlice},
+      {"aten::select", lowerSelect},
+      {"aten::narrow", lowerNarrow},
+      {"aten::split", lowerSplit},
+      {"aten::split_with_sizes", lowerSplit},
+      {"aten::chunk", lowerSplit},
+      {"aten::unbind", lowerSplit},
+      {"aten::cat", lowerConcat},
+      {"aten::stack", lowerConcat},
+      {"aten::expand", lowerExpand},
+      {"aten::expand_as", lowerExpand},
+      {"aten::broadcast_to", lowerExpand},
+  };
+  return lowerings;
+}
+
+} // namespace slapo::torchscript

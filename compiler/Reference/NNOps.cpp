@@ -1,0 +1,70 @@
+//===- NNOps.cpp - contractions and neural-network ops ---------------------===//
+#include "OpTable.h"
+
+#include "slapo/Dialect/SlapoOps.h"
+
+#include <ATen/core/Reduction.h>
+
+namespace slapo::reference::detail {
+
+void registerNNOps(OpTable &table) {
+  add<LinearOp>(table, [](LinearOp op, Operands x, EvalContext &) {
+    c10::optional<at::Tensor> bias;
+    if (op.getBias())
+      bias = x[2];
+    return at::linear(x[0], x[1], bias);
+  });
+
+  add<MatmulOp>(table,
+                [](MatmulOp, Operands x, EvalContext &) { return at::matmul(x[0], x[1]); });
+
+  add<EmbeddingOp>(table, [](EmbeddingOp op, Operands x, EvalContext &) {
+    // padding_idx only changes the gradient; the forward is a plain gather.
+    int64_t paddingIdx = -1;
+    if (auto padding = op.getPaddingIdx())
+      paddingIdx = static_cast<int64_t>(*padding);
+    return at::embedding(x[0], x[1], paddingIdx);
+  });
+
+  add<LayerNormOp>(table, [](LayerNormOp op, Operands x, EvalContext &) {
+    const at::Tensor &input = x[0];
+    auto rank = static_cast<int64_t>(op.getNormalizedRank());
+    std::vector<int64_t> normalized(input.sizes().end() - rank, input.sizes().end());
+    c10::optional<at::Tensor> weight, bias;
+    size_t next = 1;
+    if (op.getWeight())
+      weight = x[next++];
+    if (op.getBias())
+      bias = x[next++];
+    return at::layer_norm(input, normalized, weight, bias,
+                          op.getEps().convertToDouble());
+  });
+
+  add<SoftmaxOp>(table, [](SoftmaxOp op, Operands x, EvalContext &) {
+    return at::softmax(x[0], static_cast<int64_t>(op.getDim()));
+  });
+  add<LogSoftmaxOp>(table, [](LogSoftmaxOp op, Operands x, EvalContext &) {
+    return at::log_softmax(x[0], static_cast<int64_t>(op.getDim()));
+  });
+
+  add<CrossEntropyOp>(table, [](CrossEntropyOp op, Operands x, EvalContext &) {
+    int64_t reduction = at::Reduction::Mean;
+    switch (op.getReduction()) {
+    case Reduction::mean:
+      reduction = at::Reduction::Mean;
+      break;
+    case Reduction::sum:
+      reduction = at::Reduction::Sum;
+      break;
+    case Reduction::none:
+      reduction = at::Reduction::None;
+      break;
+    }
+    // nll_loss wants int64 class indices.
+    return at::cross_entropy_loss(x[0], x[1].to(at::kLong), /*weight=*/{},
+                                  reduction,
+                                  static_cast<int64_t>(op.getIgnoreIndex()));
+  });
+}
+
+} // namespace slapo::reference::detail

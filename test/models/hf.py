@@ -1,0 +1,79 @@
+"""Tiny, randomly initialized Hugging Face `transformers` models (trace only).
+
+Needs transformers (pinned in third_party/python-requirements.txt, installed into
+third_party/.pydeps); run with PYTHONPATH=third_party/.pydeps /usr/bin/python3.
+
+HF's own forward signatures put many optional arguments between input_ids and labels, so each
+model is wrapped in a small nn.Module whose forward takes exactly the inputs below; the HF model
+is the wrapper's submodule `model`, so every HF path gets the prefix "model.":
+  hf_gpt2: model.transformer.wte.weight, model.transformer.h.0.attn.c_attn.weight, ...,
+           model.lm_head.weight
+  hf_bert: model.bert.embeddings.word_embeddings.weight,
+           model.bert.encoder.layer.0.attention.self.query.weight, ...,
+           model.cls.predictions.decoder.weight, model.cls.predictions.bias
+With torchscript=True HF *clones* tied weights instead of sharing them (PreTrainedModel.
+_tie_or_clone_weights), so model.lm_head.weight / model.cls.predictions.decoder.weight are
+separate parameters holding a copy of the word embedding.
+The wrappers return only the loss (HF returns a tuple (loss, logits, ...) with torchscript=True).
+"""
+
+import torch
+import torch.nn as nn
+
+from common import InputSpec, ModelSpec
+
+SCRIPT_ERROR = ("Hugging Face transformers models are not scriptable with torch.jit.script; "
+                "use --mode trace")
+
+
+def _quiet_transformers():
+    import transformers
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+class HFGPT2LMLoss(nn.Module):
+    """forward(input_ids i64[2,16], labels i64[2,16]) -> loss. HF paths prefixed with "model."."""
+
+    def __init__(self):
+        super().__init__()
+        transformers = _quiet_transformers()
+        config = transformers.GPT2Config(
+            vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+            resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1,
+            torchscript=True, attn_implementation="eager")
+        self.model = transformers.GPT2LMHeadModel(config)
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, labels=labels)[0]
+
+
+class HFBertMLMLoss(nn.Module):
+    """forward(input_ids, attention_mask, labels: i64[2,16]) -> loss. HF paths prefixed "model."."""
+
+    def __init__(self):
+        super().__init__()
+        transformers = _quiet_transformers()
+        config = transformers.BertConfig(
+            vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=32, type_vocab_size=2,
+            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+            torchscript=True, attn_implementation="eager")
+        self.model = transformers.BertForMaskedLM(config)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                labels: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)[0]
+
+
+SPECS = [
+    ModelSpec("hf_gpt2", HFGPT2LMLoss, [
+        InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
+        InputSpec("labels", torch.int64, [2, 16], kind="int", low=0, high=128),
+    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
+    ModelSpec("hf_bert", HFBertMLMLoss, [
+        InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
+        InputSpec("attention_mask", torch.int64, [2, 16], kind="mask"),
+        InputSpec("labels", torch.int64, [2, 16], kind="mlm", low=0, high=128),
+    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
+]
