@@ -38,19 +38,32 @@ at::Tensor compare(ComparePredicate predicate, const at::Tensor &lhs,
 
 void registerElementwiseOps(OpTable &table) {
   // Unary.
-  add<NegOp>(table, [](NegOp, Operands x, EvalContext &) { return at::neg(x[0]); });
-  add<AbsOp>(table, [](AbsOp, Operands x, EvalContext &) { return at::abs(x[0]); });
-  add<ExpOp>(table, [](ExpOp, Operands x, EvalContext &) { return at::exp(x[0]); });
-  add<LogOp>(table, [](LogOp, Operands x, EvalContext &) { return at::log(x[0]); });
-  add<SqrtOp>(table, [](SqrtOp, Operands x, EvalContext &) { return at::sqrt(x[0]); });
-  add<RsqrtOp>(table, [](RsqrtOp, Operands x, EvalContext &) { return at::rsqrt(x[0]); });
-  add<TanhOp>(table, [](TanhOp, Operands x, EvalContext &) { return at::tanh(x[0]); });
-  add<SigmoidOp>(table,
-                 [](SigmoidOp, Operands x, EvalContext &) { return at::sigmoid(x[0]); });
-  add<ReluOp>(table, [](ReluOp, Operands x, EvalContext &) { return at::relu(x[0]); });
-  add<SiluOp>(table, [](SiluOp, Operands x, EvalContext &) { return at::silu(x[0]); });
-  add<SinOp>(table, [](SinOp, Operands x, EvalContext &) { return at::sin(x[0]); });
-  add<CosOp>(table, [](CosOp, Operands x, EvalContext &) { return at::cos(x[0]); });
+  add<NegOp>(table,
+             [](NegOp, Operands x, EvalContext &) { return at::neg(x[0]); });
+  add<AbsOp>(table,
+             [](AbsOp, Operands x, EvalContext &) { return at::abs(x[0]); });
+  add<ExpOp>(table,
+             [](ExpOp, Operands x, EvalContext &) { return at::exp(x[0]); });
+  add<LogOp>(table,
+             [](LogOp, Operands x, EvalContext &) { return at::log(x[0]); });
+  add<SqrtOp>(table,
+              [](SqrtOp, Operands x, EvalContext &) { return at::sqrt(x[0]); });
+  add<RsqrtOp>(table, [](RsqrtOp, Operands x, EvalContext &) {
+    return at::rsqrt(x[0]);
+  });
+  add<TanhOp>(table,
+              [](TanhOp, Operands x, EvalContext &) { return at::tanh(x[0]); });
+  add<SigmoidOp>(table, [](SigmoidOp, Operands x, EvalContext &) {
+    return at::sigmoid(x[0]);
+  });
+  add<ReluOp>(table,
+              [](ReluOp, Operands x, EvalContext &) { return at::relu(x[0]); });
+  add<SiluOp>(table,
+              [](SiluOp, Operands x, EvalContext &) { return at::silu(x[0]); });
+  add<SinOp>(table,
+             [](SinOp, Operands x, EvalContext &) { return at::sin(x[0]); });
+  add<CosOp>(table,
+             [](CosOp, Operands x, EvalContext &) { return at::cos(x[0]); });
   add<GeluOp>(table, [](GeluOp op, Operands x, EvalContext &) {
     bool tanh = op.getApproximation() == GeluApproximation::tanh;
     return at::gelu(x[0], tanh ? "tanh" : "none");
@@ -60,9 +73,15 @@ void registerElementwiseOps(OpTable &table) {
   });
 
   // Binary, broadcasting.
-  add<AddOp>(table, [](AddOp, Operands x, EvalContext &) { return at::add(x[0], x[1]); });
-  add<SubOp>(table, [](SubOp, Operands x, EvalContext &) { return at::sub(x[0], x[1]); });
-  add<MulOp>(table, [](MulOp, Operands x, EvalContext &) { return at::mul(x[0], x[1]); });
+  add<AddOp>(table, [](AddOp, Operands x, EvalContext &) {
+    return at::add(x[0], x[1]);
+  });
+  add<SubOp>(table, [](SubOp, Operands x, EvalContext &) {
+    return at::sub(x[0], x[1]);
+  });
+  add<MulOp>(table, [](MulOp, Operands x, EvalContext &) {
+    return at::mul(x[0], x[1]);
+  });
   add<DivOp>(table, [](DivOp, Operands x, EvalContext &) {
     // True division for floats; integers keep their type, so their quotient
     // is rounded toward zero (C semantics, torch.div(rounding_mode="trunc")).
@@ -70,11 +89,15 @@ void registerElementwiseOps(OpTable &table) {
       return at::div(x[0], x[1], "trunc");
     return at::div(x[0], x[1]);
   });
-  add<PowOp>(table, [](PowOp, Operands x, EvalContext &) { return at::pow(x[0], x[1]); });
-  add<MaximumOp>(table,
-                 [](MaximumOp, Operands x, EvalContext &) { return at::maximum(x[0], x[1]); });
-  add<MinimumOp>(table,
-                 [](MinimumOp, Operands x, EvalContext &) { return at::minimum(x[0], x[1]); });
+  add<PowOp>(table, [](PowOp, Operands x, EvalContext &) {
+    return at::pow(x[0], x[1]);
+  });
+  add<MaximumOp>(table, [](MaximumOp, Operands x, EvalContext &) {
+    return at::maximum(x[0], x[1]);
+  });
+  add<MinimumOp>(table, [](MinimumOp, Operands x, EvalContext &) {
+    return at::minimum(x[0], x[1]);
+  });
   add<CompareOp>(table, [](CompareOp op, Operands x, EvalContext &) {
     return compare(op.getPredicate(), x[0], x[1]);
   });

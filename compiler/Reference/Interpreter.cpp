@@ -14,9 +14,10 @@ namespace {
 
 constexpr int kMaxCallDepth = 64;
 
-mlir::FailureOr<std::vector<at::Tensor>>
-evaluateFunc(mlir::func::FuncOp func, Operands inputs, EvalContext &context,
-             int depth);
+mlir::FailureOr<std::vector<at::Tensor>> evaluateFunc(mlir::func::FuncOp func,
+                                                      Operands inputs,
+                                                      EvalContext &context,
+                                                      int depth);
 
 /// func.call to a func.func of the same module, evaluated recursively.
 void evaluateCall(mlir::Operation *op, Operands operands,
@@ -54,8 +55,9 @@ std::string mismatch(const at::Tensor &tensor, mlir::Type type) {
   auto ranked = type.dyn_cast<mlir::RankedTensorType>();
   std::optional<at::ScalarType> dtype =
       ranked ? toScalarType(ranked.getElementType()) : std::nullopt;
-  bool same = dtype && *dtype == tensor.scalar_type() &&
-              ranked.getShape() == llvm::ArrayRef<int64_t>(tensor.sizes().vec());
+  bool same =
+      dtype && *dtype == tensor.scalar_type() &&
+      ranked.getShape() == llvm::ArrayRef<int64_t>(tensor.sizes().vec());
   if (same)
     return "";
   std::string text;
@@ -109,9 +111,10 @@ mlir::LogicalResult evaluateOp(mlir::Operation *op, Operands operands,
   return mlir::success();
 }
 
-mlir::FailureOr<std::vector<at::Tensor>>
-evaluateFunc(mlir::func::FuncOp func, Operands inputs, EvalContext &context,
-             int depth) {
+mlir::FailureOr<std::vector<at::Tensor>> evaluateFunc(mlir::func::FuncOp func,
+                                                      Operands inputs,
+                                                      EvalContext &context,
+                                                      int depth) {
   if (func.isExternal())
     return func.emitError("reference interpreter: @")
            << func.getSymName() << " has no body";
@@ -208,6 +211,12 @@ evaluate(mlir::func::FuncOp func, llvm::ArrayRef<at::Tensor> inputs,
   } catch (const std::exception &e) {
     return func.emitError("reference interpreter: ") << e.what();
   }
+}
+
+bool hasEvaluator(llvm::StringRef opName) {
+  return opName == mlir::func::CallOp::getOperationName() ||
+         opName == mlir::func::ReturnOp::getOperationName() ||
+         detail::opTable().count(opName);
 }
 
 double relativeError(const at::Tensor &actual, const at::Tensor &expected) {

@@ -1,4 +1,5 @@
-//===- NNOps.cpp - contractions and neural-network ops ---------------------===//
+//===- NNOps.cpp - contractions and neural-network ops
+//---------------------===//
 #include "OpTable.h"
 
 #include "slapo/Dialect/SlapoOps.h"
@@ -15,8 +16,9 @@ void registerNNOps(OpTable &table) {
     return at::linear(x[0], x[1], bias);
   });
 
-  add<MatmulOp>(table,
-                [](MatmulOp, Operands x, EvalContext &) { return at::matmul(x[0], x[1]); });
+  add<MatmulOp>(table, [](MatmulOp, Operands x, EvalContext &) {
+    return at::matmul(x[0], x[1]);
+  });
 
   add<EmbeddingOp>(table, [](EmbeddingOp op, Operands x, EvalContext &) {
     // padding_idx only changes the gradient; the forward is a plain gather.
@@ -29,7 +31,8 @@ void registerNNOps(OpTable &table) {
   add<LayerNormOp>(table, [](LayerNormOp op, Operands x, EvalContext &) {
     const at::Tensor &input = x[0];
     auto rank = static_cast<int64_t>(op.getNormalizedRank());
-    std::vector<int64_t> normalized(input.sizes().end() - rank, input.sizes().end());
+    std::vector<int64_t> normalized(input.sizes().end() - rank,
+                                    input.sizes().end());
     c10::optional<at::Tensor> weight, bias;
     size_t next = 1;
     if (op.getWeight())

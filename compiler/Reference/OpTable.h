@@ -1,4 +1,5 @@
-//===- OpTable.h - per-op evaluators of the reference interpreter -*- C++ -*-===//
+//===- OpTable.h - per-op evaluators of the reference interpreter -*- C++
+//-*-===//
 //
 // The interpreter dispatches on the op name through one table. Each op family
 // (ElementwiseOps.cpp, NNOps.cpp, ShapeOps.cpp) registers one small function
@@ -45,10 +46,9 @@ struct EvalContext {
 using Operands = ::llvm::ArrayRef<at::Tensor>;
 
 /// Evaluates one op: appends one tensor per op result to `results`.
-using OpEvaluator =
-    std::function<void(::mlir::Operation *op, Operands operands,
-                       ::llvm::SmallVectorImpl<at::Tensor> &results,
-                       EvalContext &context)>;
+using OpEvaluator = std::function<void(
+    ::mlir::Operation *op, Operands operands,
+    ::llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &context)>;
 
 using OpTable = ::llvm::StringMap<OpEvaluator>;
 

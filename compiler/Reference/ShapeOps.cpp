@@ -51,8 +51,10 @@ void registerShapeOps(OpTable &table) {
     // start + i * step evaluated in double, then rounded to the result type
     // (what PyTorch's CPU arange does with its double accumulator).
     int64_t length = shapeOf(op.getType())[0];
-    at::Tensor index = at::arange(length, at::TensorOptions().dtype(at::kDouble));
-    return (index * op.getStep().convertToDouble() + op.getStart().convertToDouble())
+    at::Tensor index =
+        at::arange(length, at::TensorOptions().dtype(at::kDouble));
+    return (index * op.getStep().convertToDouble() +
+            op.getStart().convertToDouble())
         .to(scalarTypeOf(op.getType()));
   });
 
@@ -84,10 +86,9 @@ void registerShapeOps(OpTable &table) {
     return x[0].permute(toVector(op.getPermutation()));
   });
   add<SliceOp>(table, [](SliceOp op, Operands x, EvalContext &) {
-    return x[0].slice(static_cast<int64_t>(op.getDim()),
-                      static_cast<int64_t>(op.getStart()),
-                      static_cast<int64_t>(op.getEnd()),
-                      static_cast<int64_t>(op.getStep()));
+    return x[0].slice(
+        static_cast<int64_t>(op.getDim()), static_cast<int64_t>(op.getStart()),
+        static_cast<int64_t>(op.getEnd()), static_cast<int64_t>(op.getStep()));
   });
   add<ConcatOp>(table, [](ConcatOp op, Operands x, EvalContext &) {
     return at::cat(at::TensorList(x.data(), x.size()),

@@ -3,10 +3,10 @@
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/BuiltinDialect.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -43,7 +43,8 @@ std::optional<at::ScalarType> toScalarType(mlir::Type type) {
   return std::nullopt;
 }
 
-mlir::Type toElementType(at::ScalarType scalarType, mlir::MLIRContext *context) {
+mlir::Type toElementType(at::ScalarType scalarType,
+                         mlir::MLIRContext *context) {
   mlir::Builder builder(context);
   switch (scalarType) {
   case at::kFloat:
@@ -73,9 +74,36 @@ std::string describe(const at::Tensor &tensor) {
   std::string text = "tensor<";
   for (int64_t size : tensor.sizes())
     text += std::to_string(size) + "x";
-  text += c10::toString(tensor.scalar_type());
-  text += ">";
-  return text;
+  switch (tensor.scalar_type()) {
+  case at::kFloat:
+    text += "f32";
+    break;
+  case at::kDouble:
+    text += "f64";
+    break;
+  case at::kBFloat16:
+    text += "bf16";
+    break;
+  case at::kHalf:
+    text += "f16";
+    break;
+  case at::kBool:
+    text += "i1";
+    break;
+  case at::kChar:
+    text += "i8";
+    break;
+  case at::kInt:
+    text += "i32";
+    break;
+  case at::kLong:
+    text += "i64";
+    break;
+  default:
+    text += c10::toString(tensor.scalar_type());
+    break;
+  }
+  return text + ">";
 }
 
 namespace {
@@ -92,7 +120,8 @@ void copyValues(Range &&values, at::Tensor &tensor) {
 }
 
 /// Fills a 16-bit float tensor (bf16 / f16) from APFloats by their bits.
-template <typename Range> void copyHalfBits(Range &&values, at::Tensor &tensor) {
+template <typename Range>
+void copyHalfBits(Range &&values, at::Tensor &tensor) {
   auto *out = static_cast<uint16_t *>(tensor.data_ptr());
   int64_t i = 0, n = tensor.numel();
   for (const llvm::APFloat &value : values) {
@@ -168,6 +197,8 @@ mlir::FailureOr<at::Tensor> toTensor(mlir::ElementsAttr attr) {
       return mlir::failure();
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     int64_t count = type.getNumElements();
+    if (count == 0)
+      return at::empty(shape, at::TensorOptions().dtype(*dtype));
 
     if (auto dense = attr.dyn_cast<mlir::DenseIntOrFPElementsAttr>()) {
       bool splat = dense.isSplat();

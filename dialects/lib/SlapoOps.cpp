@@ -3,8 +3,14 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -28,12 +34,29 @@ static RankedTensorType tensorType(Value value) {
   return value.getType().cast<RankedTensorType>();
 }
 
+/// Prints a shape as `[4, 16]`, a dynamic size as `?`.
 static std::string shapeString(ArrayRef<int64_t> shape) {
   std::string text = "[";
   llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(shape, os);
+  llvm::interleaveComma(shape, os, [&](int64_t size) {
+    if (ShapedType::isDynamic(size))
+      os << "?";
+    else
+      os << size;
+  });
   os << "]";
   return os.str();
+}
+
+/// Prints `value` with the fewest digits that read back as the same double.
+static std::string numberString(double value) {
+  std::string text;
+  for (int precision = 1; precision <= 17; ++precision) {
+    text = llvm::formatv("{0}", llvm::format("%.*g", precision, value));
+    if (std::strtod(text.c_str(), nullptr) == value)
+      break;
+  }
+  return text;
 }
 
 /// Checks that `operands` broadcast to `result`'s shape; with
@@ -41,18 +64,20 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
 static LogicalResult verifyBroadcasting(Operation *op, ValueRange operands,
                                         Value result, bool sameElementType) {
   SmallVector<int64_t> shape;
-  for (Value operand : operands) {
-    auto broadcast = broadcastShapes(shape, tensorType(operand).getShape());
+  for (auto [index, operand] : llvm::enumerate(operands)) {
+    ArrayRef<int64_t> operandShape = tensorType(operand).getShape();
+    auto broadcast = broadcastShapes(shape, operandShape);
     if (failed(broadcast))
-      return op->emitOpError("operand shapes do not broadcast: ")
-             << shapeString(shape) << " and "
-             << shapeString(tensorType(operand).getShape());
+      return op->emitOpError("operand #")
+             << index << " shape " << shapeString(operandShape)
+             << " does not broadcast with " << shapeString(shape);
     shape = *broadcast;
     if (sameElementType && tensorType(operand).getElementType() !=
                                tensorType(result).getElementType())
-      return op->emitOpError("operand element type ")
+      return op->emitOpError("operand #")
+             << index << " element type "
              << tensorType(operand).getElementType()
-             << " differs from the result's "
+             << " differs from the result element type "
              << tensorType(result).getElementType();
   }
   if (ArrayRef<int64_t>(shape) != tensorType(result).getShape())
@@ -62,19 +87,50 @@ static LogicalResult verifyBroadcasting(Operation *op, ValueRange operands,
   return success();
 }
 
+/// Checks that `dim` indexes a dimension of a tensor of rank `rank`.
 static LogicalResult verifyDim(Operation *op, int64_t dim, int64_t rank,
                                StringRef what = "dim") {
   if (dim < 0 || dim >= rank)
-    return op->emitOpError() << what << " " << dim << " is out of range for rank "
-                             << rank;
+    return op->emitOpError()
+           << what << " " << dim << " is out of range for rank " << rank;
   return success();
 }
 
-static LogicalResult verifySameElementType(Operation *op, Value a, Value b) {
-  if (tensorType(a).getElementType() != tensorType(b).getElementType())
-    return op->emitOpError("element types differ: ")
-           << tensorType(a).getElementType() << " and "
-           << tensorType(b).getElementType();
+/// Checks that `value`, called `name`, has rank `rank`, or at least `rank`
+/// with `atLeast`.
+static LogicalResult verifyRank(Operation *op, Value value, StringRef name,
+                                int64_t rank, bool atLeast = false) {
+  RankedTensorType type = tensorType(value);
+  if (type.getRank() == rank || (atLeast && type.getRank() > rank))
+    return success();
+  return op->emitOpError() << name << " must have rank "
+                           << (atLeast ? ">= " : "") << rank << ", got shape "
+                           << shapeString(type.getShape());
+}
+
+/// Checks that the shape of `value`, called `name`, is `expected`, which the
+/// message calls `expectedName`.
+static LogicalResult verifyShape(Operation *op, Value value, StringRef name,
+                                 ArrayRef<int64_t> expected,
+                                 const Twine &expectedName = "expected shape") {
+  ArrayRef<int64_t> shape = tensorType(value).getShape();
+  if (shape == expected)
+    return success();
+  return op->emitOpError() << name << " shape " << shapeString(shape)
+                           << " differs from " << shapeString(expected)
+                           << ", the " << expectedName;
+}
+
+/// Checks that `a` and `b`, called `aName` and `bName`, have one element type.
+static LogicalResult verifySameElementType(Operation *op, Value a,
+                                           StringRef aName, Value b,
+                                           StringRef bName) {
+  Type aType = tensorType(a).getElementType();
+  Type bType = tensorType(b).getElementType();
+  if (aType != bType)
+    return op->emitOpError()
+           << aName << " element type " << aType << " differs from the "
+           << bName << " element type " << bType;
   return success();
 }
 
@@ -82,23 +138,65 @@ static LogicalResult verifySameElementType(Operation *op, Value a, Value b) {
 // Parameters and constants.
 //===----------------------------------------------------------------------===//
 
+LogicalResult ParamOp::verify() {
+  // PyTorch forbids empty parameter and buffer names.
+  if (getSymName().empty())
+    return emitOpError("name must not be empty");
+  ArrayAttr aliases = getAliasesAttr();
+  if (!aliases)
+    return success();
+  llvm::SmallDenseSet<StringRef> seen;
+  for (Attribute alias : aliases) {
+    StringRef name = alias.cast<StringAttr>().getValue();
+    if (name.empty())
+      return emitOpError("aliases must not be empty");
+    if (name == getSymName())
+      return emitOpError("alias ") << alias << " is the parameter's own name";
+    if (!seen.insert(name).second)
+      return emitOpError("alias ") << alias << " is listed twice";
+  }
+  return success();
+}
+
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  ArrayAttr aliases = getAliasesAttr();
+  if (!aliases)
+    return success();
+  // Aliases are state_dict names too: none may name another symbol.
+  for (Attribute alias : aliases)
+    if (Operation *other =
+            symbols.lookupNearestSymbolFrom(*this, alias.cast<StringAttr>()))
+      return emitOpError("alias ")
+             << alias << " is also the name of a '" << other->getName() << "'";
+  return success();
+}
+
 LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto param = symbols.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
+  Operation *symbol = symbols.lookupNearestSymbolFrom(*this, getNameAttr());
+  if (!symbol)
+    return emitOpError("there is no symbol named ") << getNameAttr();
+  auto param = dyn_cast<ParamOp>(symbol);
   if (!param)
-    return emitOpError("'") << getName() << "' is not a slapo.param";
-  if (param.getType() != tensorType(getResult()))
+    return emitOpError() << getNameAttr() << " is a '" << symbol->getName()
+                         << "', not a 'slapo.param'";
+  if (param.getType() != getType())
     return emitOpError("result type ")
-           << tensorType(getResult()) << " differs from the parameter's "
-           << param.getType();
+           << getType() << " differs from the type " << param.getType()
+           << " of " << getNameAttr();
   return success();
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 LogicalResult ArangeOp::verify() {
-  if (getType().getRank() != 1)
-    return emitOpError("result must be 1-D");
-  if (getStep().convertToDouble() == 0)
+  if (failed(verifyRank(*this, getResult(), "result", 1)))
+    return failure();
+  double start = getStart().convertToDouble();
+  double step = getStep().convertToDouble();
+  if (!std::isfinite(start) || !std::isfinite(step))
+    return emitOpError("start and step must be finite, got ")
+           << numberString(start) << " and " << numberString(step);
+  if (step == 0)
     return emitOpError("step must not be zero");
   return success();
 }
@@ -108,9 +206,8 @@ LogicalResult ArangeOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult CastOp::verify() {
-  if (tensorType(getInput()).getShape() != getType().getShape())
-    return emitOpError("cast must keep the shape");
-  return success();
+  return verifyShape(*this, getResult(), "result",
+                     tensorType(getInput()).getShape(), "input shape");
 }
 
 #define SLAPO_BINARY_VERIFIER(OpClass)                                         \
@@ -127,14 +224,16 @@ SLAPO_BINARY_VERIFIER(MinimumOp)
 #undef SLAPO_BINARY_VERIFIER
 
 LogicalResult CompareOp::verify() {
-  if (failed(verifySameElementType(*this, getLhs(), getRhs())))
+  if (failed(verifySameElementType(*this, getLhs(), "lhs", getRhs(), "rhs")))
     return failure();
   return verifyBroadcasting(*this, getOperands(), getResult(), false);
 }
 
 LogicalResult WhereOp::verify() {
-  if (failed(verifySameElementType(*this, getOnTrue(), getResult())) ||
-      failed(verifySameElementType(*this, getOnFalse(), getResult())))
+  if (failed(verifySameElementType(*this, getOnTrue(), "on_true", getResult(),
+                                   "result")) ||
+      failed(verifySameElementType(*this, getOnFalse(), "on_false", getResult(),
+                                   "result")))
     return failure();
   return verifyBroadcasting(*this, getOperands(), getResult(), false);
 }
@@ -142,14 +241,12 @@ LogicalResult WhereOp::verify() {
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p > 0 && p < 1))
-    return emitOpError("p must be in (0, 1), got ") << p;
+    return emitOpError("p must be in (0, 1), got ") << numberString(p);
   return success();
 }
 
 LogicalResult TriangularOp::verify() {
-  if (getType().getRank() < 2)
-    return emitOpError("input must have rank >= 2");
-  return success();
+  return verifyRank(*this, getInput(), "input", 2, /*atLeast=*/true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -157,64 +254,76 @@ LogicalResult TriangularOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult LinearOp::verify() {
-  RankedTensorType input = tensorType(getInput()), weight = tensorType(getWeight());
-  if (input.getRank() < 1 || weight.getRank() != 2)
-    return emitOpError("expects input of rank >= 1 and a 2-D weight");
-  if (input.getShape().back() != weight.getDimSize(1))
-    return emitOpError("input features ")
-           << input.getShape().back() << " differ from weight dim 1 ("
-           << weight.getDimSize(1) << ")";
-  if (failed(verifySameElementType(*this, getInput(), getWeight())) ||
-      failed(verifySameElementType(*this, getInput(), getResult())))
+  if (failed(verifyRank(*this, getInput(), "input", 1, /*atLeast=*/true)) ||
+      failed(verifyRank(*this, getWeight(), "weight", 2)))
     return failure();
-  if (Value bias = getBias()) {
-    if (tensorType(bias).getShape() != ArrayRef<int64_t>{weight.getDimSize(0)})
-      return emitOpError("bias must be 1-D of size ") << weight.getDimSize(0);
-    if (failed(verifySameElementType(*this, bias, getResult())))
+  RankedTensorType input = tensorType(getInput()),
+                   weight = tensorType(getWeight());
+  if (input.getShape().back() != weight.getDimSize(1))
+    return emitOpError("input ")
+           << shapeString(input.getShape()) << " has "
+           << input.getShape().back() << " features, weight "
+           << shapeString(weight.getShape()) << " expects "
+           << weight.getDimSize(1);
+  if (failed(verifySameElementType(*this, getInput(), "input", getResult(),
+                                   "result")) ||
+      failed(verifySameElementType(*this, getWeight(), "weight", getResult(),
+                                   "result")))
+    return failure();
+  if (Value bias = getBias())
+    if (failed(verifyShape(*this, bias, "bias", {weight.getDimSize(0)})) ||
+        failed(
+            verifySameElementType(*this, bias, "bias", getResult(), "result")))
       return failure();
-  }
   SmallVector<int64_t> shape(input.getShape());
   shape.back() = weight.getDimSize(0);
-  if (ArrayRef<int64_t>(shape) != getType().getShape())
-    return emitOpError("result shape must be ") << shapeString(shape);
-  return success();
+  return verifyShape(*this, getResult(), "result", shape);
 }
 
 LogicalResult MatmulOp::verify() {
-  RankedTensorType lhs = tensorType(getLhs()), rhs = tensorType(getRhs());
-  if (lhs.getRank() < 2 || rhs.getRank() < 2)
-    return emitOpError("operands must have rank >= 2");
-  if (failed(verifySameElementType(*this, getLhs(), getRhs())) ||
-      failed(verifySameElementType(*this, getLhs(), getResult())))
+  if (failed(verifyRank(*this, getLhs(), "lhs", 2, /*atLeast=*/true)) ||
+      failed(verifyRank(*this, getRhs(), "rhs", 2, /*atLeast=*/true)) ||
+      failed(verifySameElementType(*this, getLhs(), "lhs", getResult(),
+                                   "result")) ||
+      failed(
+          verifySameElementType(*this, getRhs(), "rhs", getResult(), "result")))
     return failure();
-  int64_t k = lhs.getShape().back(), rhsK = rhs.getShape().drop_back().back();
+  ArrayRef<int64_t> lhs = tensorType(getLhs()).getShape(),
+                    rhs = tensorType(getRhs()).getShape();
+  int64_t m = lhs.end()[-2], k = lhs.back(), rhsK = rhs.end()[-2],
+          n = rhs.back();
   if (k != rhsK)
-    return emitOpError("contraction sizes differ: ") << k << " and " << rhsK;
-  auto batch = broadcastShapes(lhs.getShape().drop_back(2),
-                               rhs.getShape().drop_back(2));
+    return emitOpError("contraction sizes differ: lhs ")
+           << shapeString(lhs) << " has " << k << " columns, rhs "
+           << shapeString(rhs) << " has " << rhsK << " rows";
+  auto batch = broadcastShapes(lhs.drop_back(2), rhs.drop_back(2));
   if (failed(batch))
-    return emitOpError("batch dims do not broadcast");
+    return emitOpError("batch dims ")
+           << shapeString(lhs.drop_back(2)) << " of lhs and "
+           << shapeString(rhs.drop_back(2)) << " of rhs do not broadcast";
   SmallVector<int64_t> shape = *batch;
-  shape.push_back(lhs.getShape().drop_back().back());
-  shape.push_back(rhs.getShape().back());
-  if (ArrayRef<int64_t>(shape) != getType().getShape())
-    return emitOpError("result shape must be ") << shapeString(shape);
-  return success();
+  shape.append({m, n});
+  return verifyShape(*this, getResult(), "result", shape);
 }
 
 LogicalResult EmbeddingOp::verify() {
-  RankedTensorType weight = tensorType(getWeight());
-  if (weight.getRank() != 2)
-    return emitOpError("weight must be 2-D");
-  if (failed(verifySameElementType(*this, getWeight(), getResult())))
+  if (failed(verifyRank(*this, getWeight(), "weight", 2)) ||
+      failed(verifySameElementType(*this, getWeight(), "weight", getResult(),
+                                   "result")))
     return failure();
+  RankedTensorType weight = tensorType(getWeight());
   SmallVector<int64_t> shape(tensorType(getIndices()).getShape());
   shape.push_back(weight.getDimSize(1));
-  if (ArrayRef<int64_t>(shape) != getType().getShape())
-    return emitOpError("result shape must be ") << shapeString(shape);
-  if (auto padding = getPaddingIdx())
-    if (*padding < 0 || *padding >= weight.getDimSize(0))
-      return emitOpError("padding_idx ") << *padding << " is out of range";
+  if (failed(verifyShape(*this, getResult(), "result", shape)))
+    return failure();
+  // The I64Attr accessor returns uint64_t: read the value signed.
+  if (IntegerAttr paddingAttr = getPaddingIdxAttr()) {
+    int64_t padding = paddingAttr.getInt();
+    if (padding < 0 || padding >= weight.getDimSize(0))
+      return emitOpError("padding_idx ")
+             << padding << " is out of range for " << weight.getDimSize(0)
+             << " embeddings";
+  }
   return success();
 }
 
@@ -223,21 +332,25 @@ LogicalResult LayerNormOp::verify() {
   int64_t rank = getNormalizedRank();
   if (rank < 1 || rank > input.getRank())
     return emitOpError("normalized_rank ")
-           << rank << " must be in [1, " << input.getRank() << "]";
+           << rank << " is not in [1, " << input.getRank()
+           << "] for input shape " << shapeString(input.getShape());
   if (input != getType())
-    return emitOpError("result type must equal the input type");
+    return emitOpError("result type ")
+           << getType() << " differs from the input type " << input;
   ArrayRef<int64_t> normalized = input.getShape().take_back(rank);
-  for (Value affine : {getWeight(), getBias()}) {
+  for (auto [affine, name] :
+       {std::pair(getWeight(), "weight"), std::pair(getBias(), "bias")}) {
     if (!affine)
       continue;
-    if (tensorType(affine).getShape() != normalized)
-      return emitOpError("weight and bias must have shape ")
-             << shapeString(normalized);
-    if (failed(verifySameElementType(*this, affine, getInput())))
+    if (failed(
+            verifyShape(*this, affine, name, normalized, "normalized shape")) ||
+        failed(verifySameElementType(*this, affine, name, getInput(), "input")))
       return failure();
   }
-  if (getEps().convertToDouble() <= 0)
-    return emitOpError("eps must be positive");
+  double eps = getEps().convertToDouble();
+  if (!(eps > 0) || !std::isfinite(eps))
+    return emitOpError("eps must be positive and finite, got ")
+           << numberString(eps);
   return success();
 }
 
@@ -249,19 +362,21 @@ LogicalResult LogSoftmaxOp::verify() {
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  RankedTensorType logits = tensorType(getLogits()),
-                   target = tensorType(getTarget());
-  if (logits.getRank() != 2 || target.getRank() != 1 ||
-      logits.getDimSize(0) != target.getDimSize(0))
-    return emitOpError("expects logits [N, C] and target [N]");
-  if (failed(verifySameElementType(*this, getLogits(), getResult())))
+  if (failed(verifyRank(*this, getLogits(), "logits", 2)) ||
+      failed(verifyRank(*this, getTarget(), "target", 1)) ||
+      failed(verifySameElementType(*this, getLogits(), "logits", getResult(),
+                                   "result")))
+    return failure();
+  int64_t batch = tensorType(getLogits()).getDimSize(0);
+  if (failed(verifyShape(*this, getTarget(), "target", {batch},
+                         "batch shape of the logits")))
     return failure();
   SmallVector<int64_t> shape;
   if (getReduction() == Reduction::none)
-    shape.push_back(logits.getDimSize(0));
-  if (ArrayRef<int64_t>(shape) != getType().getShape())
-    return emitOpError("result shape must be ") << shapeString(shape);
-  return success();
+    shape.push_back(batch);
+  return verifyShape(*this, getResult(), "result", shape,
+                     "expected shape for reduction " +
+                         stringifyReduction(getReduction()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -270,15 +385,16 @@ LogicalResult CrossEntropyOp::verify() {
 
 static LogicalResult verifyReduction(Operation *op, Value input, Value result,
                                      ArrayRef<int64_t> dims, bool keepdim) {
-  RankedTensorType inputType = tensorType(input);
-  if (failed(verifySameElementType(op, input, result)))
+  if (failed(verifySameElementType(op, input, "input", result, "result")))
     return failure();
+  RankedTensorType inputType = tensorType(input);
   llvm::SmallSet<int64_t, 4> reduced;
   for (int64_t dim : dims) {
     if (failed(verifyDim(op, dim, inputType.getRank())))
       return failure();
     if (!reduced.insert(dim).second)
-      return op->emitOpError("dim ") << dim << " is reduced twice";
+      return op->emitOpError("dim ")
+             << dim << " appears twice in dims " << shapeString(dims);
   }
   SmallVector<int64_t> shape;
   for (int64_t i = 0; i < inputType.getRank(); ++i) {
@@ -287,9 +403,7 @@ static LogicalResult verifyReduction(Operation *op, Value input, Value result,
     else if (keepdim)
       shape.push_back(1);
   }
-  if (ArrayRef<int64_t>(shape) != tensorType(result).getShape())
-    return op->emitOpError("result shape must be ") << shapeString(shape);
-  return success();
+  return verifyShape(op, result, "result", shape);
 }
 
 #define SLAPO_REDUCE_VERIFIER(OpClass)                                         \
@@ -307,85 +421,102 @@ SLAPO_REDUCE_VERIFIER(MaxOp)
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReshapeOp::verify() {
-  if (failed(verifySameElementType(*this, getInput(), getResult())))
+  if (failed(verifySameElementType(*this, getInput(), "input", getResult(),
+                                   "result")))
     return failure();
-  if (tensorType(getInput()).getNumElements() != getType().getNumElements())
-    return emitOpError("element count changes from ")
-           << tensorType(getInput()).getNumElements() << " to "
-           << getType().getNumElements();
+  RankedTensorType input = tensorType(getInput());
+  if (input.getNumElements() != getType().getNumElements())
+    return emitOpError("reshape from ")
+           << shapeString(input.getShape()) << " to "
+           << shapeString(getType().getShape())
+           << " changes the element count from " << input.getNumElements()
+           << " to " << getType().getNumElements();
   return success();
 }
 
 LogicalResult PermuteOp::verify() {
+  if (failed(verifySameElementType(*this, getInput(), "input", getResult(),
+                                   "result")))
+    return failure();
   RankedTensorType input = tensorType(getInput());
   ArrayRef<int64_t> permutation = getPermutation();
-  if (failed(verifySameElementType(*this, getInput(), getResult())))
-    return failure();
   if ((int64_t)permutation.size() != input.getRank())
-    return emitOpError("permutation size must equal the rank ")
-           << input.getRank();
+    return emitOpError("permutation ")
+           << shapeString(permutation) << " has " << permutation.size()
+           << " entries for an input of rank " << input.getRank();
   SmallVector<bool> seen(permutation.size(), false);
   SmallVector<int64_t> shape;
   for (int64_t dim : permutation) {
-    if (failed(verifyDim(*this, dim, input.getRank())) || seen[dim])
-      return emitOpError("is not a permutation: ") << shapeString(permutation);
+    if (failed(verifyDim(*this, dim, input.getRank(), "permutation entry")))
+      return failure();
+    if (seen[dim])
+      return emitOpError("permutation ")
+             << shapeString(permutation) << " repeats " << dim;
     seen[dim] = true;
     shape.push_back(input.getDimSize(dim));
   }
-  if (ArrayRef<int64_t>(shape) != getType().getShape())
-    return emitOpError("result shape must be ") << shapeString(shape);
-  return success();
+  return verifyShape(*this, getResult(), "result", shape);
 }
 
 LogicalResult SliceOp::verify() {
   RankedTensorType input = tensorType(getInput());
-  if (failed(verifySameElementType(*this, getInput(), getResult())) ||
-      failed(verifyDim(*this, getDim(), input.getRank())))
+  // The I64Attr accessors return uint64_t: read the values signed.
+  int64_t dim = getDim(), start = getStart(), end = getEnd(), step = getStep();
+  if (failed(verifySameElementType(*this, getInput(), "input", getResult(),
+                                   "result")) ||
+      failed(verifyDim(*this, dim, input.getRank())))
     return failure();
-  int64_t size = input.getDimSize(getDim());
-  if (getStep() < 1)
-    return emitOpError("step must be positive");
-  if (getStart() < 0 || getStart() > getEnd() || getEnd() > size)
-    return emitOpError("needs 0 <= start <= end <= ") << size;
+  int64_t size = input.getDimSize(dim);
+  if (step < 1)
+    return emitOpError("step must be positive, got ") << step;
+  if (start < 0 || start > end || end > size)
+    return emitOpError("needs 0 <= start <= end <= ")
+           << size << " (the size of dim " << dim << "), got start " << start
+           << " and end " << end;
   SmallVector<int64_t> shape(input.getShape());
-  shape[getDim()] = (getEnd() - getStart() + getStep() - 1) / getStep();
-  if (ArrayRef<int64_t>(shape) != getType().getShape())
-    return emitOpError("result shape must be ") << shapeString(shape);
-  return success();
+  // ceil((end - start) / step), without overflow for huge steps.
+  shape[dim] = start == end ? 0 : (end - start - 1) / step + 1;
+  return verifyShape(*this, getResult(), "result", shape);
 }
 
 LogicalResult ConcatOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");
   RankedTensorType result = tensorType(getResult());
-  if (failed(verifyDim(*this, getDim(), result.getRank())))
+  int64_t dim = getDim();
+  if (failed(verifyDim(*this, dim, result.getRank())))
     return failure();
   int64_t total = 0;
-  for (Value input : getInputs()) {
-    RankedTensorType type = tensorType(input);
-    if (failed(verifySameElementType(*this, input, getResult())))
+  for (auto [index, input] : llvm::enumerate(getInputs())) {
+    std::string name = "input #" + std::to_string(index);
+    if (failed(
+            verifySameElementType(*this, input, name, getResult(), "result")) ||
+        failed(verifyRank(*this, input, name, result.getRank())))
       return failure();
-    if (type.getRank() != result.getRank())
-      return emitOpError("inputs must have the result's rank");
-    for (int64_t i = 0; i < type.getRank(); ++i)
-      if (i != getDim() && type.getDimSize(i) != result.getDimSize(i))
-        return emitOpError("inputs differ from the result in dim ") << i;
-    total += type.getDimSize(getDim());
+    ArrayRef<int64_t> shape = tensorType(input).getShape();
+    for (int64_t i = 0; i < result.getRank(); ++i)
+      if (i != dim && shape[i] != result.getDimSize(i))
+        return emitOpError()
+               << name << " shape " << shapeString(shape)
+               << " differs from the result shape "
+               << shapeString(result.getShape()) << " in dim " << i
+               << ", which is not the concatenated dim " << dim;
+    total += shape[dim];
   }
-  if (total != result.getDimSize(getDim()))
-    return emitOpError("result dim ") << getDim() << " must be " << total;
-  return success();
+  SmallVector<int64_t> shape(result.getShape());
+  shape[dim] = total;
+  return verifyShape(*this, getResult(), "result", shape);
 }
 
 LogicalResult BroadcastOp::verify() {
-  if (failed(verifySameElementType(*this, getInput(), getResult())))
+  if (failed(verifySameElementType(*this, getInput(), "input", getResult(),
+                                   "result")))
     return failure();
-  auto shape =
-      broadcastShapes(tensorType(getInput()).getShape(), getType().getShape());
+  ArrayRef<int64_t> input = tensorType(getInput()).getShape();
+  auto shape = broadcastShapes(input, getType().getShape());
   if (failed(shape) || ArrayRef<int64_t>(*shape) != getType().getShape())
     return emitOpError("cannot broadcast ")
-           << shapeString(tensorType(getInput()).getShape()) << " to "
-           << shapeString(getType().getShape());
+           << shapeString(input) << " to " << shapeString(getType().getShape());
   return success();
 }
 

@@ -172,7 +172,7 @@ mlir::RankedTensorType getTensorType(mlir::MLIRContext *context,
   return mlir::RankedTensorType::get(shadow.sizes().vec(), elementType);
 }
 
-static at::ScalarType getScalarType(mlir::Type type) {
+at::ScalarType getScalarType(mlir::Type type) {
   if (type.isF32())
     return at::kFloat;
   if (type.isF64())
@@ -210,9 +210,15 @@ static bool isTensorType(const c10::TypePtr &type) {
 // The importer.
 //===----------------------------------------------------------------------===//
 
+static std::string absolute(llvm::StringRef path) {
+  llvm::SmallString<256> result(path);
+  llvm::sys::fs::make_absolute(result);
+  return result.str().str();
+}
+
 Importer::Importer(mlir::MLIRContext &context, jit::Module root,
                    llvm::StringRef modelPath)
-    : context(context), root(std::move(root)), modelPath(modelPath.str()),
+    : context(context), root(std::move(root)), modelPath(absolute(modelPath)),
       builder(&context) {}
 
 void Importer::error(mlir::Location loc, const llvm::Twine &message) {
@@ -233,6 +239,13 @@ mlir::Location Importer::locationOf(jit::Node *node,
   return withModulePath(modulePath, source);
 }
 
+mlir::Location Importer::paramLocation(llvm::StringRef name) {
+  // PyTorch forbids '.' inside attribute names: the owner is the prefix.
+  auto [owner, leaf] = name.rsplit('.');
+  return withModulePath(leaf.empty() ? "" : owner,
+                        mlir::FileLineColLoc::get(&context, modelPath, 0, 0));
+}
+
 void Importer::declareParameters() {
   auto declare = [&](const std::string &name, const at::Tensor &value,
                      bool isBuffer) {
@@ -249,14 +262,13 @@ void Importer::declareParameters() {
     }
     mlir::RankedTensorType type = getTensorType(&context, value);
     if (!type) {
-      error(mlir::NameLoc::get(builder.getStringAttr(name)),
+      error(paramLocation(name),
             "parameter '" + name + "' has unsupported dtype " +
                 std::string(c10::toString(value.scalar_type())));
       return;
     }
-    it->second = builder.create<ParamOp>(
-        mlir::NameLoc::get(builder.getStringAttr(name)), name, type, isBuffer,
-        nullptr);
+    it->second = builder.create<ParamOp>(paramLocation(name), name, type,
+                                         isBuffer, nullptr);
   };
   for (const auto &param : root.named_parameters(/*recurse=*/true))
     declare(param.name, param.value, /*isBuffer=*/false);
@@ -528,9 +540,9 @@ Known Importer::paramAccess(const at::Tensor &value,
     builder.setInsertionPoint(module.getBody(), std::prev(module.getBody()->end()));
     it = params
              .try_emplace(value.unsafeGetTensorImpl(),
-                          builder.create<ParamOp>(
-                              mlir::NameLoc::get(builder.getStringAttr(fullName)),
-                              fullName, type, /*buffer=*/true, nullptr))
+                          builder.create<ParamOp>(paramLocation(fullName),
+                                                  fullName, type,
+                                                  /*buffer=*/true, nullptr))
              .first;
   }
   ParamOp param = it->second;

@@ -144,6 +144,8 @@ const llvm::StringMap<LoweringFn> &getLowerings();
 
 /// Element type of an ATen dtype, or null if slapo does not represent it.
 mlir::Type getElementType(mlir::MLIRContext *context, at::ScalarType dtype);
+/// The ATen dtype of a slapo element type.
+at::ScalarType getScalarType(mlir::Type elementType);
 /// The IR tensor type of a shadow, or null for an unrepresented dtype.
 mlir::RankedTensorType getTensorType(mlir::MLIRContext *context,
                                      const at::Tensor &shadow);
@@ -179,6 +181,8 @@ private:
   Known paramAccess(const at::Tensor &value, const std::string &fullName,
                     mlir::Location loc);
   void declareParameters();
+  /// The model file, inside the module that owns parameter `name`.
+  mlir::Location paramLocation(llvm::StringRef name);
 
   mlir::MLIRContext &context;
   jit::Module root;

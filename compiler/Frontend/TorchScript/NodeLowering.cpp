@@ -51,8 +51,12 @@ mlir::Value NodeLowering::tensor(size_t i, mlir::Type elementType) {
     return cast(known.tensor, elementType);
   if (known.is(Known::Kind::Constant)) {
     const c10::IValue &value = known.constant;
-    if (value.isTensor())
-      return cast(importer.materialize(value.toTensor(), loc), elementType);
+    if (value.isTensor()) {
+      at::Tensor constant = value.toTensor();
+      if (elementType)
+        constant = constant.to(getScalarType(elementType));
+      return importer.materialize(constant, loc);
+    }
     if ((value.isDouble() || value.isInt() || value.isBool()) && elementType)
       return scalar(value.isDouble() ? value.toDouble()
                     : value.isInt()  ? (double)value.toInt()

@@ -483,6 +483,8 @@ LogicalResult lowerTranspose(NodeLowering &lower) {
 mlir::Value emitSlice(NodeLowering &lower, mlir::Value input, int64_t dim,
                       int64_t start, int64_t end, int64_t step) {
   mlir::RankedTensorType type = typeOf(input);
+  if (start == 0 && end == type.getDimSize(dim) && step == 1)
+    return input;
   llvm::SmallVector<int64_t> shape(type.getShape());
   shape[dim] = (end - start + step - 1) / step;
   mlir::OpBuilder &b = lower.getBuilder();

@@ -54,6 +54,9 @@ using OpObserver =
 evaluate(::mlir::func::FuncOp func, ::llvm::ArrayRef<at::Tensor> inputs,
          const TensorMap &params, const OpObserver &observer = nullptr);
 
+/// Whether evaluate() knows the op named `opName` ("slapo.add", "func.call").
+bool hasEvaluator(::llvm::StringRef opName);
+
 /// ||actual - expected||_inf / max(||expected||_inf, 1e-30), computed in
 /// double; +inf if shapes or dtypes differ. Bool and integer tensors compare
 /// exactly (0 or +inf). NaNs match NaNs at the same positions; any other NaN
@@ -76,7 +79,7 @@ std::optional<at::ScalarType> toScalarType(::mlir::Type elementType);
 /// dtype, or failure for an unsupported element type or attribute kind.
 ::mlir::FailureOr<at::Tensor> toTensor(::mlir::ElementsAttr attr);
 
-/// "tensor<2x3xf32>"-like text for a tensor's shape and dtype, for messages.
+/// "tensor<2x3xf32>": a tensor's shape and dtype spelled as an MLIR type.
 std::string describe(const at::Tensor &tensor);
 
 } // namespace slapo::reference

@@ -29,10 +29,10 @@ class Slapo_Op<string mnemonic, list<Trait> traits = []>
 // Types accepted by the ops.
 //===----------------------------------------------------------------------===//
 
-def Slapo_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
-def Slapo_IndexTensor : RankedTensorOf<[I32, I64]>;
-def Slapo_BoolTensor : RankedTensorOf<[I1]>;
-def Slapo_Tensor : RankedTensorOf<[F16, BF16, F32, F64, I1, I8, I32, I64]>;
+def Slapo_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
+def Slapo_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Slapo_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Slapo_Tensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I1, I8, I32, I64]>;
 
 //===----------------------------------------------------------------------===//
 // Enumerations.

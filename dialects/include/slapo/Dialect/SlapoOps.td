@@ -16,17 +16,32 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
+// Tensors of the element types with arithmetic: every type but i1. PyTorch
+// rejects neg, abs and sub on bool tensors and never sums them as bool.
+def Slapo_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I32, I64]>;
+
+// A TypeAttr holding a type of `ty`. MLIR 16's TypeAttrOf checks only the C++
+// class (TensorType), so it would accept unranked tensors and any element type.
+class Slapo_TypeAttrOf<Type ty> : TypeAttrOf<ty> {
+  let predicate = And<[
+      CPred<"$_self.isa<::mlir::TypeAttr>()">,
+      SubstLeaves<"$_self", "$_self.cast<::mlir::TypeAttr>().getValue()",
+                  ty.predicate>]>;
+}
+
 //===----------------------------------------------------------------------===//
 // Parameters, buffers and constants.
 //===----------------------------------------------------------------------===//
 
-def Slapo_ParamOp : Slapo_Op<"param", [Symbol]> {
+def Slapo_ParamOp : Slapo_Op<"param",
+    [Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a parameter or buffer of the model";
   let description = [{
     Declares one tensor of the model's state by its full dotted PyTorch path.
     Its data is not in the IR: it is read from the model file named by the
     module's `slapo.weights` attribute. Tied parameters are one symbol whose
-    `aliases` list the other state_dict names of the same tensor.
+    `aliases` list the other state_dict names of the same tensor. Names and
+    aliases are not empty, and no alias repeats or names another symbol.
 
     ```mlir
     slapo.param @"transformer.wte.weight" : tensor<128x32xf32> {aliases = ["lm_head.weight"]}
@@ -34,10 +49,11 @@ def Slapo_ParamOp : Slapo_Op<"param", [Symbol]> {
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
-                       TypeAttrOf<Slapo_Tensor>:$type,
+                       Slapo_TypeAttrOf<Slapo_Tensor>:$type,
                        UnitAttr:$buffer,
                        OptionalAttr<StrArrayAttr>:$aliases);
   let assemblyFormat = "(`buffer` $buffer^)? $sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return getType().cast<::mlir::RankedTensorType>();
@@ -65,7 +81,7 @@ def Slapo_ConstantOp : Slapo_Op<"constant",
 def Slapo_ArangeOp : Slapo_Op<"arange", [Pure]> {
   let summary = "start + i * step for i in [0, N)";
   let arguments = (ins F64Attr:$start, F64Attr:$step);
-  let results = (outs RankedTensorOf<[F32, F64, BF16, F16, I32, I64]>:$result);
+  let results = (outs StaticShapeTensorOf<[F32, F64, BF16, F16, I32, I64]>:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
@@ -82,8 +98,12 @@ class Slapo_UnaryOp<string mnemonic, Type tensor = Slapo_FloatTensor,
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Slapo_NegOp : Slapo_UnaryOp<"neg", Slapo_Tensor> { let summary = "-x"; }
-def Slapo_AbsOp : Slapo_UnaryOp<"abs", Slapo_Tensor> { let summary = "|x|"; }
+def Slapo_NegOp : Slapo_UnaryOp<"neg", Slapo_NumericTensor> {
+  let summary = "-x";
+}
+def Slapo_AbsOp : Slapo_UnaryOp<"abs", Slapo_NumericTensor> {
+  let summary = "|x|";
+}
 def Slapo_ExpOp : Slapo_UnaryOp<"exp"> { let summary = "e^x"; }
 def Slapo_LogOp : Slapo_UnaryOp<"log"> { let summary = "natural log"; }
 def Slapo_SqrtOp : Slapo_UnaryOp<"sqrt"> { let summary = "square root"; }
@@ -121,7 +141,9 @@ class Slapo_BinaryOp<string mnemonic, Type tensor = Slapo_Tensor>
 }
 
 def Slapo_AddOp : Slapo_BinaryOp<"add"> { let summary = "lhs + rhs, broadcasting"; }
-def Slapo_SubOp : Slapo_BinaryOp<"sub"> { let summary = "lhs - rhs, broadcasting"; }
+def Slapo_SubOp : Slapo_BinaryOp<"sub", Slapo_NumericTensor> {
+  let summary = "lhs - rhs, broadcasting";
+}
 def Slapo_MulOp : Slapo_BinaryOp<"mul"> { let summary = "lhs * rhs, broadcasting"; }
 def Slapo_DivOp : Slapo_BinaryOp<"div"> {
   let summary = "lhs / rhs, broadcasting (true division for floats)";
@@ -250,15 +272,20 @@ def Slapo_CrossEntropyOp : Slapo_Op<"cross_entropy", [Pure]> {
 // Reductions.
 //===----------------------------------------------------------------------===//
 
-class Slapo_ReduceOp<string mnemonic> : Slapo_Op<mnemonic, [Pure]> {
-  let arguments = (ins Slapo_Tensor:$input, DenseI64ArrayAttr:$dims,
+class Slapo_ReduceOp<string mnemonic, Type tensor = Slapo_Tensor>
+    : Slapo_Op<mnemonic, [Pure]> {
+  let arguments = (ins tensor:$input, DenseI64ArrayAttr:$dims,
                        BoolAttr:$keepdim);
-  let results = (outs Slapo_Tensor:$result);
+  let results = (outs tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
-def Slapo_SumOp : Slapo_ReduceOp<"sum"> { let summary = "sum over dims"; }
-def Slapo_MeanOp : Slapo_ReduceOp<"mean"> { let summary = "mean over dims"; }
+def Slapo_SumOp : Slapo_ReduceOp<"sum", Slapo_NumericTensor> {
+  let summary = "sum over dims";
+}
+def Slapo_MeanOp : Slapo_ReduceOp<"mean", Slapo_FloatTensor> {
+  let summary = "mean over dims";
+}
 def Slapo_MaxOp : Slapo_ReduceOp<"max"> { let summary = "maximum over dims"; }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,63 @@
+// RUN: slapo-opt %s | slapo-opt | FileCheck %s
+// RUN: slapo-opt %s --mlir-print-op-generic | slapo-opt | FileCheck %s
+// RUN: slapo-opt %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
+
+// embedding, layer_norm, softmax, log_softmax and cross_entropy.
+
+// CHECK-LABEL: func.func @embedding
+func.func @embedding(%w: tensor<100x32xf32>, %ids: tensor<2x5xi64>, %ids32: tensor<7xi32>,
+                     %one: tensor<i64>, %h: tensor<10x4xbf16>) {
+  // CHECK-NEXT: slapo.embedding %{{.*}}, %{{.*}} : (tensor<100x32xf32>, tensor<2x5xi64>) -> tensor<2x5x32xf32>
+  // CHECK-NEXT: slapo.embedding %{{.*}}, %{{.*}} {padding_idx = 0 : i64} : (tensor<100x32xf32>, tensor<7xi32>) -> tensor<7x32xf32>
+  // CHECK-NEXT: slapo.embedding %{{.*}}, %{{.*}} {padding_idx = 99 : i64} : (tensor<100x32xf32>, tensor<i64>) -> tensor<32xf32>
+  // CHECK-NEXT: slapo.embedding %{{.*}}, %{{.*}} : (tensor<10x4xbf16>, tensor<2x5xi64>) -> tensor<2x5x4xbf16>
+  // GENERIC: "slapo.embedding"(%{{.*}}, %{{.*}}) {padding_idx = 0 : i64} : (tensor<100x32xf32>, tensor<7xi32>) -> tensor<7x32xf32>
+  %0 = slapo.embedding %w, %ids : (tensor<100x32xf32>, tensor<2x5xi64>) -> tensor<2x5x32xf32>
+  %1 = slapo.embedding %w, %ids32 {padding_idx = 0} : (tensor<100x32xf32>, tensor<7xi32>) -> tensor<7x32xf32>
+  %2 = slapo.embedding %w, %one {padding_idx = 99} : (tensor<100x32xf32>, tensor<i64>) -> tensor<32xf32>
+  %3 = slapo.embedding %h, %ids : (tensor<10x4xbf16>, tensor<2x5xi64>) -> tensor<2x5x4xbf16>
+  return
+}
+
+// CHECK-LABEL: func.func @layer_norm
+func.func @layer_norm(%x: tensor<2x5x32xf32>, %g: tensor<32xf32>, %b: tensor<32xf32>, %g2: tensor<5x32xf32>) {
+  // CHECK-NEXT: slapo.layer_norm %{{.*}} weight %{{.*}} bias %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64} : (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x5x32xf32>
+  // CHECK-NEXT: slapo.layer_norm %{{.*}} {eps = 9.9999999999999995E-7 : f64, normalized_rank = 3 : i64} : (tensor<2x5x32xf32>) -> tensor<2x5x32xf32>
+  // CHECK-NEXT: slapo.layer_norm %{{.*}} weight %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 2 : i64} : (tensor<2x5x32xf32>, tensor<5x32xf32>) -> tensor<2x5x32xf32>
+  // CHECK-NEXT: slapo.layer_norm %{{.*}} bias %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64} : (tensor<2x5x32xf32>, tensor<32xf32>) -> tensor<2x5x32xf32>
+  // GENERIC: "slapo.layer_norm"(%{{.*}}, %{{.*}}, %{{.*}}) {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64, operand_segment_sizes = array<i32: 1, 1, 1>}
+  // GENERIC: "slapo.layer_norm"(%{{.*}}) {eps = 9.9999999999999995E-7 : f64, normalized_rank = 3 : i64, operand_segment_sizes = array<i32: 1, 0, 0>}
+  // GENERIC: "slapo.layer_norm"(%{{.*}}, %{{.*}}) {eps = 1.000000e-05 : f64, normalized_rank = 2 : i64, operand_segment_sizes = array<i32: 1, 1, 0>}
+  // GENERIC: "slapo.layer_norm"(%{{.*}}, %{{.*}}) {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64, operand_segment_sizes = array<i32: 1, 0, 1>}
+  %0 = slapo.layer_norm %x weight %g bias %b {normalized_rank = 1, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x5x32xf32>
+  %1 = slapo.layer_norm %x {normalized_rank = 3, eps = 1.0e-6} : (tensor<2x5x32xf32>) -> tensor<2x5x32xf32>
+  %2 = slapo.layer_norm %x weight %g2 {normalized_rank = 2, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<5x32xf32>) -> tensor<2x5x32xf32>
+  %3 = slapo.layer_norm %x bias %b {normalized_rank = 1, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<32xf32>) -> tensor<2x5x32xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @softmax
+func.func @softmax(%x: tensor<2x4x16x16xf32>, %h: tensor<8xbf16>) {
+  // CHECK-NEXT: slapo.softmax %{{.*}} {dim = 3 : i64} : tensor<2x4x16x16xf32>
+  // CHECK-NEXT: slapo.softmax %{{.*}} {dim = 0 : i64} : tensor<8xbf16>
+  // CHECK-NEXT: slapo.log_softmax %{{.*}} {dim = 1 : i64} : tensor<2x4x16x16xf32>
+  // CHECK-NEXT: slapo.log_softmax %{{.*}} {dim = 0 : i64} : tensor<8xbf16>
+  // GENERIC: "slapo.softmax"(%{{.*}}) {dim = 3 : i64} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %0 = slapo.softmax %x {dim = 3} : tensor<2x4x16x16xf32>
+  %1 = slapo.softmax %h {dim = 0} : tensor<8xbf16>
+  %2 = slapo.log_softmax %x {dim = 1} : tensor<2x4x16x16xf32>
+  %3 = slapo.log_softmax %h {dim = 0} : tensor<8xbf16>
+  return
+}
+
+// CHECK-LABEL: func.func @cross_entropy
+func.func @cross_entropy(%logits: tensor<10x50xf32>, %target: tensor<10xi64>, %t32: tensor<10xi32>) {
+  // CHECK-NEXT: slapo.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64, reduction = #slapo.reduction<mean>} : (tensor<10x50xf32>, tensor<10xi64>) -> tensor<f32>
+  // CHECK-NEXT: slapo.cross_entropy %{{.*}}, %{{.*}} {ignore_index = 0 : i64, reduction = #slapo.reduction<sum>} : (tensor<10x50xf32>, tensor<10xi32>) -> tensor<f32>
+  // CHECK-NEXT: slapo.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64, reduction = #slapo.reduction<none>} : (tensor<10x50xf32>, tensor<10xi64>) -> tensor<10xf32>
+  // GENERIC: "slapo.cross_entropy"(%{{.*}}, %{{.*}}) {ignore_index = -100 : i64, reduction = #slapo.reduction<mean>} : (tensor<10x50xf32>, tensor<10xi64>) -> tensor<f32>
+  %0 = slapo.cross_entropy %logits, %target {ignore_index = -100, reduction = #slapo.reduction<mean>} : (tensor<10x50xf32>, tensor<10xi64>) -> tensor<f32>
+  %1 = slapo.cross_entropy %logits, %t32 {ignore_index = 0, reduction = #slapo.reduction<sum>} : (tensor<10x50xf32>, tensor<10xi32>) -> tensor<f32>
+  %2 = slapo.cross_entropy %logits, %target {ignore_index = -100, reduction = #slapo.reduction<none>} : (tensor<10x50xf32>, tensor<10xi64>) -> tensor<10xf32>
+  return
+}
