@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
+import bad  # noqa: E402
 import bert  # noqa: E402
 import gpt2  # noqa: E402
 import hf  # noqa: E402
@@ -34,7 +35,7 @@ import mlp  # noqa: E402
 import weird_names  # noqa: E402
 
 SPECS = {spec.name: spec
-         for module in (mlp, gpt2, bert, llama, weird_names, hf)
+         for module in (mlp, gpt2, bert, llama, weird_names, hf, bad)
          for spec in module.SPECS}
 
 INSTALL_HINT = ("install it with `/usr/bin/python3 -m pip install --no-deps --target "

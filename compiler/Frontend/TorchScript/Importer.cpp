@@ -3,6 +3,7 @@
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Frontend/TorchScriptImporter.h"
+#include "slapo/Reference/Interpreter.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -140,54 +141,13 @@ static c10::IValue toIValue(const Known &known, const c10::TypePtr &type) {
 // Types.
 //===----------------------------------------------------------------------===//
 
-mlir::Type getElementType(mlir::MLIRContext *context, at::ScalarType dtype) {
-  mlir::Builder b(context);
-  switch (dtype) {
-  case at::kFloat:
-    return b.getF32Type();
-  case at::kDouble:
-    return b.getF64Type();
-  case at::kBFloat16:
-    return b.getBF16Type();
-  case at::kHalf:
-    return b.getF16Type();
-  case at::kLong:
-    return b.getI64Type();
-  case at::kInt:
-    return b.getI32Type();
-  case at::kChar:
-    return b.getI8Type();
-  case at::kBool:
-    return b.getI1Type();
-  default:
-    return nullptr;
-  }
-}
-
 mlir::RankedTensorType getTensorType(mlir::MLIRContext *context,
                                      const at::Tensor &shadow) {
-  mlir::Type elementType = getElementType(context, shadow.scalar_type());
+  mlir::Type elementType =
+      reference::toElementType(shadow.scalar_type(), context);
   if (!elementType)
     return nullptr;
   return mlir::RankedTensorType::get(shadow.sizes().vec(), elementType);
-}
-
-at::ScalarType getScalarType(mlir::Type type) {
-  if (type.isF32())
-    return at::kFloat;
-  if (type.isF64())
-    return at::kDouble;
-  if (type.isBF16())
-    return at::kBFloat16;
-  if (type.isF16())
-    return at::kHalf;
-  if (type.isInteger(64))
-    return at::kLong;
-  if (type.isInteger(32))
-    return at::kInt;
-  if (type.isInteger(8))
-    return at::kChar;
-  return at::kBool;
 }
 
 static at::Tensor metaLike(const at::Tensor &tensor) {
@@ -334,7 +294,7 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     at::Tensor shadow =
         at::empty(inputs[i].shape, at::TensorOptions()
-                                       .dtype(getScalarType(
+                                       .dtype(*reference::toScalarType(
                                            argTypes[i]
                                                .cast<mlir::RankedTensorType>()
                                                .getElementType()))
@@ -782,7 +742,7 @@ void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
                           : " in module '" + frame.modulePath + "'"));
     else
       failed = true;
-    return poison();
+    return placeholdOutputs(node, frame, loc);
   }
   std::optional<std::vector<Known>> shadows = computeShadows(node, frame);
   if (!shadows) {
@@ -804,6 +764,32 @@ void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
   }
   if (inPlace)
     frame.values[node->input(0)] = frame.values.lookup(node->output(0));
+}
+
+void Importer::placeholdOutputs(jit::Node *node, Frame &frame,
+                                mlir::Location loc) {
+  // Typed stand-ins let the import go on, so that every other problem in the
+  // model is reported in the same run; the module is discarded anyway.
+  std::optional<std::vector<Known>> shadows = computeShadows(node, frame);
+  std::function<Known(const Known &)> placehold = [&](const Known &shadow) {
+    if (shadow.is(Known::Kind::Aggregate)) {
+      std::vector<Known> elements;
+      for (const Known &element : shadow.elements)
+        elements.push_back(placehold(element));
+      return Known::ofAggregate(std::move(elements));
+    }
+    mlir::RankedTensorType type;
+    if (shadow.is(Known::Kind::Tensor))
+      type = getTensorType(&context, shadow.shadow);
+    if (!type)
+      return Known::poison();
+    auto standIn = builder.create<mlir::UnrealizedConversionCastOp>(
+        loc, mlir::TypeRange{type}, mlir::ValueRange{});
+    return Known::ofTensor(standIn.getResult(0), shadow.shadow);
+  };
+  for (size_t i = 0; i < node->outputs().size(); ++i)
+    frame.values[node->outputs()[i]] =
+        shadows ? placehold(shadows->at(i)) : Known::poison();
 }
 
 mlir::Value Importer::materialize(const at::Tensor &value, mlir::Location loc) {

@@ -142,10 +142,6 @@ using LoweringFn = mlir::LogicalResult (*)(NodeLowering &);
 /// excluded: `aten::add_` lowers as `aten::add` and rebinds its input.
 const llvm::StringMap<LoweringFn> &getLowerings();
 
-/// Element type of an ATen dtype, or null if slapo does not represent it.
-mlir::Type getElementType(mlir::MLIRContext *context, at::ScalarType dtype);
-/// The ATen dtype of a slapo element type.
-at::ScalarType getScalarType(mlir::Type elementType);
 /// The IR tensor type of a shadow, or null for an unrepresented dtype.
 mlir::RankedTensorType getTensorType(mlir::MLIRContext *context,
                                      const at::Tensor &shadow);
@@ -176,6 +172,8 @@ private:
   void importCall(jit::Node *node, Frame &frame);
   bool tryEvaluate(jit::Node *node, Frame &frame);
   void lowerTensorOp(jit::Node *node, Frame &frame);
+  /// Gives an unsupported node's outputs typed stand-in values.
+  void placeholdOutputs(jit::Node *node, Frame &frame, mlir::Location loc);
   std::optional<std::vector<Known>> computeShadows(jit::Node *node,
                                                    Frame &frame);
   Known paramAccess(const at::Tensor &value, const std::string &fullName,

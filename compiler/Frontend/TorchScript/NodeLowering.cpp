@@ -1,6 +1,8 @@
 //===- NodeLowering.cpp - what a lowering sees of its node ----------------===//
 #include "Importer.h"
 
+#include "slapo/Reference/Interpreter.h"
+
 namespace slapo::torchscript {
 
 NodeLowering::NodeLowering(Importer &importer, jit::Node *node, Frame &frame,
@@ -54,7 +56,7 @@ mlir::Value NodeLowering::tensor(size_t i, mlir::Type elementType) {
     if (value.isTensor()) {
       at::Tensor constant = value.toTensor();
       if (elementType)
-        constant = constant.to(getScalarType(elementType));
+        constant = constant.to(*reference::toScalarType(elementType));
       return importer.materialize(constant, loc);
     }
     if ((value.isDouble() || value.isInt() || value.isBool()) && elementType)

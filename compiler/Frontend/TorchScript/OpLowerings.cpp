@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
 
+#include "slapo/Reference/Interpreter.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
 
@@ -101,7 +103,7 @@ LogicalResult lowerCompare(NodeLowering &lower) {
     dtype = at::result_type(lhs.toTensor(), rhs.toScalar());
   else
     dtype = at::result_type(lhs.toScalar(), rhs.toTensor());
-  mlir::Type elementType = getElementType(lower.getContext(), dtype);
+  mlir::Type elementType = reference::toElementType(dtype, lower.getContext());
   mlir::Value l = lower.tensor(0, elementType), r = lower.tensor(1, elementType);
   if (!l || !r)
     return failure();
