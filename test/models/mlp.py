@@ -34,7 +34,25 @@ class MLPLoss(nn.Module):
         return F.cross_entropy(logits, target)
 
 
+class SequentialMLP(nn.Module):
+    """Nested containers: parameters layers.0.weight, layers.2.0.weight (Sequential in
+    Sequential) and blocks.1.weight (ModuleList), so module paths keep the container names."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(16, 32), nn.GELU(),
+                                    nn.Sequential(nn.Linear(32, 16), nn.Tanh()))
+        self.blocks = nn.ModuleList([nn.Linear(16, 16), nn.Linear(16, 8, bias=False)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers(x)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
 SPECS = [
+    ModelSpec("mlp_sequential", SequentialMLP, [InputSpec("x", torch.float32, [4, 16])]),
     ModelSpec("mlp", MLP, [InputSpec("x", torch.float32, [4, 16])]),
     ModelSpec("mlp_loss", MLPLoss, [
         InputSpec("x", torch.float32, [4, 16]),
