@@ -3,8 +3,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace slapo {
 
@@ -34,8 +34,8 @@ mlir::RankedTensorType InputSpec::getType(mlir::MLIRContext &context) const {
 
 std::string InputSpec::str() const {
   return name + "=" + dtype + "[" +
-         llvm::join(llvm::map_range(shape,
-                                    [](int64_t d) { return std::to_string(d); }),
+         llvm::join(llvm::map_range(
+                        shape, [](int64_t d) { return std::to_string(d); }),
                     ",") +
          "]";
 }
@@ -61,8 +61,8 @@ llvm::Expected<InputSpec> parseInputSpec(llvm::StringRef text) {
   spec.name = name.str();
   spec.dtype = type.take_front(open).trim().str();
   if (!llvm::is_contained(dtypeNames(), spec.dtype))
-    return specError(text, "unknown dtype '" + spec.dtype + "'; valid: " +
-                               llvm::join(dtypeNames(), ", "));
+    return specError(text, "unknown dtype '" + spec.dtype +
+                               "'; valid: " + llvm::join(dtypeNames(), ", "));
   llvm::StringRef dims = type.drop_front(open + 1).trim().drop_back().trim();
   if (dims.empty())
     return spec;

@@ -13,7 +13,9 @@
 
 namespace {
 
-std::string errorText(llvm::Error error) { return llvm::toString(std::move(error)); }
+std::string errorText(llvm::Error error) {
+  return llvm::toString(std::move(error));
+}
 
 TEST_CASE("parseInputSpec reads name, dtype and static shape", "[frontend]") {
   auto spec = slapo::parseInputSpec("input_ids=i64[8,128]");
@@ -50,44 +52,59 @@ TEST_CASE("parseInputSpec explains what is wrong", "[frontend]") {
   contains("x-y=f32[1]", "Python identifier");
   contains("x=f32", "shape must be in brackets");
   contains("x=f32[2", "shape must be in brackets");
-  contains("x=q8[2]", "unknown dtype 'q8'; valid: f32, f64, bf16, f16, i64, i32, i8, i1");
+  contains("x=q8[2]",
+           "unknown dtype 'q8'; valid: f32, f64, bf16, f16, i64, i32, i8, i1");
   contains("x=f32[2,0]", "dimension '0' is not a positive integer");
   contains("x=f32[2,,3]", "dimension '' is not a positive integer");
   contains("x=f32[2a]", "dimension '2a' is not a positive integer");
 }
 
-/// Exports a test model with the project's exporter into a temporary file.
-std::string exportModel(llvm::StringRef model) {
+/// A test model exported with the project's exporter into a temporary file
+/// and loaded, with the diagnostics of its context collected.
+struct LoadedModel {
+  explicit LoadedModel(llvm::StringRef name) {
+    REQUIRE(!llvm::sys::fs::createTemporaryFile("slapo-unit", "pt", path));
+    std::string command = "/usr/bin/python3 " SLAPO_SOURCE_DIR
+                          "/test/models/export.py --model " +
+                          name.str() + " --mode script --out " +
+                          path.str().str() + " > /dev/null";
+    REQUIRE(std::system(command.c_str()) == 0);
+    auto loaded = slapo::TorchScriptModel::load(path);
+    REQUIRE(bool(loaded));
+    model = std::move(*loaded);
+  }
+  ~LoadedModel() { llvm::sys::fs::remove(path); }
+
+  mlir::OwningOpRef<mlir::ModuleOp>
+  import(llvm::ArrayRef<llvm::StringRef> specs) {
+    std::vector<slapo::InputSpec> inputs;
+    for (llvm::StringRef text : specs) {
+      auto spec = slapo::parseInputSpec(text);
+      REQUIRE(bool(spec));
+      inputs.push_back(*spec);
+    }
+    return slapo::importTorchScript(context, *model, inputs);
+  }
+
   llvm::SmallString<128> path;
-  REQUIRE(!llvm::sys::fs::createTemporaryFile("slapo-unit", "pt", path));
-  std::string command = "/usr/bin/python3 " SLAPO_SOURCE_DIR
-                        "/test/models/export.py --model " +
-                        model.str() + " --mode script --out " +
-                        path.str().str() + " > /dev/null";
-  REQUIRE(std::system(command.c_str()) == 0);
-  return path.str().str();
-}
+  std::unique_ptr<slapo::TorchScriptModel> model;
+  mlir::MLIRContext context;
+  std::vector<std::string> diagnostics;
+  mlir::ScopedDiagnosticHandler handler{&context, [this](mlir::Diagnostic &d) {
+                                          diagnostics.push_back(d.str());
+                                          return mlir::success();
+                                        }};
+};
 
 TEST_CASE("checkImport accepts a faithful import and rejects a wrong one",
           "[frontend]") {
-  std::string path = exportModel("mlp");
-  auto model = slapo::TorchScriptModel::load(path);
-  REQUIRE(bool(model));
-  mlir::MLIRContext context;
-  std::vector<std::string> diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    diagnostics.push_back(d.str());
-    return mlir::success();
-  });
-  auto input = slapo::parseInputSpec("x=f32[4,16]");
-  REQUIRE(bool(input));
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      slapo::importTorchScript(context, **model, {*input});
+  LoadedModel mlp("mlp");
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlp.import({"x=f32[4,16]"});
   REQUIRE(module);
 
   std::string report;
   llvm::raw_string_ostream os(report);
-  CHECK(mlir::succeeded(slapo::checkImport(*module, **model, 1e-5, 0, os)));
+  CHECK(mlir::succeeded(slapo::checkImport(*module, *mlp.model, 1e-5, 0, os)));
   CHECK(llvm::StringRef(os.str()).contains("within tolerance"));
 
   // Dropping the relu makes the IR compute something else: the check must
@@ -97,31 +114,20 @@ TEST_CASE("checkImport accepts a faithful import and rejects a wrong one",
     relu.erase();
   });
   report.clear();
-  CHECK(mlir::failed(slapo::checkImport(*module, **model, 1e-5, 0, os)));
+  CHECK(mlir::failed(slapo::checkImport(*module, *mlp.model, 1e-5, 0, os)));
   CHECK(llvm::StringRef(os.str()).contains("EXCEEDS"));
-  REQUIRE(!diagnostics.empty());
-  CHECK(llvm::StringRef(diagnostics.back())
+  REQUIRE(!mlp.diagnostics.empty());
+  CHECK(llvm::StringRef(mlp.diagnostics.back())
             .contains("does not compute what the model computes"));
-  llvm::sys::fs::remove(path);
 }
 
 TEST_CASE("importTorchScript reports inputs that do not fit forward",
           "[frontend]") {
-  std::string path = exportModel("mlp_loss");
-  auto model = slapo::TorchScriptModel::load(path);
-  REQUIRE(bool(model));
-  mlir::MLIRContext context;
-  std::vector<std::string> diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    diagnostics.push_back(d.str());
-    return mlir::success();
-  });
-  auto x = slapo::parseInputSpec("x=f32[4,16]");
-  REQUIRE(bool(x));
-  CHECK(!slapo::importTorchScript(context, **model, {*x}));
-  REQUIRE(diagnostics.size() == 1);
-  CHECK(llvm::StringRef(diagnostics[0]).contains("forward(x, target) takes 2 inputs"));
-  llvm::sys::fs::remove(path);
+  LoadedModel mlpLoss("mlp_loss");
+  CHECK(!mlpLoss.import({"x=f32[4,16]"}));
+  REQUIRE(mlpLoss.diagnostics.size() == 1);
+  CHECK(llvm::StringRef(mlpLoss.diagnostics[0])
+            .contains("forward(x, target) takes 2 inputs"));
 }
 
 TEST_CASE("TorchScriptModel::load names the file it cannot read",

@@ -22,9 +22,12 @@ static std::optional<int64_t> smallestIndexedTable(mlir::Value value) {
   };
   for (mlir::Operation *user : value.getUsers()) {
     if (auto embedding = llvm::dyn_cast<EmbeddingOp>(user))
-      consider(embedding.getWeight().getType().cast<mlir::ShapedType>().getDimSize(0));
+      consider(
+          embedding.getWeight().getType().cast<mlir::ShapedType>().getDimSize(
+              0));
     else if (auto loss = llvm::dyn_cast<CrossEntropyOp>(user))
-      consider(loss.getLogits().getType().cast<mlir::ShapedType>().getDimSize(1));
+      consider(
+          loss.getLogits().getType().cast<mlir::ShapedType>().getDimSize(1));
     else if (llvm::isa<ReshapeOp, SliceOp, PermuteOp, BroadcastOp, ConcatOp>(
                  user))
       if (auto rows = smallestIndexedTable(user->getResult(0)))
@@ -56,8 +59,8 @@ mlir::LogicalResult checkImport(mlir::ModuleOp module, TorchScriptModel &model,
     if (type.getElementType().isa<mlir::FloatType>())
       inputs.push_back(at::randn(shape, options));
     else
-      inputs.push_back(at::randint(smallestIndexedTable(arg).value_or(2),
-                                   shape, options));
+      inputs.push_back(
+          at::randint(smallestIndexedTable(arg).value_or(2), shape, options));
   }
 
   std::vector<at::Tensor> expected;

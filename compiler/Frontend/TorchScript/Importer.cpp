@@ -7,8 +7,8 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 
 #include <ATen/ATen.h>
@@ -151,9 +151,9 @@ mlir::RankedTensorType getTensorType(mlir::MLIRContext *context,
 }
 
 static at::Tensor metaLike(const at::Tensor &tensor) {
-  return at::empty(tensor.sizes(),
-                   at::TensorOptions().dtype(tensor.scalar_type()).device(
-                       at::kMeta));
+  return at::empty(
+      tensor.sizes(),
+      at::TensorOptions().dtype(tensor.scalar_type()).device(at::kMeta));
 }
 
 static bool isTensorType(const c10::TypePtr &type) {
@@ -193,9 +193,9 @@ mlir::Location Importer::locationOf(jit::Node *node,
   if (auto original = range.findSourceRangeThatGenerated())
     range = *original;
   if (auto fileLineCol = range.file_line_col())
-    source = mlir::FileLineColLoc::get(
-        &context, std::get<0>(*fileLineCol), std::get<1>(*fileLineCol),
-        std::get<2>(*fileLineCol) + 1);
+    source = mlir::FileLineColLoc::get(&context, std::get<0>(*fileLineCol),
+                                       std::get<1>(*fileLineCol),
+                                       std::get<2>(*fileLineCol) + 1);
   return withModulePath(modulePath, source);
 }
 
@@ -254,21 +254,21 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
     return !a.default_value().has_value();
   });
   auto argumentList = [&] {
-    return llvm::join(llvm::map_range(arguments,
-                                      [](const c10::Argument &a) {
-                                        return a.name();
-                                      }),
-                      ", ");
+    return llvm::join(
+        llvm::map_range(arguments,
+                        [](const c10::Argument &a) { return a.name(); }),
+        ", ");
   };
   if (inputs.size() < required || inputs.size() > arguments.size()) {
-    error(fileLoc, "forward(" + argumentList() + ") takes " +
-                       (required == arguments.size()
-                            ? std::to_string(required)
-                            : std::to_string(required) + " to " +
-                                  std::to_string(arguments.size())) +
-                       " inputs, but " + std::to_string(inputs.size()) +
-                       " were given; declare each with --input NAME=DTYPE[SHAPE]"
-                       " in forward-argument order");
+    error(fileLoc,
+          "forward(" + argumentList() + ") takes " +
+              (required == arguments.size()
+                   ? std::to_string(required)
+                   : std::to_string(required) + " to " +
+                         std::to_string(arguments.size())) +
+              " inputs, but " + std::to_string(inputs.size()) +
+              " were given; declare each with --input NAME=DTYPE[SHAPE]"
+              " in forward-argument order");
     return nullptr;
   }
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -292,13 +292,12 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
 
   std::vector<Known> args{Known::ofModule(root, "")};
   for (size_t i = 0; i < inputs.size(); ++i) {
-    at::Tensor shadow =
-        at::empty(inputs[i].shape, at::TensorOptions()
-                                       .dtype(*reference::toScalarType(
-                                           argTypes[i]
-                                               .cast<mlir::RankedTensorType>()
-                                               .getElementType()))
-                                       .device(at::kMeta));
+    at::Tensor shadow = at::empty(
+        inputs[i].shape,
+        at::TensorOptions()
+            .dtype(*reference::toScalarType(
+                argTypes[i].cast<mlir::RankedTensorType>().getElementType()))
+            .device(at::kMeta));
     args.push_back(Known::ofTensor(entry->getArgument(i), shadow));
   }
   for (size_t i = inputs.size(); i < arguments.size(); ++i)
@@ -324,14 +323,15 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
     else if (output.is(Known::Kind::Constant) && output.constant.isTensor())
       results.push_back(materialize(output.constant.toTensor(), fileLoc));
     else if (!output.is(Known::Kind::Poison))
-      error(fileLoc, "forward returns a " +
-                         output.constant.tagKind() +
-                         "; only tensors (or tuples of tensors) can be outputs");
+      error(fileLoc,
+            "forward returns a " + output.constant.tagKind() +
+                "; only tensors (or tuples of tensors) can be outputs");
   }
   if (failed)
     return nullptr;
   builder.create<mlir::func::ReturnOp>(fileLoc, results);
-  func.setType(builder.getFunctionType(argTypes, mlir::ValueRange(results).getTypes()));
+  func.setType(
+      builder.getFunctionType(argTypes, mlir::ValueRange(results).getTypes()));
   if (mlir::failed(mlir::verify(module)))
     return nullptr;
   return owned;
@@ -497,7 +497,8 @@ Known Importer::paramAccess(const at::Tensor &value,
       return Known::poison();
     }
     mlir::OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPoint(module.getBody(), std::prev(module.getBody()->end()));
+    builder.setInsertionPoint(module.getBody(),
+                              std::prev(module.getBody()->end()));
     it = params
              .try_emplace(value.unsafeGetTensorImpl(),
                           builder.create<ParamOp>(paramLocation(fullName),
@@ -583,8 +584,8 @@ void Importer::importControlFlow(jit::Node *node, Frame &frame) {
   std::vector<Known> carried;
   for (size_t i = 2; i < node->inputs().size(); ++i)
     carried.push_back(frame.values.lookup(node->inputs()[i]));
-  for (int64_t iteration = 0; iteration < tripCount.constant.toInt() && *condition;
-       ++iteration) {
+  for (int64_t iteration = 0;
+       iteration < tripCount.constant.toInt() && *condition; ++iteration) {
     frame.values[body->inputs()[0]] = Known::ofConstant(iteration);
     for (size_t i = 0; i < carried.size(); ++i)
       frame.values[body->inputs()[i + 1]] = carried[i];
@@ -605,12 +606,12 @@ void Importer::importControlFlow(jit::Node *node, Frame &frame) {
 /// evaluated at compile time.
 static bool isNondeterministic(jit::Node *node) {
   static const llvm::StringSet<> kinds{
-      "aten::dropout", "aten::dropout_", "aten::feature_dropout",
+      "aten::dropout",       "aten::dropout_",  "aten::feature_dropout",
       "aten::alpha_dropout", "aten::bernoulli", "aten::rand",
-      "aten::randn", "aten::randint", "aten::rand_like",
-      "aten::randn_like", "aten::randperm", "aten::normal",
-      "aten::uniform_", "aten::normal_", "aten::empty", "aten::empty_like",
-      "aten::arange"};
+      "aten::randn",         "aten::randint",   "aten::rand_like",
+      "aten::randn_like",    "aten::randperm",  "aten::normal",
+      "aten::uniform_",      "aten::normal_",   "aten::empty",
+      "aten::empty_like",    "aten::arange"};
   return kinds.contains(node->kind().toQualString());
 }
 
@@ -629,7 +630,8 @@ bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
   if (!allConstant && producesTensor)
     return false;
   // In-place ops on constants would mutate what other uses see.
-  if (!allConstant && llvm::StringRef(node->kind().toUnqualString()).endswith("_"))
+  if (!allConstant &&
+      llvm::StringRef(node->kind().toUnqualString()).endswith("_"))
     return false;
 
   std::vector<c10::IValue> stack;
@@ -805,7 +807,8 @@ mlir::Value Importer::materialize(const at::Tensor &value, mlir::Location loc) {
   if (elementType.isa<mlir::FloatType>()) {
     at::Tensor asDouble = data.to(at::kDouble);
     llvm::SmallVector<llvm::APFloat> values;
-    const auto &semantics = elementType.cast<mlir::FloatType>().getFloatSemantics();
+    const auto &semantics =
+        elementType.cast<mlir::FloatType>().getFloatSemantics();
     for (int64_t i = 0; i < asDouble.numel(); ++i) {
       llvm::APFloat v(asDouble.data_ptr<double>()[i]);
       bool lost;
@@ -823,7 +826,8 @@ mlir::Value Importer::materialize(const at::Tensor &value, mlir::Location loc) {
     attr = mlir::DenseElementsAttr::get(dataType, values);
   }
   if (splat)
-    attr = mlir::DenseElementsAttr::get(type, attr.getSplatValue<mlir::Attribute>());
+    attr = mlir::DenseElementsAttr::get(type,
+                                        attr.getSplatValue<mlir::Attribute>());
   return builder.create<ConstantOp>(loc, attr).getResult();
 }
 

@@ -24,8 +24,8 @@ bool NodeLowering::isNone(size_t i) const {
 }
 
 void NodeLowering::report(const llvm::Twine &message) {
-  importer.error(loc, "'" + llvm::Twine(node->kind().toQualString()) + "': " +
-                          message);
+  importer.error(loc, "'" + llvm::Twine(node->kind().toQualString()) +
+                          "': " + message);
 }
 
 mlir::Value NodeLowering::cast(mlir::Value value, mlir::Type elementType) {
@@ -78,7 +78,7 @@ std::optional<c10::IValue> NodeLowering::constant(size_t i) {
   if (known.is(Known::Kind::Constant))
     return known.constant;
   report("input " + std::to_string(i) +
-        " must be known at compile time (it depends on tensor data)");
+         " must be known at compile time (it depends on tensor data)");
   return std::nullopt;
 }
 
@@ -112,7 +112,7 @@ std::optional<std::vector<int64_t>> NodeLowering::intListConstant(size_t i) {
     for (const Known &element : known.elements) {
       if (!element.is(Known::Kind::Constant) || !element.constant.isInt()) {
         report("input " + std::to_string(i) +
-              " must be a list of integers known at compile time");
+               " must be a list of integers known at compile time");
         return std::nullopt;
       }
       values.push_back(element.constant.toInt());
@@ -168,7 +168,7 @@ std::optional<int64_t> NodeLowering::dim(int64_t d, int64_t rank) {
   int64_t normalized = d < 0 ? d + rank : d;
   if (normalized < 0 || normalized >= std::max<int64_t>(rank, 1)) {
     report("dim " + std::to_string(d) + " is out of range for rank " +
-          std::to_string(rank));
+           std::to_string(rank));
     return std::nullopt;
   }
   return normalized;

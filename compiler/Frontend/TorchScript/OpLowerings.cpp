@@ -40,8 +40,7 @@ LogicalResult finish(NodeLowering &lower, mlir::Value value) {
 
 /// `lhs op rhs` for ops whose inputs 0 and 1 are the operands and whose
 /// optional input 2 (`alpha`) scales rhs.
-template <typename OpTy>
-LogicalResult lowerBinary(NodeLowering &lower) {
+template <typename OpTy> LogicalResult lowerBinary(NodeLowering &lower) {
   mlir::Type elementType = lower.outputElementType();
   mlir::Value lhs = lower.tensor(0, elementType);
   mlir::Value rhs = lower.tensor(1, elementType);
@@ -104,7 +103,8 @@ LogicalResult lowerCompare(NodeLowering &lower) {
   else
     dtype = at::result_type(lhs.toScalar(), rhs.toTensor());
   mlir::Type elementType = reference::toElementType(dtype, lower.getContext());
-  mlir::Value l = lower.tensor(0, elementType), r = lower.tensor(1, elementType);
+  mlir::Value l = lower.tensor(0, elementType),
+              r = lower.tensor(1, elementType);
   if (!l || !r)
     return failure();
   return finish(lower,
@@ -114,8 +114,7 @@ LogicalResult lowerCompare(NodeLowering &lower) {
                     .getResult());
 }
 
-template <typename OpTy>
-LogicalResult lowerUnary(NodeLowering &lower) {
+template <typename OpTy> LogicalResult lowerUnary(NodeLowering &lower) {
   mlir::Value input = lower.tensor(0, lower.outputElementType());
   if (!input)
     return failure();
@@ -127,8 +126,9 @@ LogicalResult lowerReciprocal(NodeLowering &lower) {
   mlir::Value input = lower.tensor(0, elementType);
   if (!input)
     return failure();
-  return finish(lower, lower.create<DivOp>(lower.outputType(),
-                                           lower.scalar(1, elementType), input));
+  return finish(lower,
+                lower.create<DivOp>(lower.outputType(),
+                                    lower.scalar(1, elementType), input));
 }
 
 LogicalResult lowerGelu(NodeLowering &lower) {
@@ -142,8 +142,8 @@ LogicalResult lowerGelu(NodeLowering &lower) {
   auto approximation = GeluApproximationAttr::get(
       lower.getContext(),
       mode == "tanh" ? GeluApproximation::tanh : GeluApproximation::erf);
-  return finish(lower, lower.create<GeluOp>(lower.outputType(), input,
-                                            approximation));
+  return finish(lower,
+                lower.create<GeluOp>(lower.outputType(), input, approximation));
 }
 
 /// Dtype conversions of every spelling (aten::to overloads, type_as) and
@@ -187,20 +187,20 @@ LogicalResult lowerDropout(NodeLowering &lower) {
     return finish(lower, input);
   if (*p >= 1)
     return lower.error("dropout with p >= 1 zeroes everything");
-  return finish(lower, lower.create<DropoutOp>(lower.outputType(), input,
-                                               lower.getBuilder().getF64FloatAttr(*p)));
+  return finish(
+      lower, lower.create<DropoutOp>(lower.outputType(), input,
+                                     lower.getBuilder().getF64FloatAttr(*p)));
 }
 
-template <bool lower_>
-LogicalResult lowerTriangular(NodeLowering &lower) {
+template <bool lower_> LogicalResult lowerTriangular(NodeLowering &lower) {
   mlir::Value input = lower.tensor(0);
   std::optional<int64_t> diagonal = lower.intConstant(1);
   if (!input || !diagonal)
     return failure();
   mlir::OpBuilder &b = lower.getBuilder();
-  return finish(lower, lower.create<TriangularOp>(lower.outputType(), input,
-                                                  b.getBoolAttr(lower_),
-                                                  b.getI64IntegerAttr(*diagonal)));
+  return finish(lower, lower.create<TriangularOp>(
+                           lower.outputType(), input, b.getBoolAttr(lower_),
+                           b.getI64IntegerAttr(*diagonal)));
 }
 
 /// zeros_like, ones_like, full_like, new_zeros, new_ones, new_full: a splat
@@ -250,8 +250,8 @@ LogicalResult lowerLinear(NodeLowering &lower) {
     return failure();
   if (typeOf(weight).getRank() != 2)
     return lower.error("weight must be 2-D");
-  return finish(lower,
-                lower.create<LinearOp>(lower.outputType(), input, weight, bias));
+  return finish(
+      lower, lower.create<LinearOp>(lower.outputType(), input, weight, bias));
 }
 
 /// torch.matmul: 1-D operands become matrices, then batched matmul.
@@ -271,16 +271,17 @@ LogicalResult lowerMatmul(NodeLowering &lower) {
   };
   lhs = asMatrix(lhs, true);
   rhs = asMatrix(rhs, false);
-  llvm::ArrayRef<int64_t> l = typeOf(lhs).getShape(), r = typeOf(rhs).getShape();
+  llvm::ArrayRef<int64_t> l = typeOf(lhs).getShape(),
+                          r = typeOf(rhs).getShape();
   auto batch = broadcastShapes(l.drop_back(2), r.drop_back(2));
   if (mlir::failed(batch))
     return lower.error("batch dims do not broadcast");
   llvm::SmallVector<int64_t> shape = *batch;
   shape.push_back(l[l.size() - 2]);
   shape.push_back(r.back());
-  return finish(lower, lower.create<MatmulOp>(
-                           mlir::RankedTensorType::get(shape, elementType), lhs,
-                           rhs));
+  return finish(lower,
+                lower.create<MatmulOp>(
+                    mlir::RankedTensorType::get(shape, elementType), lhs, rhs));
 }
 
 /// addmm / baddbmm(self, a, b, beta, alpha) = beta * self + alpha * (a @ b).
@@ -296,9 +297,11 @@ LogicalResult lowerAddMatmul(NodeLowering &lower) {
   mlir::RankedTensorType type = lower.outputType();
   mlir::Value product = lower.create<MatmulOp>(type, a, b);
   if (*alpha != 1)
-    product = lower.create<MulOp>(type, product, lower.scalar(*alpha, elementType));
+    product =
+        lower.create<MulOp>(type, product, lower.scalar(*alpha, elementType));
   if (*beta != 1)
-    self = lower.create<MulOp>(typeOf(self), self, lower.scalar(*beta, elementType));
+    self = lower.create<MulOp>(typeOf(self), self,
+                               lower.scalar(*beta, elementType));
   return finish(lower, lower.create<AddOp>(type, self, product));
 }
 
@@ -329,14 +332,13 @@ LogicalResult lowerLayerNorm(NodeLowering &lower) {
   if (!input || !shape || !eps)
     return failure();
   mlir::OpBuilder &b = lower.getBuilder();
-  return finish(lower, lower.create<LayerNormOp>(
-                           lower.outputType(), input, weight, bias,
-                           b.getI64IntegerAttr(shape->size()),
-                           b.getF64FloatAttr(*eps)));
+  return finish(
+      lower, lower.create<LayerNormOp>(lower.outputType(), input, weight, bias,
+                                       b.getI64IntegerAttr(shape->size()),
+                                       b.getF64FloatAttr(*eps)));
 }
 
-template <typename OpTy>
-LogicalResult lowerSoftmax(NodeLowering &lower) {
+template <typename OpTy> LogicalResult lowerSoftmax(NodeLowering &lower) {
   // The optional dtype argument makes the input cast first.
   mlir::Value input = lower.tensor(0, lower.outputElementType());
   std::optional<int64_t> d = lower.intConstant(1);
@@ -345,8 +347,9 @@ LogicalResult lowerSoftmax(NodeLowering &lower) {
   std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
   if (!dim)
     return failure();
-  return finish(lower, lower.create<OpTy>(lower.outputType(), input,
-                                          lower.getBuilder().getI64IntegerAttr(*dim)));
+  return finish(lower,
+                lower.create<OpTy>(lower.outputType(), input,
+                                   lower.getBuilder().getI64IntegerAttr(*dim)));
 }
 
 LogicalResult lowerCrossEntropy(NodeLowering &lower) {
@@ -380,8 +383,7 @@ LogicalResult lowerCrossEntropy(NodeLowering &lower) {
 
 /// sum/mean(self, dtype) over everything, sum/mean(self, dim, keepdim, dtype),
 /// amax(self, dim, keepdim), max(self).
-template <typename OpTy>
-LogicalResult lowerReduce(NodeLowering &lower) {
+template <typename OpTy> LogicalResult lowerReduce(NodeLowering &lower) {
   mlir::Value input = lower.tensor(0, lower.outputElementType());
   if (!input)
     return failure();
@@ -433,13 +435,15 @@ LogicalResult lowerReshape(NodeLowering &lower) {
   return finish(lower, lower.tensor(0));
 }
 
-LogicalResult emitPermute(NodeLowering &lower, llvm::ArrayRef<int64_t> permutation) {
+LogicalResult emitPermute(NodeLowering &lower,
+                          llvm::ArrayRef<int64_t> permutation) {
   mlir::Value input = lower.tensor(0);
   if (!input)
     return failure();
-  return finish(lower, lower.create<PermuteOp>(
-                           lower.outputType(), input,
-                           lower.getBuilder().getDenseI64ArrayAttr(permutation)));
+  return finish(lower,
+                lower.create<PermuteOp>(
+                    lower.outputType(), input,
+                    lower.getBuilder().getDenseI64ArrayAttr(permutation)));
 }
 
 LogicalResult lowerPermute(NodeLowering &lower) {
@@ -490,9 +494,10 @@ mlir::Value emitSlice(NodeLowering &lower, mlir::Value input, int64_t dim,
   llvm::SmallVector<int64_t> shape(type.getShape());
   shape[dim] = (end - start + step - 1) / step;
   mlir::OpBuilder &b = lower.getBuilder();
-  return lower.create<SliceOp>(type.clone(shape), input, b.getI64IntegerAttr(dim),
-                               b.getI64IntegerAttr(start), b.getI64IntegerAttr(end),
-                               b.getI64IntegerAttr(step));
+  return lower.create<SliceOp>(
+      type.clone(shape), input, b.getI64IntegerAttr(dim),
+      b.getI64IntegerAttr(start), b.getI64IntegerAttr(end),
+      b.getI64IntegerAttr(step));
 }
 
 /// slice(self, dim, start, end, step) with Python's clamping of bounds.
@@ -555,7 +560,8 @@ LogicalResult lowerNarrow(NodeLowering &lower) {
   if (!dim)
     return failure();
   int64_t begin = *start < 0 ? *start + typeOf(input).getDimSize(*dim) : *start;
-  return finish(lower, emitSlice(lower, input, *dim, begin, begin + *length, 1));
+  return finish(lower,
+                emitSlice(lower, input, *dim, begin, begin + *length, 1));
 }
 
 /// split, split_with_sizes, chunk, unbind: consecutive slices whose sizes are
@@ -574,7 +580,8 @@ LogicalResult lowerSplit(NodeLowering &lower) {
   for (const Known &element : lower.outputElements()) {
     int64_t size = kind == "unbind" ? 1 : element.shadow.size(*dim);
     mlir::Value part = emitSlice(lower, input, *dim, offset, offset + size, 1);
-    mlir::RankedTensorType type = getTensorType(lower.getContext(), element.shadow);
+    mlir::RankedTensorType type =
+        getTensorType(lower.getContext(), element.shadow);
     if (typeOf(part) != type)
       part = lower.create<ReshapeOp>(type, part);
     parts.push_back(Known::ofTensor(part, element.shadow));
@@ -619,8 +626,9 @@ LogicalResult lowerConcat(NodeLowering &lower) {
       shape.insert(shape.begin() + *dim, 1);
       input = lower.create<ReshapeOp>(typeOf(input).clone(shape), input);
     }
-  return finish(lower, lower.create<ConcatOp>(lower.outputType(), *inputs,
-                                              lower.getBuilder().getI64IntegerAttr(*dim)));
+  return finish(lower, lower.create<ConcatOp>(
+                           lower.outputType(), *inputs,
+                           lower.getBuilder().getI64IntegerAttr(*dim)));
 }
 
 /// expand, expand_as, broadcast_to.

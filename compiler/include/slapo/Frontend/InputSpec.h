@@ -24,7 +24,8 @@ struct InputSpec {
   std::string str() const;
 };
 
-/// The dtype spellings accepted in specs, in the order they are listed to users.
+/// The dtype spellings accepted in specs, in the order they are listed to
+/// users.
 llvm::ArrayRef<llvm::StringRef> dtypeNames();
 
 /// The element type for a dtype name, or null if unknown.
