@@ -7,7 +7,7 @@ config.test_format = lit.formats.ShTest(not lit_config.isWindows)
 config.suffixes = [".mlir", ".test", ".sched"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.slapo_obj_root, "test")
-config.excludes = ["models", "unit", "bench", "e2e", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["models", "unit", "bench", "e2e", "fuzz", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
 tool_dirs = [
     os.path.join(config.slapo_obj_root, "tools", "slapo-opt"),

@@ -5,6 +5,10 @@
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Frontend/ImportCheck.h"
 #include "slapo/Frontend/TorchScriptImporter.h"
+#include "slapo/Schedule/MLIRDiagnostics.h"
+#include "slapo/Schedule/Parser.h"
+#include "slapo/Schedule/Plan.h"
+#include "slapo/Schedule/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -28,29 +32,40 @@ namespace slapo {
 namespace {
 
 /// The stages --emit can print, in pipeline order.
-enum class Stage { Torch, Slapo };
+enum class Stage { Torch, Slapo, Schedule };
 
 struct Options {
   cl::OptionCategory category{"slapoc options"};
   cl::opt<std::string> model{cl::Positional, cl::desc("<model.pt>"),
                              cl::Required, cl::cat(category)};
+  cl::opt<std::string> schedule{
+      "schedule",
+      cl::desc("the schedule: how to train the model (see "
+               "schedules/README.md)"),
+      cl::value_desc("file.sched"), cl::cat(category)};
   cl::list<std::string> inputs{
-      "input", cl::desc("a forward argument, in order: NAME=DTYPE[D0,D1,...] "
-                        "(dtypes f32 f64 bf16 f16 i64 i32 i8 i1)"),
+      "input",
+      cl::desc("a forward argument, in order: NAME=DTYPE[D0,D1,...] "
+               "(dtypes f32 f64 bf16 f16 i64 i32 i8 i1); with a schedule "
+               "that declares input()s, it must repeat them exactly"),
       cl::value_desc("spec"), cl::cat(category)};
   cl::list<Stage> emit{
       "emit", cl::desc("stages to print, in pipeline order"),
       cl::CommaSeparated,
       cl::values(clEnumValN(Stage::Torch, "torch",
                             "the TorchScript forward graph, inlined"),
-                 clEnumValN(Stage::Slapo, "slapo", "the imported slapo IR")),
+                 clEnumValN(Stage::Slapo, "slapo",
+                            "the imported slapo IR (with a schedule, the "
+                            "selected ops carry its locations)"),
+                 clEnumValN(Stage::Schedule, "schedule",
+                            "the schedule's declarations and pass pipeline, "
+                            "planned without running it")),
       cl::cat(category)};
   cl::opt<std::string> output{"o", cl::desc("output file (default: stdout)"),
                               cl::value_desc("file"), cl::init("-"),
                               cl::cat(category)};
   cl::opt<bool> summary{
-      "summary",
-      cl::desc("print op counts per module and the parameter count"),
+      "summary", cl::desc("print op counts per module and the parameter count"),
       cl::cat(category)};
   cl::opt<bool> checkImport{
       "check-import",
@@ -59,10 +74,25 @@ struct Options {
       cl::cat(category)};
   cl::opt<double> tolerance{
       "check-tolerance",
-      cl::desc("largest relative error --check-import accepts"),
-      cl::init(1e-5), cl::cat(category)};
+      cl::desc("largest relative error --check-import accepts"), cl::init(1e-5),
+      cl::cat(category)};
   cl::opt<uint64_t> seed{"seed", cl::desc("seed of --check-import's inputs"),
                          cl::init(0), cl::cat(category)};
+  cl::opt<bool> verifyDiagnostics{
+      "verify-diagnostics",
+      cl::desc("check the diagnostics against the expected-error, "
+               "expected-note... comments in the schedule, as mlir-opt "
+               "does; exit 0 iff they match"),
+      cl::cat(category)};
+};
+
+/// How a compilation ended.
+enum class Outcome {
+  Success,
+  /// Failed with MLIR diagnostics, which --verify-diagnostics checks.
+  Diagnosed,
+  /// Failed with a message of its own (a file that cannot be read, ...).
+  Failed,
 };
 
 void printVersion(llvm::raw_ostream &os) {
@@ -100,6 +130,119 @@ void printSummary(mlir::ModuleOp module, llvm::raw_ostream &os) {
                       parameters, buffers, tensors);
 }
 
+/// Reports a problem that is not an MLIR diagnostic.
+Outcome fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "slapoc") << message << "\n";
+  return Outcome::Failed;
+}
+
+/// The slapoc pipeline. The schedule, if any, is the main buffer of
+/// `sourceMgr`; its diagnostics go through `context`.
+Outcome compile(Options &options, mlir::MLIRContext &context,
+                llvm::SourceMgr &sourceMgr) {
+  std::vector<InputSpec> inputs;
+  for (const std::string &text : options.inputs) {
+    auto spec = parseInputSpec(text);
+    if (!spec)
+      return fail(llvm::toString(spec.takeError()));
+    inputs.push_back(*spec);
+  }
+  std::vector<Stage> stages(options.emit.begin(), options.emit.end());
+  // Without --emit, --summary or --check-import, slapoc compiles all the way.
+  bool compilesFully =
+      stages.empty() && !options.summary && !options.checkImport;
+  if (compilesFully)
+    stages.push_back(Stage::Slapo);
+  auto emits = [&](Stage stage) { return llvm::is_contained(stages, stage); };
+  if (emits(Stage::Schedule) && options.schedule.empty())
+    return fail("--emit=schedule needs --schedule");
+
+  // The schedule comes first: its input() declarations say how to import.
+  schedule::MLIRDiagnosticReporter reporter(sourceMgr, context);
+  std::optional<schedule::Schedule> scheduleSpec;
+  if (!options.schedule.empty()) {
+    const llvm::MemoryBuffer *buffer =
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+    std::vector<schedule::ast::Statement> statements =
+        schedule::parseSchedule(buffer->getBuffer(), reporter);
+    scheduleSpec = schedule::buildSchedule(
+        statements, llvm::SMLoc::getFromPointer(buffer->getBufferStart()),
+        reporter);
+    if (!scheduleSpec->inputsValid || reporter.stopped())
+      return Outcome::Diagnosed;
+    auto resolved = schedule::resolveInputs(*scheduleSpec, inputs, reporter);
+    if (!resolved)
+      return Outcome::Diagnosed;
+    inputs = std::move(*resolved);
+  }
+  // With errors in the schedule, the model is still imported and checked so
+  // that one run reports every problem, but nothing is printed.
+  bool scheduleValid = !reporter.hadErrors();
+
+  auto model = TorchScriptModel::load(options.model);
+  if (!model)
+    return fail(llvm::toString(model.takeError()));
+
+  mlir::DefaultTimingManager timing;
+  mlir::applyDefaultTimingManagerCLOptions(timing);
+  mlir::TimingScope rootTiming = timing.getRootScope();
+
+  std::string error;
+  auto output = mlir::openOutputFile(options.output, &error);
+  if (!output)
+    return fail(error);
+
+  if (emits(Stage::Torch) && scheduleValid)
+    output->os() << (*model)->printInlinedForward();
+
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  {
+    mlir::TimingScope importTiming = rootTiming.nest("TorchScript import");
+    module = importTorchScript(context, **model, inputs);
+  }
+  if (!module)
+    return Outcome::Diagnosed;
+
+  mlir::PassManager pm(&context);
+  mlir::applyPassManagerCLOptions(pm);
+  pm.enableTiming(rootTiming);
+  // Import emits one get_param per access and one constant per use.
+  pm.addPass(mlir::createCSEPass());
+  if (mlir::failed(pm.run(*module)))
+    return Outcome::Diagnosed;
+
+  std::optional<schedule::Plan> plan;
+  if (scheduleSpec) {
+    mlir::TimingScope scheduleTiming = rootTiming.nest("schedule");
+    plan = schedule::planSchedule(*scheduleSpec, *module, reporter);
+    if (!plan || !scheduleValid)
+      return Outcome::Diagnosed;
+    schedule::attachScheduleLocations(*plan, *module, sourceMgr);
+    // Printing stages up to the plan runs no primitive; compiling would.
+    if (compilesFully &&
+        mlir::failed(schedule::rejectUnimplementedPrimitives(*plan, reporter)))
+      return Outcome::Diagnosed;
+  }
+
+  if (emits(Stage::Slapo)) {
+    mlir::OpPrintingFlags flags;
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+    module->print(output->os(), flags);
+  }
+  if (options.summary)
+    printSummary(*module, output->os());
+  if (options.checkImport) {
+    mlir::TimingScope checkTiming = rootTiming.nest("check-import");
+    if (mlir::failed(checkImport(*module, **model, options.tolerance,
+                                 options.seed, output->os())))
+      return Outcome::Diagnosed;
+  }
+  if (emits(Stage::Schedule))
+    schedule::printPlan(*scheduleSpec, inputs, *plan, output->os());
+  output->keep();
+  return Outcome::Success;
+}
+
 } // namespace
 
 int runSlapocMain(int argc, char **argv) {
@@ -119,70 +262,25 @@ int runSlapocMain(int argc, char **argv) {
 
   mlir::MLIRContext context;
   llvm::SourceMgr sourceMgr;
-  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  auto fail = [](const llvm::Twine &message) {
-    llvm::WithColor::error(llvm::errs(), "slapoc") << message << "\n";
-    return 1;
-  };
-
-  std::vector<InputSpec> inputs;
-  for (const std::string &text : options.inputs) {
-    auto spec = parseInputSpec(text);
-    if (!spec)
-      return fail(llvm::toString(spec.takeError()));
-    inputs.push_back(*spec);
-  }
-  auto model = TorchScriptModel::load(options.model);
-  if (!model)
-    return fail(llvm::toString(model.takeError()));
-
-  mlir::DefaultTimingManager timing;
-  mlir::applyDefaultTimingManagerCLOptions(timing);
-  mlir::TimingScope rootTiming = timing.getRootScope();
-
-  std::string error;
-  auto output = mlir::openOutputFile(options.output, &error);
-  if (!output)
-    return fail(error);
-  std::vector<Stage> stages(options.emit.begin(), options.emit.end());
-  if (stages.empty() && !options.summary && !options.checkImport)
-    stages.push_back(Stage::Slapo);
-  auto emits = [&](Stage stage) { return llvm::is_contained(stages, stage); };
-
-  if (emits(Stage::Torch))
-    output->os() << (*model)->printInlinedForward();
-
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  {
-    mlir::TimingScope importTiming = rootTiming.nest("TorchScript import");
-    module = importTorchScript(context, **model, inputs);
-  }
-  if (!module)
-    return 1;
-
-  mlir::PassManager pm(&context);
-  mlir::applyPassManagerCLOptions(pm);
-  pm.enableTiming(rootTiming);
-  // Import emits one get_param per access and one constant per use.
-  pm.addPass(mlir::createCSEPass());
-  if (mlir::failed(pm.run(*module)))
-    return 1;
-
-  if (emits(Stage::Slapo)) {
-    mlir::OpPrintingFlags flags;
-    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-    module->print(output->os(), flags);
-  }
-  if (options.summary)
-    printSummary(*module, output->os());
-  if (options.checkImport) {
-    mlir::TimingScope checkTiming = rootTiming.nest("check-import");
-    if (mlir::failed(checkImport(*module, **model, options.tolerance,
-                                 options.seed, output->os())))
+  if (!options.schedule.empty()) {
+    std::string error;
+    auto file = mlir::openInputFile(options.schedule, &error);
+    if (!file) {
+      fail(error);
       return 1;
+    }
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   }
-  output->keep();
-  return 0;
+  // The verifier reads the expected diagnostics of the buffers already in
+  // the SourceMgr: it is created after the schedule was added.
+  if (options.verifyDiagnostics) {
+    mlir::SourceMgrDiagnosticVerifierHandler verifier(sourceMgr, &context);
+    Outcome outcome = compile(options, context, sourceMgr);
+    return outcome != Outcome::Failed && mlir::succeeded(verifier.verify()) ? 0
+                                                                            : 1;
+  }
+  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  return compile(options, context, sourceMgr) == Outcome::Success ? 0 : 1;
 }
 
 } // namespace slapo

@@ -1,0 +1,104 @@
+//===- Plan.h - a schedule applied to a model -------------------*- C++ -*-===//
+//
+// Planning resolves a schedule against the imported slapo IR: selectors
+// become lists of module paths, every primitive is checked against the
+// modules it names (parameters exist, axes are in range, dimensions divide
+// by tp, pipeline cuts give `pp` stages, the forward returns what train()
+// expects), and each primitive becomes one pass of the pipeline, with
+// options, in schedule order:
+//
+//   slapo-shard{modules=transformer.h.0.attn.c_attn,... param=weight axis=1}
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_SCHEDULE_PLAN_H
+#define SLAPO_SCHEDULE_PLAN_H
+
+#include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Schedule/Schedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace slapo::schedule {
+
+/// The modules of an imported model as selectors see them.
+class ModuleIndex {
+public:
+  explicit ModuleIndex(mlir::ModuleOp module);
+
+  /// Every module path: those of the forward's ops, the owners of
+  /// parameters and buffers (aliases included), and all their prefixes; in
+  /// natural order (numeric components compare as numbers: h.2 < h.10).
+  llvm::ArrayRef<std::string> getPaths() const { return paths; }
+  /// The paths `selector` matches, in natural order.
+  std::vector<std::string> match(const SelectorPattern &selector) const;
+  /// The parameter or buffer named `fullName` (its symbol or an alias).
+  ParamOp lookupParameter(llvm::StringRef fullName) const {
+    return parameters.lookup(fullName);
+  }
+  /// The names of the parameters and buffers directly on module `path`.
+  std::vector<std::string> getParameterNames(llvm::StringRef path) const;
+  /// The function the model's ops are in (null if the module has none).
+  mlir::func::FuncOp getForward() const { return forward; }
+
+  /// Whether `a` comes before `b` in natural order.
+  static bool naturalLess(llvm::StringRef a, llvm::StringRef b);
+
+private:
+  std::vector<std::string> paths;
+  llvm::StringMap<ParamOp> parameters;
+  mlir::func::FuncOp forward;
+};
+
+/// One pass of the pipeline: a primitive applied to the modules it selects.
+struct PipelineEntry {
+  PrimitiveKind kind;
+  llvm::SMLoc loc; // of the primitive in the schedule
+  std::vector<std::string> modules;
+  /// Pass options after `modules`, in order: {"param", "weight"}, ...
+  std::vector<std::pair<std::string, std::string>> options;
+  /// shard: the symbols of the parameters it splits.
+  std::vector<std::string> parameterSymbols;
+
+  /// "slapo-shard", "slapo-cut-pipeline-stage".
+  std::string getPassName() const;
+  /// `slapo-shard{modules=a,b param=weight axis=1}`; paths and values that
+  /// are not plain names are printed as quoted, escaped strings.
+  void print(llvm::raw_ostream &os) const;
+};
+
+struct Plan {
+  std::vector<PipelineEntry> pipeline;
+};
+
+/// Checks `schedule` against `module` and builds its pipeline; reports
+/// every problem and returns nullopt if there was any.
+std::optional<Plan> planSchedule(const Schedule &schedule,
+                                 mlir::ModuleOp module,
+                                 DiagnosticReporter &reporter);
+
+/// Fuses each primitive's schedule location into the locations of the ops
+/// it will transform (the ops of the selected modules, and for shard the
+/// parameters), schedule first, so that later diagnostics point at the
+/// schedule line as well as at the model's source.
+void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
+                             const llvm::SourceMgr &sourceMgr);
+
+/// The declarations and the pipeline, one item per line, for --emit=schedule.
+void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
+               const Plan &plan, llvm::raw_ostream &os);
+
+/// None of the transformation passes exist yet: reports each primitive of
+/// the plan as not implemented. Fails if there is any.
+mlir::LogicalResult rejectUnimplementedPrimitives(const Plan &plan,
+                                                  DiagnosticReporter &reporter);
+
+} // namespace slapo::schedule
+
+#endif // SLAPO_SCHEDULE_PLAN_H
