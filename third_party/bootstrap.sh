@@ -6,6 +6,6 @@ build=${SLAPO_BUILD_DIR:-$root/build}
 
 "$root/third_party/install.sh"
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
+  cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSLAPO_ENABLE_FUZZ=ON
 fi
 ninja -C "$build"
