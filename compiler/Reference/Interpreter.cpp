@@ -3,7 +3,10 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "slapo/Dialect/SlapoOps.h"
+
 #include "llvm/ADT/DenseMap.h"
+#include <ATen/ATen.h>
 
 #include <cmath>
 #include <limits>
@@ -250,6 +253,45 @@ double relativeError(const at::Tensor &actual, const at::Tensor &expected) {
   } catch (const std::exception &) {
     return kInf;
   }
+}
+
+/// The number of rows of the smallest table `value` indexes, following it
+/// through ops that only move or reshape data.
+static std::optional<int64_t> smallestIndexedTable(mlir::Value value) {
+  std::optional<int64_t> smallest;
+  auto consider = [&](int64_t rows) {
+    smallest = smallest ? std::min(*smallest, rows) : rows;
+  };
+  for (mlir::Operation *user : value.getUsers()) {
+    if (auto embedding = llvm::dyn_cast<slapo::EmbeddingOp>(user))
+      consider(
+          embedding.getWeight().getType().cast<mlir::ShapedType>().getDimSize(
+              0));
+    else if (auto loss = llvm::dyn_cast<slapo::CrossEntropyOp>(user))
+      consider(
+          loss.getLogits().getType().cast<mlir::ShapedType>().getDimSize(1));
+    else if (llvm::isa<slapo::ReshapeOp, slapo::SliceOp, slapo::PermuteOp,
+                       slapo::BroadcastOp, slapo::ConcatOp>(user))
+      if (auto rows = smallestIndexedTable(user->getResult(0)))
+        consider(*rows);
+  }
+  return smallest;
+}
+
+std::vector<at::Tensor> randomInputs(mlir::func::FuncOp func) {
+  std::vector<at::Tensor> inputs;
+  for (mlir::BlockArgument arg : func.getArguments()) {
+    auto type = arg.getType().cast<mlir::RankedTensorType>();
+    at::TensorOptions options =
+        at::TensorOptions().dtype(*toScalarType(type.getElementType()));
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    if (type.getElementType().isa<mlir::FloatType>())
+      inputs.push_back(at::randn(shape, options));
+    else
+      inputs.push_back(
+          at::randint(smallestIndexedTable(arg).value_or(2), shape, options));
+  }
+  return inputs;
 }
 
 } // namespace slapo::reference

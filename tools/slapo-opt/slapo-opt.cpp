@@ -1,5 +1,6 @@
 //===- slapo-opt.cpp - mlir-opt over the slapo dialect and passes ---------===//
 #include "slapo/Dialect/SlapoDialect.h"
+#include "slapo/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -7,6 +8,7 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  slapo::registerSlapoTransformsPasses();
   mlir::DialectRegistry registry;
   registry.insert<slapo::SlapoDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(

@@ -13,29 +13,6 @@ namespace slapo {
 
 std::string getLibTorchVersion() { return TORCH_VERSION; }
 
-/// The number of rows of the smallest table `value` indexes, following it
-/// through ops that only move or reshape data.
-static std::optional<int64_t> smallestIndexedTable(mlir::Value value) {
-  std::optional<int64_t> smallest;
-  auto consider = [&](int64_t rows) {
-    smallest = smallest ? std::min(*smallest, rows) : rows;
-  };
-  for (mlir::Operation *user : value.getUsers()) {
-    if (auto embedding = llvm::dyn_cast<EmbeddingOp>(user))
-      consider(
-          embedding.getWeight().getType().cast<mlir::ShapedType>().getDimSize(
-              0));
-    else if (auto loss = llvm::dyn_cast<CrossEntropyOp>(user))
-      consider(
-          loss.getLogits().getType().cast<mlir::ShapedType>().getDimSize(1));
-    else if (llvm::isa<ReshapeOp, SliceOp, PermuteOp, BroadcastOp, ConcatOp>(
-                 user))
-      if (auto rows = smallestIndexedTable(user->getResult(0)))
-        consider(*rows);
-  }
-  return smallest;
-}
-
 mlir::LogicalResult checkImport(mlir::ModuleOp module, TorchScriptModel &model,
                                 double tolerance, uint64_t seed,
                                 llvm::raw_ostream &report) {
@@ -49,19 +26,7 @@ mlir::LogicalResult checkImport(mlir::ModuleOp module, TorchScriptModel &model,
     return fail(llvm::toString(state.takeError()));
 
   at::manual_seed(seed);
-  std::vector<at::Tensor> inputs;
-  for (mlir::BlockArgument arg : forward.getArguments()) {
-    auto type = arg.getType().cast<mlir::RankedTensorType>();
-    std::optional<at::ScalarType> dtype =
-        reference::toScalarType(type.getElementType());
-    at::TensorOptions options = at::TensorOptions().dtype(*dtype);
-    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-    if (type.getElementType().isa<mlir::FloatType>())
-      inputs.push_back(at::randn(shape, options));
-    else
-      inputs.push_back(
-          at::randint(smallestIndexedTable(arg).value_or(2), shape, options));
-  }
+  std::vector<at::Tensor> inputs = reference::randomInputs(forward);
 
   std::vector<at::Tensor> expected;
   try {

@@ -57,6 +57,12 @@ evaluate(::mlir::func::FuncOp func, ::llvm::ArrayRef<at::Tensor> inputs,
 /// Whether evaluate() knows the op named `opName` ("slapo.add", "func.call").
 bool hasEvaluator(::llvm::StringRef opName);
 
+/// Random inputs for `func`'s arguments, drawn from the global generator:
+/// floats from N(0, 1); integers below the smallest table they index
+/// (embedding rows, cross-entropy classes, followed through ops that only move
+/// data), or from {0, 1} (masks) when they index none.
+std::vector<at::Tensor> randomInputs(::mlir::func::FuncOp func);
+
 /// ||actual - expected||_inf / max(||expected||_inf, 1e-30), computed in
 /// double; +inf if shapes or dtypes differ. Bool and integer tensors compare
 /// exactly (0 or +inf). NaNs match NaNs at the same positions; any other NaN

@@ -11,6 +11,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "slapo/Dialect/SlapoDialect.h"
+#include "slapo/Dialect/SlapoInterfaces.h"
 #include "slapo/Dialect/SlapoEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES

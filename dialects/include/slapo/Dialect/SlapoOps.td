@@ -11,10 +11,14 @@
 #define SLAPO_OPS
 
 include "slapo/Dialect/SlapoDialect.td"
+include "slapo/Dialect/SlapoInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+
+// An op with a vector-Jacobian rule (in dialects/lib/Vjp*.cpp, by op family).
+def Slapo_Differentiable : DeclareOpInterfaceMethods<Slapo_VjpOpInterface>;
 
 // Tensors of the element types with arithmetic: every type but i1. PyTorch
 // rejects neg, abs and sub on bool tensors and never sums them as bool.
@@ -92,7 +96,8 @@ def Slapo_ArangeOp : Slapo_Op<"arange", [Pure]> {
 
 class Slapo_UnaryOp<string mnemonic, Type tensor = Slapo_FloatTensor,
                     list<Trait> traits = []>
-    : Slapo_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+    : Slapo_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+                                      Slapo_Differentiable], traits)> {
   let arguments = (ins tensor:$input);
   let results = (outs tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -115,7 +120,8 @@ def Slapo_SiluOp : Slapo_UnaryOp<"silu"> { let summary = "x * sigmoid(x)"; }
 def Slapo_SinOp : Slapo_UnaryOp<"sin"> { let summary = "sine"; }
 def Slapo_CosOp : Slapo_UnaryOp<"cos"> { let summary = "cosine"; }
 
-def Slapo_GeluOp : Slapo_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Slapo_GeluOp : Slapo_Op<"gelu", [Pure, SameOperandsAndResultType,
+                                    Slapo_Differentiable]> {
   let summary = "gelu, exact (erf) or with the tanh approximation";
   let arguments = (ins Slapo_FloatTensor:$input,
                        Slapo_GeluApproximationAttr:$approximation);
@@ -123,7 +129,7 @@ def Slapo_GeluOp : Slapo_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input $approximation attr-dict `:` type($result)";
 }
 
-def Slapo_CastOp : Slapo_Op<"cast", [Pure]> {
+def Slapo_CastOp : Slapo_Op<"cast", [Pure, Slapo_Differentiable]> {
   let summary = "converts the element type, keeping the shape";
   let arguments = (ins Slapo_Tensor:$input);
   let results = (outs Slapo_Tensor:$result);
@@ -132,7 +138,7 @@ def Slapo_CastOp : Slapo_Op<"cast", [Pure]> {
 }
 
 class Slapo_BinaryOp<string mnemonic, Type tensor = Slapo_Tensor>
-    : Slapo_Op<mnemonic, [Pure]> {
+    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable]> {
   let arguments = (ins tensor:$lhs, tensor:$rhs);
   let results = (outs tensor:$result);
   let assemblyFormat =
@@ -164,7 +170,7 @@ def Slapo_CompareOp : Slapo_Op<"compare", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_WhereOp : Slapo_Op<"where", [Pure]> {
+def Slapo_WhereOp : Slapo_Op<"where", [Pure, Slapo_Differentiable]> {
   let summary = "condition ? on_true : on_false, broadcasting all three";
   let arguments = (ins Slapo_BoolTensor:$condition, Slapo_Tensor:$on_true,
                        Slapo_Tensor:$on_false);
@@ -174,7 +180,8 @@ def Slapo_WhereOp : Slapo_Op<"where", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_DropoutOp : Slapo_Op<"dropout", [SameOperandsAndResultType]> {
+def Slapo_DropoutOp : Slapo_Op<"dropout", [SameOperandsAndResultType,
+                                          Slapo_Differentiable]> {
   let summary = "training-mode dropout: zeroes with probability p, scales by 1/(1-p)";
   let description = [{
     Only training-mode dropout with p > 0 is represented; in eval mode the
@@ -187,7 +194,8 @@ def Slapo_DropoutOp : Slapo_Op<"dropout", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType]> {
+def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType,
+                                                Slapo_Differentiable]> {
   let summary = "tril / triu: keeps the lower or upper triangle of the last two dims";
   let arguments = (ins Slapo_Tensor:$input, BoolAttr:$lower, I64Attr:$diagonal);
   let results = (outs Slapo_Tensor:$result);
@@ -199,7 +207,7 @@ def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType
 // Contractions and neural-network ops.
 //===----------------------------------------------------------------------===//
 
-def Slapo_LinearOp : Slapo_Op<"linear", [Pure]> {
+def Slapo_LinearOp : Slapo_Op<"linear", [Pure, Slapo_Differentiable]> {
   let summary = "input[..., K] x weight[N, K]^T + bias[N]";
   let arguments = (ins Slapo_FloatTensor:$input, Slapo_FloatTensor:$weight,
                        Optional<Slapo_FloatTensor>:$bias);
@@ -209,7 +217,7 @@ def Slapo_LinearOp : Slapo_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure]> {
+def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure, Slapo_Differentiable]> {
   let summary = "batched lhs[..., M, K] x rhs[..., K, N], batch dims broadcast";
   let arguments = (ins Slapo_FloatTensor:$lhs, Slapo_FloatTensor:$rhs);
   let results = (outs Slapo_FloatTensor:$result);
@@ -218,7 +226,7 @@ def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_EmbeddingOp : Slapo_Op<"embedding", [Pure]> {
+def Slapo_EmbeddingOp : Slapo_Op<"embedding", [Pure, Slapo_Differentiable]> {
   let summary = "rows of weight[V, D] gathered by indices[...] giving [..., D]";
   let arguments = (ins Slapo_FloatTensor:$weight, Slapo_IndexTensor:$indices,
                        OptionalAttr<I64Attr>:$padding_idx);
@@ -228,7 +236,8 @@ def Slapo_EmbeddingOp : Slapo_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
+                                              Slapo_Differentiable]> {
   let summary = "layer norm over the trailing `normalized_rank` dims";
   let arguments = (ins Slapo_FloatTensor:$input,
                        Optional<Slapo_FloatTensor>:$weight,
@@ -241,7 +250,8 @@ def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments]>
 }
 
 class Slapo_SoftmaxLikeOp<string mnemonic>
-    : Slapo_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Slapo_Op<mnemonic, [Pure, SameOperandsAndResultType,
+                          Slapo_Differentiable]> {
   let arguments = (ins Slapo_FloatTensor:$input, I64Attr:$dim);
   let results = (outs Slapo_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -254,7 +264,7 @@ def Slapo_LogSoftmaxOp : Slapo_SoftmaxLikeOp<"log_softmax"> {
   let summary = "log of softmax along dim";
 }
 
-def Slapo_CrossEntropyOp : Slapo_Op<"cross_entropy", [Pure]> {
+def Slapo_CrossEntropyOp : Slapo_Op<"cross_entropy", [Pure, Slapo_Differentiable]> {
   let summary = "cross entropy of logits[N, C] against class indices target[N]";
   let description = [{
     Targets equal to `ignore_index` contribute nothing; with reduction `mean`
@@ -273,7 +283,7 @@ def Slapo_CrossEntropyOp : Slapo_Op<"cross_entropy", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class Slapo_ReduceOp<string mnemonic, Type tensor = Slapo_Tensor>
-    : Slapo_Op<mnemonic, [Pure]> {
+    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable]> {
   let arguments = (ins tensor:$input, DenseI64ArrayAttr:$dims,
                        BoolAttr:$keepdim);
   let results = (outs tensor:$result);
@@ -292,7 +302,7 @@ def Slapo_MaxOp : Slapo_ReduceOp<"max"> { let summary = "maximum over dims"; }
 // Shape and data movement.
 //===----------------------------------------------------------------------===//
 
-def Slapo_ReshapeOp : Slapo_Op<"reshape", [Pure]> {
+def Slapo_ReshapeOp : Slapo_Op<"reshape", [Pure, Slapo_Differentiable]> {
   let summary = "same elements in row-major order, new static shape";
   let arguments = (ins Slapo_Tensor:$input);
   let results = (outs Slapo_Tensor:$result);
@@ -300,7 +310,7 @@ def Slapo_ReshapeOp : Slapo_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_PermuteOp : Slapo_Op<"permute", [Pure]> {
+def Slapo_PermuteOp : Slapo_Op<"permute", [Pure, Slapo_Differentiable]> {
   let summary = "result dim i is input dim permutation[i]";
   let arguments = (ins Slapo_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Slapo_Tensor:$result);
@@ -308,7 +318,7 @@ def Slapo_PermuteOp : Slapo_Op<"permute", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_SliceOp : Slapo_Op<"slice", [Pure]> {
+def Slapo_SliceOp : Slapo_Op<"slice", [Pure, Slapo_Differentiable]> {
   let summary = "input[start:end:step] along dim";
   let arguments = (ins Slapo_Tensor:$input, I64Attr:$dim, I64Attr:$start,
                        I64Attr:$end, I64Attr:$step);
@@ -317,7 +327,7 @@ def Slapo_SliceOp : Slapo_Op<"slice", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_ConcatOp : Slapo_Op<"concat", [Pure]> {
+def Slapo_ConcatOp : Slapo_Op<"concat", [Pure, Slapo_Differentiable]> {
   let summary = "joins tensors along dim";
   let arguments = (ins Variadic<Slapo_Tensor>:$inputs, I64Attr:$dim);
   let results = (outs Slapo_Tensor:$result);
@@ -325,7 +335,7 @@ def Slapo_ConcatOp : Slapo_Op<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_BroadcastOp : Slapo_Op<"broadcast", [Pure]> {
+def Slapo_BroadcastOp : Slapo_Op<"broadcast", [Pure, Slapo_Differentiable]> {
   let summary = "expands size-1 and leading dims to the result shape";
   let arguments = (ins Slapo_Tensor:$input);
   let results = (outs Slapo_Tensor:$result);

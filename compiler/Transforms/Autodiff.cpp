@@ -1,0 +1,237 @@
+//===- Autodiff.cpp - reverse-mode differentiation of @forward ------------===//
+//
+// @forward_backward is a copy of @forward followed by the reverse sweep: each
+// op's VjpOpInterface rule, in reverse program order, turns the gradients of
+// its results into gradients of its operands. Rules build ordinary slapo ops
+// located at their forward op, so the backward of `transformer.h.3.attn`
+// carries that module path too. Ops the loss does not need (the forward's
+// other results, rules' gradients of constants) are removed at the end.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+
+#include "slapo/Dialect/ModulePath.h"
+#include "slapo/Dialect/SlapoOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
+namespace slapo {
+#define GEN_PASS_DEF_AUTODIFF
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+/// "module 'a.b'" or "the root module", for diagnostics.
+std::string describeModule(Location loc) {
+  std::string path = getModulePath(loc);
+  return path.empty() ? "the root module" : "module '" + path + "'";
+}
+
+bool isFloatTensor(Type type) {
+  auto tensor = type.dyn_cast<RankedTensorType>();
+  return tensor && tensor.getElementType().isa<FloatType>();
+}
+
+/// The reverse sweep over the body of @forward_backward (a copy of
+/// @forward, still ending in its return).
+class ReverseSweep {
+public:
+  explicit ReverseSweep(func::FuncOp func)
+      : block(func.getBody().front()), builder(block.getTerminator()) {}
+
+  /// Builds the gradient of `loss` with respect to every parameter it
+  /// depends on. Fails after emitting an error at the offending op.
+  LogicalResult run(Value loss, SymbolTable &symbols);
+
+  /// The gradient of the parameter `name`, or null if the loss does not
+  /// depend on it.
+  Value getParamGrad(StringAttr name) const { return paramGrads.lookup(name); }
+
+private:
+  /// Marks the float values that depend on a trainable parameter: only
+  /// they have gradients worth building.
+  void findActiveValues(SymbolTable &symbols);
+  LogicalResult differentiate(Operation *op, ArrayRef<Value> resultGrads);
+  /// Adds `grad` to the gradient `sum` (null while there is none).
+  void accumulate(Value &sum, Value grad, Location loc);
+
+  Block &block;
+  OpBuilder builder;
+  DenseSet<Value> active;
+  DenseMap<Value, Value> grads;
+  DenseMap<StringAttr, Value> paramGrads;
+};
+
+void ReverseSweep::findActiveValues(SymbolTable &symbols) {
+  for (Operation &op : block) {
+    bool fromParam = false;
+    if (auto getParam = dyn_cast<GetParamOp>(op)) {
+      auto param = symbols.lookup<ParamOp>(getParam.getName());
+      fromParam = param && !param.getBuffer();
+    }
+    bool dependsOnActive = llvm::any_of(
+        op.getOperands(), [&](Value operand) { return active.count(operand); });
+    if (!fromParam && !dependsOnActive)
+      continue;
+    for (Value result : op.getResults())
+      if (isFloatTensor(result.getType()))
+        active.insert(result);
+  }
+}
+
+void ReverseSweep::accumulate(Value &sum, Value grad, Location loc) {
+  sum = sum ? builder.create<AddOp>(loc, grad.getType(), sum, grad) : grad;
+}
+
+LogicalResult ReverseSweep::differentiate(Operation *op,
+                                          ArrayRef<Value> resultGrads) {
+  auto rule = dyn_cast<VjpOpInterface>(op);
+  if (!rule)
+    return op->emitError("'")
+           << op->getName() << "' in " << describeModule(op->getLoc())
+           << " has no gradient rule (VjpOpInterface), but the loss depends "
+              "on a parameter through it";
+  SmallVector<Value> operandGrads;
+  if (failed(rule.buildVjp(builder, resultGrads, operandGrads)))
+    return failure();
+  if (operandGrads.size() != op->getNumOperands())
+    return op->emitError("gradient rule of '")
+           << op->getName() << "' gave " << operandGrads.size()
+           << " gradients for " << op->getNumOperands() << " operands";
+  for (auto [index, grad] : llvm::enumerate(operandGrads)) {
+    Value operand = op->getOperand(index);
+    if (!grad || !active.count(operand))
+      continue;
+    if (grad.getType() != operand.getType())
+      return op->emitError("gradient rule of '")
+             << op->getName() << "' gave a " << grad.getType()
+             << " gradient for operand #" << index << " of type "
+             << operand.getType();
+    accumulate(grads[operand], grad, op->getLoc());
+  }
+  return success();
+}
+
+LogicalResult ReverseSweep::run(Value loss, SymbolTable &symbols) {
+  findActiveValues(symbols);
+  if (!active.count(loss))
+    return success();
+  auto lossType = loss.getType().cast<RankedTensorType>();
+  grads[loss] = builder.create<ConstantOp>(
+      loss.getLoc(),
+      DenseElementsAttr::get(
+          lossType, builder.getFloatAttr(lossType.getElementType(), 1.0)));
+
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : block.without_terminator())
+    forwardOps.push_back(&op);
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    SmallVector<Value> resultGrads;
+    for (Value result : op->getResults())
+      resultGrads.push_back(grads.lookup(result));
+    if (llvm::all_of(resultGrads, [](Value grad) { return !grad; }))
+      continue;
+    // A parameter read is a leaf: tied parameters read through several
+    // get_param ops of one symbol sum their gradients.
+    if (auto getParam = dyn_cast<GetParamOp>(op)) {
+      accumulate(paramGrads[getParam.getNameAttr().getAttr()], resultGrads[0],
+                 op->getLoc());
+      continue;
+    }
+    if (failed(differentiate(op, resultGrads)))
+      return failure();
+  }
+  return success();
+}
+
+/// Removes the ops whose results nothing uses, users before producers.
+void eraseDeadOps(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+}
+
+struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
+  void runOnOperation() override;
+  LogicalResult buildForwardBackward(func::FuncOp forward);
+};
+
+LogicalResult AutodiffPass::buildForwardBackward(func::FuncOp forward) {
+  ModuleOp module = getOperation();
+  if (!forward.getBody().hasOneBlock())
+    return forward.emitError("slapo-autodiff: @forward must have one block");
+  FunctionType forwardType = forward.getFunctionType();
+  if (forwardType.getNumResults() == 0)
+    return forward.emitError("slapo-autodiff: @forward returns nothing; its "
+                             "first result must be the loss, a 0-d float "
+                             "tensor");
+  Type lossType = forwardType.getResult(0);
+  if (!isFloatTensor(lossType) ||
+      lossType.cast<RankedTensorType>().getRank() != 0)
+    return forward.emitError("slapo-autodiff: the first result of @forward "
+                             "must be the loss, a 0-d float tensor, not ")
+           << lossType;
+  if (Operation *existing = module.lookupSymbol(kForwardBackwardName))
+    return existing->emitError("slapo-autodiff: @")
+           << kForwardBackwardName << " exists already";
+
+  SymbolTable symbols(module);
+  auto func = forward.clone();
+  func.setSymName(kForwardBackwardName);
+  symbols.insert(func, std::next(Block::iterator(forward)));
+
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  Value loss = ret.getOperand(0);
+  ReverseSweep sweep(func);
+  if (failed(sweep.run(loss, symbols))) {
+    func.erase();
+    return failure();
+  }
+
+  // Results: the loss, then the parameters' gradients in module order.
+  SmallVector<Value> results{loss};
+  SmallVector<DictionaryAttr> resultAttrs{DictionaryAttr::get(&getContext())};
+  OpBuilder builder(ret);
+  for (auto param : module.getOps<ParamOp>()) {
+    Value grad = sweep.getParamGrad(param.getSymNameAttr());
+    if (param.getBuffer() || !grad)
+      continue;
+    results.push_back(grad);
+    resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+        kGradOfAttrName, FlatSymbolRefAttr::get(param.getSymNameAttr()))));
+  }
+  builder.create<func::ReturnOp>(ret.getLoc(), results);
+  ret.erase();
+  func.setType(builder.getFunctionType(forwardType.getInputs(),
+                                       ValueRange(results).getTypes()));
+  func.setAllResultAttrs(resultAttrs);
+  eraseDeadOps(func.getBody().front());
+  return success();
+}
+
+void AutodiffPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward) {
+    module.emitError("slapo-autodiff: there is no func.func @forward");
+    return signalPassFailure();
+  }
+  if (failed(buildForwardBackward(forward)))
+    signalPassFailure();
+}
+
+} // namespace
+
+std::unique_ptr<Pass> createAutodiffPass() {
+  return std::make_unique<AutodiffPass>();
+}
+
+} // namespace slapo

@@ -1,0 +1,4 @@
+//===- SlapoInterfaces.cpp - slapo op interfaces --------------------------===//
+#include "slapo/Dialect/SlapoInterfaces.h"
+
+#include "slapo/Dialect/SlapoInterfaces.cpp.inc"

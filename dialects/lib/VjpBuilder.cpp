@@ -1,0 +1,223 @@
+//===- VjpBuilder.cpp - building blocks of the vector-Jacobian rules ------===//
+#include "VjpBuilder.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <functional>
+#include <numeric>
+
+using namespace mlir;
+
+namespace slapo::vjp {
+
+int64_t product(ArrayRef<int64_t> sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+static RankedTensorType withShape(Value like, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, elementTypeOf(like));
+}
+
+template <typename OpT> Value GradBuilder::broadcasting(Value lhs, Value rhs) {
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(shapeOf(lhs), shapeOf(rhs));
+  assert(succeeded(shape) && "gradient rule combines shapes that do not "
+                             "broadcast");
+  return builder.create<OpT>(loc, withShape(lhs, *shape), lhs, rhs);
+}
+
+Value GradBuilder::add(Value lhs, Value rhs) {
+  return broadcasting<AddOp>(lhs, rhs);
+}
+Value GradBuilder::sub(Value lhs, Value rhs) {
+  return broadcasting<SubOp>(lhs, rhs);
+}
+Value GradBuilder::mul(Value lhs, Value rhs) {
+  return broadcasting<MulOp>(lhs, rhs);
+}
+Value GradBuilder::div(Value lhs, Value rhs) {
+  return broadcasting<DivOp>(lhs, rhs);
+}
+Value GradBuilder::pow(Value lhs, Value rhs) {
+  return broadcasting<PowOp>(lhs, rhs);
+}
+
+Value GradBuilder::scale(Value value, double factor) {
+  return mul(value, scalarLike(factor, value));
+}
+
+Value GradBuilder::compare(ComparePredicate predicate, Value lhs, Value rhs) {
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(shapeOf(lhs), shapeOf(rhs));
+  assert(succeeded(shape) && "comparison of shapes that do not broadcast");
+  auto type = RankedTensorType::get(*shape, builder.getI1Type());
+  return builder.create<CompareOp>(loc, type, predicate, lhs, rhs);
+}
+
+Value GradBuilder::where(Value condition, Value onTrue, Value onFalse) {
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(shapeOf(onTrue), shapeOf(onFalse));
+  if (succeeded(shape))
+    shape = broadcastShapes(*shape, shapeOf(condition));
+  assert(succeeded(shape) && "where of shapes that do not broadcast");
+  return builder.create<WhereOp>(loc, withShape(onTrue, *shape), condition,
+                                 onTrue, onFalse);
+}
+
+Value GradBuilder::cast(Value input, Type elementType) {
+  if (elementTypeOf(input) == elementType)
+    return input;
+  return builder.create<CastOp>(
+      loc, RankedTensorType::get(shapeOf(input), elementType), input);
+}
+
+Value GradBuilder::scalar(double value, Type elementType) {
+  auto type = RankedTensorType::get({}, elementType);
+  return builder.create<ConstantOp>(
+      loc,
+      DenseElementsAttr::get(type, builder.getFloatAttr(elementType, value)));
+}
+
+Value GradBuilder::integerScalar(int64_t value, Type elementType) {
+  auto type = RankedTensorType::get({}, elementType);
+  return builder.create<ConstantOp>(
+      loc,
+      DenseElementsAttr::get(type, builder.getIntegerAttr(elementType, value)));
+}
+
+Value GradBuilder::zeros(RankedTensorType type) {
+  Type elementType = type.getElementType();
+  Attribute zero = elementType.isa<FloatType>()
+                       ? Attribute(builder.getFloatAttr(elementType, 0.0))
+                       : Attribute(builder.getIntegerAttr(elementType, 0));
+  return builder.create<ConstantOp>(loc, DenseElementsAttr::get(type, zero));
+}
+
+Value GradBuilder::zerosWithDim(RankedTensorType type, int64_t dim,
+                                int64_t size) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  return zeros(RankedTensorType::get(shape, type.getElementType()));
+}
+
+Value GradBuilder::arange(int64_t size, Type elementType) {
+  return builder.create<ArangeOp>(
+      loc, RankedTensorType::get({size}, elementType),
+      builder.getF64FloatAttr(0), builder.getF64FloatAttr(1));
+}
+
+Value GradBuilder::oneHot(Value indices, int64_t classes, Type elementType) {
+  // indices[..., None] == arange(classes), broadcasting to [..., classes].
+  SmallVector<int64_t> column(shapeOf(indices));
+  column.push_back(1);
+  Value classIds = arange(classes, elementTypeOf(indices));
+  Value hit = compare(ComparePredicate::eq, reshape(indices, column), classIds);
+  return cast(hit, elementType);
+}
+
+/// The type of a reduction of `input` over `dims`.
+static RankedTensorType reducedType(Value input, ArrayRef<int64_t> dims,
+                                    bool keepdim) {
+  SmallVector<int64_t> shape;
+  for (auto [dim, size] : llvm::enumerate(shapeOf(input))) {
+    if (!llvm::is_contained(dims, static_cast<int64_t>(dim)))
+      shape.push_back(size);
+    else if (keepdim)
+      shape.push_back(1);
+  }
+  return withShape(input, shape);
+}
+
+// An empty dims list reduces nothing in slapo (unlike PyTorch's dim=[]).
+Value GradBuilder::sum(Value input, ArrayRef<int64_t> dims, bool keepdim) {
+  if (dims.empty())
+    return input;
+  return builder.create<SumOp>(loc, reducedType(input, dims, keepdim), input,
+                               dims, keepdim);
+}
+
+Value GradBuilder::mean(Value input, ArrayRef<int64_t> dims, bool keepdim) {
+  if (dims.empty())
+    return input;
+  return builder.create<MeanOp>(loc, reducedType(input, dims, keepdim), input,
+                                dims, keepdim);
+}
+
+Value GradBuilder::matmul(Value lhs, Value rhs) {
+  ArrayRef<int64_t> lhsShape = shapeOf(lhs), rhsShape = shapeOf(rhs);
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(lhsShape.drop_back(2), rhsShape.drop_back(2));
+  assert(succeeded(shape) && "matmul batch dims do not broadcast");
+  shape->append({lhsShape.end()[-2], rhsShape.back()});
+  return builder.create<MatmulOp>(loc, withShape(lhs, *shape), lhs, rhs);
+}
+
+Value GradBuilder::reshape(Value input, ArrayRef<int64_t> shape) {
+  if (shapeOf(input) == shape)
+    return input;
+  return builder.create<ReshapeOp>(loc, withShape(input, shape), input);
+}
+
+Value GradBuilder::permute(Value input, ArrayRef<int64_t> permutation) {
+  SmallVector<int64_t> shape;
+  for (int64_t dim : permutation)
+    shape.push_back(shapeOf(input)[dim]);
+  return builder.create<PermuteOp>(loc, withShape(input, shape), input,
+                                   permutation);
+}
+
+Value GradBuilder::transpose(Value input) {
+  SmallVector<int64_t> permutation =
+      llvm::to_vector(llvm::seq<int64_t>(0, tensorType(input).getRank()));
+  std::swap(permutation.end()[-1], permutation.end()[-2]);
+  return permute(input, permutation);
+}
+
+Value GradBuilder::slice(Value input, int64_t dim, int64_t start, int64_t end,
+                         int64_t step) {
+  SmallVector<int64_t> shape(shapeOf(input));
+  shape[dim] = start == end ? 0 : (end - start - 1) / step + 1;
+  return builder.create<SliceOp>(loc, withShape(input, shape), input, dim,
+                                 start, end, step);
+}
+
+Value GradBuilder::concat(ValueRange inputs, int64_t dim) {
+  if (inputs.size() == 1)
+    return inputs.front();
+  SmallVector<int64_t> shape(shapeOf(inputs.front()));
+  shape[dim] = 0;
+  for (Value input : inputs)
+    shape[dim] += shapeOf(input)[dim];
+  return builder.create<ConcatOp>(loc, withShape(inputs.front(), shape), inputs,
+                                  dim);
+}
+
+Value GradBuilder::broadcastTo(Value input, ArrayRef<int64_t> shape) {
+  if (shapeOf(input) == shape)
+    return input;
+  return builder.create<BroadcastOp>(loc, withShape(input, shape), input);
+}
+
+Value GradBuilder::sumToShape(Value grad, RankedTensorType type) {
+  ArrayRef<int64_t> from = shapeOf(grad), to = type.getShape();
+  if (from == to)
+    return grad;
+  assert(from.size() >= to.size() && "sumToShape to a higher rank");
+  size_t leading = from.size() - to.size();
+  SmallVector<int64_t> dims;
+  for (size_t dim = 0; dim < from.size(); ++dim)
+    if (dim < leading || (to[dim - leading] == 1 && from[dim] != 1))
+      dims.push_back(dim);
+  return reshape(sum(grad, dims, /*keepdim=*/false), to);
+}
+
+Value GradBuilder::restoreReducedDims(Value grad, RankedTensorType inputType,
+                                      ArrayRef<int64_t> dims) {
+  SmallVector<int64_t> shape(inputType.getShape());
+  for (int64_t dim : dims)
+    shape[dim] = 1;
+  return reshape(grad, shape);
+}
+
+} // namespace slapo::vjp

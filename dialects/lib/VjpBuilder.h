@@ -1,0 +1,129 @@
+//===- VjpBuilder.h - building blocks of gradient rules ---------*- C++ -*-===//
+//
+// The gradient rules (Vjp*.cpp) are written as tensor formulas over slapo
+// ops. GradBuilder builds those ops at one location (the forward op's, so the
+// module path carries over to the backward) and works out their static result
+// types, so that a rule reads like the formula it implements.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_DIALECT_LIB_VJPBUILDER_H
+#define SLAPO_DIALECT_LIB_VJPBUILDER_H
+
+#include "slapo/Dialect/SlapoOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <cassert>
+
+namespace slapo::vjp {
+
+/// The ranked tensor type of `value`.
+inline mlir::RankedTensorType tensorType(mlir::Value value) {
+  return value.getType().cast<mlir::RankedTensorType>();
+}
+inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value value) {
+  return tensorType(value).getShape();
+}
+inline mlir::Type elementTypeOf(mlir::Value value) {
+  return tensorType(value).getElementType();
+}
+
+/// The gradient flowing into a single-result op; the pass calls a rule only
+/// when some result has one.
+inline mlir::Value singleResultGrad(mlir::ValueRange resultGrads) {
+  assert(resultGrads.size() == 1 && resultGrads[0] &&
+         "single-result op without a result gradient");
+  return resultGrads[0];
+}
+
+/// The number of elements of a shape.
+int64_t product(llvm::ArrayRef<int64_t> sizes);
+
+class GradBuilder {
+public:
+  GradBuilder(mlir::OpBuilder &builder, mlir::Location loc)
+      : builder(builder), loc(loc) {}
+
+  // Elementwise, broadcasting like PyTorch; the result has `lhs`'s element
+  // type (operands must have equal element types, as the verifiers demand).
+  mlir::Value add(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value sub(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value mul(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value div(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value pow(mlir::Value lhs, mlir::Value rhs);
+  /// `value` times the scalar `factor`, in `value`'s element type.
+  mlir::Value scale(mlir::Value value, double factor);
+  mlir::Value compare(ComparePredicate predicate, mlir::Value lhs,
+                      mlir::Value rhs);
+  mlir::Value where(mlir::Value condition, mlir::Value onTrue,
+                    mlir::Value onFalse);
+  /// A unary elementwise op (its result type is its operand's).
+  template <typename OpT> mlir::Value unary(mlir::Value input) {
+    return builder.create<OpT>(loc, input);
+  }
+  mlir::Value neg(mlir::Value input) { return unary<NegOp>(input); }
+  mlir::Value cast(mlir::Value input, mlir::Type elementType);
+
+  // Constants.
+  /// A 0-d constant of a float element type.
+  mlir::Value scalar(double value, mlir::Type elementType);
+  /// A 0-d constant of an integer element type.
+  mlir::Value integerScalar(int64_t value, mlir::Type elementType);
+  /// A 0-d constant of `like`'s element type.
+  mlir::Value scalarLike(double value, mlir::Value like) {
+    return scalar(value, elementTypeOf(like));
+  }
+  /// A splat zero of `type`.
+  mlir::Value zeros(mlir::RankedTensorType type);
+  /// zeros(type) with `type`'s dim `dim` set to `size`.
+  mlir::Value zerosWithDim(mlir::RankedTensorType type, int64_t dim,
+                           int64_t size);
+  /// [0, 1, ..., size - 1] of `elementType`.
+  mlir::Value arange(int64_t size, mlir::Type elementType);
+  /// A [..., classes] tensor of `elementType`: 1 where the last index equals
+  /// `indices[...]`, else 0. Indices outside [0, classes) give a zero row.
+  mlir::Value oneHot(mlir::Value indices, int64_t classes,
+                     mlir::Type elementType);
+
+  // Reductions, contractions and data movement.
+  mlir::Value sum(mlir::Value input, llvm::ArrayRef<int64_t> dims,
+                  bool keepdim);
+  mlir::Value mean(mlir::Value input, llvm::ArrayRef<int64_t> dims,
+                   bool keepdim);
+  mlir::Value matmul(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value reshape(mlir::Value input, llvm::ArrayRef<int64_t> shape);
+  mlir::Value permute(mlir::Value input, llvm::ArrayRef<int64_t> permutation);
+  /// Swaps the last two dims.
+  mlir::Value transpose(mlir::Value input);
+  mlir::Value slice(mlir::Value input, int64_t dim, int64_t start, int64_t end,
+                    int64_t step = 1);
+  /// Joins `inputs` along `dim`; a single input is returned as it is.
+  mlir::Value concat(mlir::ValueRange inputs, int64_t dim);
+  mlir::Value broadcastTo(mlir::Value input, llvm::ArrayRef<int64_t> shape);
+
+  /// The gradient of a value of type `type` that was broadcast to `grad`'s
+  /// shape: `grad` summed over the leading dims and the dims where `type` has
+  /// size 1, so that it gets `type`'s shape. Every rule of a broadcasting op
+  /// uses this one reduction.
+  mlir::Value sumToShape(mlir::Value grad, mlir::RankedTensorType type);
+  /// `grad`, of a reduction over `dims` of `inputType` (with or without
+  /// `keepdim`), reshaped to keep the reduced dims as size 1 so that it
+  /// broadcasts against the input.
+  mlir::Value restoreReducedDims(mlir::Value grad,
+                                 mlir::RankedTensorType inputType,
+                                 llvm::ArrayRef<int64_t> dims);
+
+  mlir::OpBuilder &getBuilder() { return builder; }
+  mlir::Location getLoc() { return loc; }
+
+private:
+  template <typename OpT>
+  mlir::Value broadcasting(mlir::Value lhs, mlir::Value rhs);
+
+  mlir::OpBuilder &builder;
+  mlir::Location loc;
+};
+
+} // namespace slapo::vjp
+
+#endif // SLAPO_DIALECT_LIB_VJPBUILDER_H

@@ -1,0 +1,174 @@
+//===- VjpNN.cpp - gradient rules of contractions and neural-network ops --===//
+//
+// The formulas are PyTorch's (linear and matmul through their mm/bmm
+// decompositions, native_layer_norm_backward, softmax_backward_data,
+// nll_loss_backward), so that gradients agree with autograd to rounding.
+//
+//===----------------------------------------------------------------------===//
+#include "VjpBuilder.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+
+namespace slapo {
+using vjp::elementTypeOf;
+using vjp::GradBuilder;
+using vjp::product;
+using vjp::shapeOf;
+using vjp::singleResultGrad;
+using vjp::tensorType;
+
+namespace {
+
+/// [first, first + 1, ..., end - 1].
+SmallVector<int64_t> dimRange(int64_t first, int64_t end) {
+  return llvm::to_vector(llvm::seq<int64_t>(first, end));
+}
+
+} // namespace
+
+LogicalResult LinearOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  // With the leading dims of input and gradient flattened into rows:
+  // input' = grad W, W' = grad^T input, bias' = the column sums of grad.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads), input = getInput(),
+        weight = getWeight();
+  int64_t rows = product(shapeOf(input).drop_back());
+  int64_t inFeatures = shapeOf(weight)[1], outFeatures = shapeOf(weight)[0];
+  Value gradRows = g.reshape(grad, {rows, outFeatures});
+  Value inputRows = g.reshape(input, {rows, inFeatures});
+  operandGrads.push_back(g.reshape(g.matmul(gradRows, weight), shapeOf(input)));
+  operandGrads.push_back(g.matmul(g.transpose(gradRows), inputRows));
+  if (getBias())
+    operandGrads.push_back(g.sum(gradRows, {0}, /*keepdim=*/false));
+  return success();
+}
+
+LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  // lhs' = grad rhs^T, rhs' = lhs^T grad, each summed over the batch dims
+  // its operand was broadcast along.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads), lhs = getLhs(), rhs = getRhs();
+  operandGrads.push_back(
+      g.sumToShape(g.matmul(grad, g.transpose(rhs)), tensorType(lhs)));
+  operandGrads.push_back(
+      g.sumToShape(g.matmul(g.transpose(lhs), grad), tensorType(rhs)));
+  return success();
+}
+
+LogicalResult EmbeddingOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // weight'[v] = the sum of grad rows whose index is v: a scatter-add,
+  // written as one_hot(indices)^T grad (exact, as each product is x * 1 or
+  // x * 0). The padding row gets no gradient.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads), indices = getIndices();
+  RankedTensorType weightType = tensorType(getWeight());
+  int64_t vocabulary = weightType.getDimSize(0),
+          features = weightType.getDimSize(1);
+  int64_t lookups = product(shapeOf(indices));
+  Value oneHot = g.oneHot(g.reshape(indices, {lookups}), vocabulary,
+                          weightType.getElementType());
+  Value gradRows = g.reshape(grad, {lookups, features});
+  Value weightGrad = g.matmul(g.transpose(oneHot), gradRows);
+  if (IntegerAttr padding = getPaddingIdxAttr()) {
+    Type indexType = elementTypeOf(indices);
+    Value rowIds = g.reshape(g.arange(vocabulary, indexType), {vocabulary, 1});
+    Value isPadding = g.compare(ComparePredicate::eq, rowIds,
+                                g.integerScalar(padding.getInt(), indexType));
+    weightGrad = g.where(isPadding, g.scalarLike(0, weightGrad), weightGrad);
+  }
+  operandGrads.push_back(weightGrad);
+  operandGrads.push_back(nullptr);
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // With xhat = (x - mean) * rstd over the normalized dims and
+  // d = grad * weight:  x' = rstd * (d - mean(d) - xhat * mean(d * xhat)),
+  // weight' = sum(grad * xhat), bias' = sum(grad) over the leading dims.
+  // mean and rstd are recomputed from the input.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads), input = getInput();
+  int64_t rank = tensorType(input).getRank();
+  int64_t firstNormalized = rank - static_cast<int64_t>(getNormalizedRank());
+  SmallVector<int64_t> normalized = dimRange(firstNormalized, rank);
+  SmallVector<int64_t> leading = dimRange(0, firstNormalized);
+
+  Value centered = g.sub(input, g.mean(input, normalized, /*keepdim=*/true));
+  Value variance =
+      g.mean(g.mul(centered, centered), normalized, /*keepdim=*/true);
+  Value rstd = g.unary<RsqrtOp>(
+      g.add(variance, g.scalarLike(getEps().convertToDouble(), input)));
+  Value normalizedInput = g.mul(centered, rstd);
+
+  Value scaledGrad = getWeight() ? g.mul(grad, getWeight()) : grad;
+  Value meanGrad = g.mean(scaledGrad, normalized, /*keepdim=*/true);
+  Value meanProjection =
+      g.mean(g.mul(scaledGrad, normalizedInput), normalized, /*keepdim=*/true);
+  Value projection = g.mul(normalizedInput, meanProjection);
+  operandGrads.push_back(
+      g.mul(rstd, g.sub(g.sub(scaledGrad, meanGrad), projection)));
+  if (getWeight())
+    operandGrads.push_back(
+        g.sum(g.mul(grad, normalizedInput), leading, /*keepdim=*/false));
+  if (getBias())
+    operandGrads.push_back(g.sum(grad, leading, /*keepdim=*/false));
+  return success();
+}
+
+LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // y * (grad - sum(grad * y)) along dim.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads), y = getResult();
+  int64_t dim = getDim();
+  Value dot = g.sum(g.mul(grad, y), {dim}, /*keepdim=*/true);
+  operandGrads.push_back(g.mul(y, g.sub(grad, dot)));
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  // grad - exp(y) * sum(grad) along dim.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads), y = getResult();
+  int64_t dim = getDim();
+  Value total = g.sum(grad, {dim}, /*keepdim=*/true);
+  operandGrads.push_back(g.sub(grad, g.mul(g.unary<ExpOp>(y), total)));
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVjp(OpBuilder &builder,
+                                       ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  // logits' = (softmax(logits) - one_hot(target)) * w per row, where w is
+  // the row's loss gradient (grad, or grad / count for the mean over the
+  // count of targets not ignored) and 0 for ignored targets.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads), logits = getLogits(),
+        target = getTarget();
+  Type floatType = elementTypeOf(logits);
+  int64_t batch = shapeOf(logits)[0], classes = shapeOf(logits)[1];
+  Value kept =
+      g.cast(g.compare(ComparePredicate::ne, target,
+                       g.integerScalar(static_cast<int64_t>(getIgnoreIndex()),
+                                       elementTypeOf(target))),
+             floatType);
+  Value rowGrad = getReduction() == Reduction::mean
+                      ? g.div(grad, g.sum(kept, {0}, /*keepdim=*/false))
+                      : grad;
+  Value rowWeight = g.reshape(g.mul(kept, rowGrad), {batch, 1});
+  Value probabilities =
+      builder.create<SoftmaxOp>(getLoc(), logits, builder.getI64IntegerAttr(1));
+  Value residual = g.sub(probabilities, g.oneHot(target, classes, floatType));
+  operandGrads.push_back(g.mul(residual, rowWeight));
+  operandGrads.push_back(nullptr);
+  return success();
+}
+
+} // namespace slapo

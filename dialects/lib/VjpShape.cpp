@@ -1,0 +1,145 @@
+//===- VjpShape.cpp - gradient rules of reductions and data movement ------===//
+#include "VjpBuilder.h"
+
+using namespace mlir;
+
+namespace slapo {
+using vjp::GradBuilder;
+using vjp::shapeOf;
+using vjp::singleResultGrad;
+using vjp::tensorType;
+
+//===----------------------------------------------------------------------===//
+// Reductions.
+//===----------------------------------------------------------------------===//
+
+LogicalResult SumOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // Every summed element gets the gradient of its sum.
+  GradBuilder g(builder, getLoc());
+  RankedTensorType inputType = tensorType(getInput());
+  Value grad =
+      g.restoreReducedDims(singleResultGrad(resultGrads), inputType, getDims());
+  operandGrads.push_back(g.broadcastTo(grad, inputType.getShape()));
+  return success();
+}
+
+LogicalResult MeanOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  // The sum's rule, divided by the number of elements each mean averages.
+  GradBuilder g(builder, getLoc());
+  RankedTensorType inputType = tensorType(getInput());
+  Value grad =
+      g.restoreReducedDims(singleResultGrad(resultGrads), inputType, getDims());
+  int64_t count = 1;
+  for (int64_t dim : getDims())
+    count *= inputType.getDimSize(dim);
+  Value spread = g.broadcastTo(grad, inputType.getShape());
+  operandGrads.push_back(
+      count == 1 ? spread : g.div(spread, g.scalarLike(count, spread)));
+  return success();
+}
+
+LogicalResult MaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // amax: the gradient goes to the elements equal to the maximum, split
+  // evenly among ties, as PyTorch's amax backward does.
+  GradBuilder g(builder, getLoc());
+  Value input = getInput();
+  RankedTensorType inputType = tensorType(input);
+  Value grad =
+      g.restoreReducedDims(singleResultGrad(resultGrads), inputType, getDims());
+  Value maximum = g.restoreReducedDims(getResult(), inputType, getDims());
+  Value isMaximum = g.cast(g.compare(ComparePredicate::eq, input, maximum),
+                           inputType.getElementType());
+  Value ties = g.sum(isMaximum, getDims(), /*keepdim=*/true);
+  operandGrads.push_back(g.mul(g.div(grad, ties), isMaximum));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement.
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  GradBuilder g(builder, getLoc());
+  operandGrads.push_back(
+      g.reshape(singleResultGrad(resultGrads), shapeOf(getInput())));
+  return success();
+}
+
+LogicalResult PermuteOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // The inverse permutation moves every dim back.
+  GradBuilder g(builder, getLoc());
+  ArrayRef<int64_t> permutation = getPermutation();
+  SmallVector<int64_t> inverse(permutation.size());
+  for (auto [resultDim, inputDim] : llvm::enumerate(permutation))
+    inverse[inputDim] = resultDim;
+  operandGrads.push_back(g.permute(singleResultGrad(resultGrads), inverse));
+  return success();
+}
+
+LogicalResult SliceOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  // The gradient lands at input positions start, start + step, ...; every
+  // other position gets zero. With step > 1 the gradient is first spread
+  // out: each element followed by step - 1 zeros.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads);
+  RankedTensorType inputType = tensorType(getInput());
+  int64_t dim = getDim(), start = getStart(), step = getStep();
+  int64_t inputSize = inputType.getDimSize(dim);
+  int64_t count = shapeOf(grad)[dim];
+
+  Value spread = grad;
+  if (step > 1 && count > 0) {
+    // [..., count, ...] -> [..., count, 1, ...] ++ zeros [..., count,
+    // step - 1, ...] along dim + 1 -> [..., count * step, ...].
+    SmallVector<int64_t> split(shapeOf(grad));
+    split.insert(split.begin() + dim + 1, 1);
+    Value column = g.reshape(grad, split);
+    Value gaps = g.zerosWithDim(tensorType(column), dim + 1, step - 1);
+    SmallVector<int64_t> joined(shapeOf(grad));
+    joined[dim] = count * step;
+    spread = g.reshape(g.concat({column, gaps}, dim + 1), joined);
+    // The last element's trailing zeros may run past the input's end.
+    if (count * step > inputSize - start)
+      spread = g.slice(spread, dim, 0, inputSize - start);
+  }
+
+  SmallVector<Value> pieces;
+  if (start > 0)
+    pieces.push_back(g.zerosWithDim(inputType, dim, start));
+  pieces.push_back(spread);
+  int64_t after = inputSize - start - shapeOf(spread)[dim];
+  if (after > 0)
+    pieces.push_back(g.zerosWithDim(inputType, dim, after));
+  operandGrads.push_back(g.concat(pieces, dim));
+  return success();
+}
+
+LogicalResult ConcatOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  // Each input gets its own stretch of the gradient.
+  GradBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads);
+  int64_t dim = getDim(), offset = 0;
+  for (Value input : getInputs()) {
+    int64_t size = shapeOf(input)[dim];
+    operandGrads.push_back(g.slice(grad, dim, offset, offset + size));
+    offset += size;
+  }
+  return success();
+}
+
+LogicalResult BroadcastOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  GradBuilder g(builder, getLoc());
+  operandGrads.push_back(
+      g.sumToShape(singleResultGrad(resultGrads), tensorType(getInput())));
+  return success();
+}
+
+} // namespace slapo

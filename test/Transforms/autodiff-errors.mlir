@@ -1,0 +1,91 @@
+// RUN: slapo-opt --slapo-autodiff --split-input-file --verify-diagnostics %s
+
+// Dropout on the path to the loss, in the root module.
+module {
+  slapo.param @w : tensor<4xf32>
+  func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+    %w = slapo.get_param @w : tensor<4xf32>
+    %y = slapo.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    // expected-error@+1 {{'slapo.dropout' op in the root module: dropout is not differentiable yet: export the model in eval mode}}
+    %d = slapo.dropout %y {p = 1.000000e-01 : f64} : tensor<4xf32>
+    %loss = slapo.sum %d {dims = array<i64: 0>, keepdim = false} : tensor<4xf32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Dropout the loss does not depend on through a parameter is fine.
+module {
+  slapo.param @w : tensor<4xf32>
+  func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+    %d = slapo.dropout %x {p = 1.000000e-01 : f64} : tensor<4xf32>
+    %w = slapo.get_param @w : tensor<4xf32>
+    %y = slapo.mul %d, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %loss = slapo.sum %y {dims = array<i64: 0>, keepdim = false} : tensor<4xf32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// The same in the root module.
+module {
+  slapo.param @w : tensor<4xf32>
+  func.func private @helper(tensor<4xf32>) -> tensor<4xf32>
+  func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+    %w = slapo.get_param @w : tensor<4xf32>
+    // expected-error@+1 {{'func.call' in the root module has no gradient rule}}
+    %y = func.call @helper(%w) : (tensor<4xf32>) -> tensor<4xf32>
+    %loss = slapo.sum %y {dims = array<i64: 0>, keepdim = false} : tensor<4xf32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error@+1 {{slapo-autodiff: the first result of @forward must be the loss, a 0-d float tensor, not 'tensor<4xf32>'}}
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error@+1 {{slapo-autodiff: the first result of @forward must be the loss, a 0-d float tensor, not 'tensor<i64>'}}
+  func.func @forward(%x: tensor<i64>) -> tensor<i64> {
+    return %x : tensor<i64>
+  }
+}
+
+// -----
+
+module {
+  // expected-error@+1 {{slapo-autodiff: @forward returns nothing}}
+  func.func @forward() {
+    return
+  }
+}
+
+// -----
+
+// expected-error@+1 {{slapo-autodiff: there is no func.func @forward}}
+module {
+  func.func @main(%x: tensor<f32>) -> tensor<f32> {
+    return %x : tensor<f32>
+  }
+}
+
+// -----
+
+module {
+  func.func @forward(%x: tensor<f32>) -> tensor<f32> {
+    return %x : tensor<f32>
+  }
+  // expected-error@+1 {{slapo-autodiff: @forward_backward exists already}}
+  func.func @forward_backward(%x: tensor<f32>) -> tensor<f32> {
+    return %x : tensor<f32>
+  }
+}
