@@ -116,26 +116,35 @@ bool Known::isConstant() const {
          llvm::all_of(elements, [](const Known &e) { return e.isConstant(); });
 }
 
-/// The IValue of a constant (or aggregate of constants) of TorchScript type
-/// `type`: lists are typed as the operator schemas expect.
-static c10::IValue toIValue(const Known &known, const c10::TypePtr &type) {
+/// The IValue an operator sees for `known` of TorchScript type `type`: lists
+/// and tuples are typed as the operator schemas expect, and runtime tensors
+/// are replaced by `tensorFor(known)` (their shadow, or data of that shape).
+static c10::IValue
+toIValue(const Known &known, const c10::TypePtr &type,
+         llvm::function_ref<at::Tensor(const Known &)> tensorFor) {
   if (known.is(Known::Kind::Constant))
     return known.constant;
+  if (known.is(Known::Kind::Tensor))
+    return tensorFor(known);
   if (auto tupleType = type->cast<c10::TupleType>()) {
     std::vector<c10::IValue> elements;
     for (size_t i = 0; i < known.elements.size(); ++i)
       elements.push_back(
-          toIValue(known.elements[i], tupleType->elements().at(i)));
+          toIValue(known.elements[i], tupleType->elements().at(i), tensorFor));
     return c10::ivalue::Tuple::create(std::move(elements));
   }
-  c10::TypePtr elementType = c10::AnyType::get();
+  c10::TypePtr elementType = known.isConstant()
+                                 ? c10::AnyType::get()
+                                 : c10::TypePtr(c10::TensorType::get());
   if (auto listType = type->cast<c10::ListType>())
     elementType = listType->getElementType();
   c10::impl::GenericList list(elementType);
   for (const Known &element : known.elements)
-    list.push_back(toIValue(element, elementType));
+    list.push_back(toIValue(element, elementType, tensorFor));
   return list;
 }
+
+static at::Tensor shadowOf(const Known &tensor) { return tensor.shadow; }
 
 //===----------------------------------------------------------------------===//
 // Types.
@@ -358,16 +367,10 @@ void Importer::importBlock(jit::Block *block, Frame &frame) {
 }
 
 void Importer::importNode(jit::Node *node, Frame &frame) {
-  auto setOutputs = [&](Known known) {
-    for (const jit::Value *output : node->outputs())
-      frame.values[output] = known;
-  };
   // A node fed by an earlier error produces nothing and reports nothing.
   for (const jit::Value *input : node->inputs())
-    if (frame.values.lookup(input).is(Known::Kind::Poison)) {
-      setOutputs(Known::poison());
-      return;
-    }
+    if (frame.values.lookup(input).is(Known::Kind::Poison))
+      return frame.poisonOutputs(node);
 
   switch (node->kind()) {
   case c10::prim::Constant: {
@@ -524,9 +527,7 @@ void Importer::importCall(jit::Node *node, Frame &frame) {
       error(locationOf(node, frame.modulePath),
             "method '" + node->s(c10::attr::name) +
                 "' called on a value that is not a module");
-      for (const jit::Value *output : node->outputs())
-        frame.values[output] = Known::poison();
-      return;
+      return frame.poisonOutputs(node);
     }
     graph = self.module->get_method(node->s(c10::attr::name)).graph();
     path = self.modulePath;
@@ -544,10 +545,6 @@ void Importer::importCall(jit::Node *node, Frame &frame) {
 
 void Importer::importControlFlow(jit::Node *node, Frame &frame) {
   mlir::Location loc = locationOf(node, frame.modulePath);
-  auto poisonOutputs = [&] {
-    for (const jit::Value *output : node->outputs())
-      frame.values[output] = Known::poison();
-  };
   auto constantBool = [&](const jit::Value *value) -> std::optional<bool> {
     Known known = frame.values.lookup(value);
     if (known.is(Known::Kind::Constant) && known.constant.isBool())
@@ -561,7 +558,7 @@ void Importer::importControlFlow(jit::Node *node, Frame &frame) {
       error(loc, "control flow depends on tensor data; slapoc needs every "
                  "branch decided at compile time (static shapes, constant "
                  "flags)");
-      return poisonOutputs();
+      return frame.poisonOutputs(node);
     }
     jit::Block *taken = node->blocks()[*condition ? 0 : 1];
     importBlock(taken, frame);
@@ -578,7 +575,7 @@ void Importer::importControlFlow(jit::Node *node, Frame &frame) {
   if (!tripCount.is(Known::Kind::Constant) || !tripCount.constant.isInt() ||
       !condition) {
     error(loc, "loop whose trip count or condition depends on tensor data");
-    return poisonOutputs();
+    return frame.poisonOutputs(node);
   }
   jit::Block *body = node->blocks()[0];
   std::vector<Known> carried;
@@ -593,7 +590,7 @@ void Importer::importControlFlow(jit::Node *node, Frame &frame) {
     condition = constantBool(body->outputs()[0]);
     if (!condition) {
       error(loc, "loop condition depends on tensor data");
-      return poisonOutputs();
+      return frame.poisonOutputs(node);
     }
     for (size_t i = 0; i < carried.size(); ++i)
       carried[i] = frame.values.lookup(body->outputs()[i + 1]);
@@ -637,12 +634,10 @@ bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
   std::vector<c10::IValue> stack;
   for (const jit::Value *input : node->inputs()) {
     const Known &known = frame.values.lookup(input);
-    if (known.is(Known::Kind::Tensor))
-      stack.push_back(known.shadow);
-    else if (known.isConstant())
-      stack.push_back(toIValue(known, input->type()));
-    else
-      return false; // modules and aggregates of runtime tensors
+    // Modules and aggregates of runtime tensors are not evaluated here.
+    if (!known.is(Known::Kind::Tensor) && !known.isConstant())
+      return false;
+    stack.push_back(toIValue(known, input->type(), shadowOf));
   }
   try {
     node->getOperation()(stack);
@@ -657,8 +652,7 @@ bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
             std::string(node->kind().toQualString()) +
                 " depends on tensor data, so its result cannot be made "
                 "static");
-    for (const jit::Value *output : node->outputs())
-      frame.values[output] = Known::poison();
+    frame.poisonOutputs(node);
     return true;
   }
   for (size_t i = 0; i < node->outputs().size(); ++i)
@@ -671,26 +665,15 @@ std::optional<std::vector<Known>> Importer::computeShadows(jit::Node *node,
   // Meta tensors give shapes and dtypes without computing; ops without a
   // meta kernel run on zero-filled tensors of the same shapes instead.
   auto run = [&](bool onMeta) -> std::optional<std::vector<c10::IValue>> {
-    std::function<c10::IValue(const Known &, const c10::TypePtr &)> convert =
-        [&](const Known &known, const c10::TypePtr &type) -> c10::IValue {
-      if (known.is(Known::Kind::Tensor))
-        return onMeta ? known.shadow
-                      : at::zeros(known.shadow.sizes(),
-                                  known.shadow.options().device(at::kCPU));
-      if (known.is(Known::Kind::Aggregate) && !known.isConstant()) {
-        c10::TypePtr elementType = c10::TensorType::get();
-        if (auto list = type->cast<c10::ListType>())
-          elementType = list->getElementType();
-        c10::impl::GenericList list(elementType);
-        for (const Known &element : known.elements)
-          list.push_back(convert(element, elementType));
-        return list;
-      }
-      return toIValue(known, type);
+    auto tensorFor = [&](const Known &tensor) {
+      return onMeta ? tensor.shadow
+                    : at::zeros(tensor.shadow.sizes(),
+                                tensor.shadow.options().device(at::kCPU));
     };
     std::vector<c10::IValue> stack;
     for (const jit::Value *input : node->inputs())
-      stack.push_back(convert(frame.values.lookup(input), input->type()));
+      stack.push_back(
+          toIValue(frame.values.lookup(input), input->type(), tensorFor));
     try {
       node->getOperation()(stack);
     } catch (const std::exception &) {
@@ -721,10 +704,6 @@ std::optional<std::vector<Known>> Importer::computeShadows(jit::Node *node,
 
 void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
   mlir::Location loc = locationOf(node, frame.modulePath);
-  auto poison = [&] {
-    for (const jit::Value *output : node->outputs())
-      frame.values[output] = Known::poison();
-  };
   std::string kind = node->kind().toQualString();
   bool inPlace = llvm::StringRef(kind).endswith("_") &&
                  !llvm::StringRef(kind).endswith("__");
@@ -750,19 +729,19 @@ void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
   if (!shadows) {
     error(loc, "cannot infer the result shape of '" + kind +
                    "' for these static input shapes");
-    return poison();
+    return frame.poisonOutputs(node);
   }
   for (const Known &shadow : *shadows)
     if (shadow.is(Known::Kind::Tensor) &&
         !getTensorType(&context, shadow.shadow)) {
       error(loc, "'" + kind + "' produces unsupported dtype " +
                      std::string(c10::toString(shadow.shadow.scalar_type())));
-      return poison();
+      return frame.poisonOutputs(node);
     }
   NodeLowering lower(*this, node, frame, std::move(*shadows));
   if (mlir::failed(lowering->second(lower))) {
     failed = true;
-    return poison();
+    return frame.poisonOutputs(node);
   }
   if (inPlace)
     frame.values[node->input(0)] = frame.values.lookup(node->output(0));

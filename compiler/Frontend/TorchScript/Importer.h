@@ -68,6 +68,12 @@ struct Known {
 struct Frame {
   std::string modulePath;
   llvm::DenseMap<const jit::Value *, Known> values;
+
+  /// Marks every output of `node` as produced after an error.
+  void poisonOutputs(const jit::Node *node) {
+    for (const jit::Value *output : node->outputs())
+      values[output] = Known::poison();
+  }
 };
 
 class Importer;
@@ -157,8 +163,8 @@ public:
   mlir::MLIRContext &getContext() { return context; }
   /// The location of `node`: its Python source line inside `modulePath`.
   mlir::Location locationOf(jit::Node *node, llvm::StringRef modulePath);
-  /// An IR constant holding `value` (a tensor), converted to `elementType`
-  /// when given.
+  /// An IR constant holding `value` (a tensor), splat when all elements are
+  /// equal.
   mlir::Value materialize(const at::Tensor &value, mlir::Location loc);
   void error(mlir::Location loc, const llvm::Twine &message);
 

@@ -38,6 +38,19 @@ LogicalResult finish(NodeLowering &lower, mlir::Value value) {
 // Elementwise.
 //===----------------------------------------------------------------------===//
 
+/// `value` times the op's `alpha` (input 2), or null if alpha is not a
+/// compile-time number.
+mlir::Value scaleByAlpha(NodeLowering &lower, mlir::Value value) {
+  std::optional<double> alpha = lower.doubleConstant(2);
+  if (!alpha)
+    return nullptr;
+  if (*alpha == 1)
+    return value;
+  return lower.create<MulOp>(
+      typeOf(value), value,
+      lower.scalar(*alpha, typeOf(value).getElementType()));
+}
+
 /// `lhs op rhs` for ops whose inputs 0 and 1 are the operands and whose
 /// optional input 2 (`alpha`) scales rhs.
 template <typename OpTy> LogicalResult lowerBinary(NodeLowering &lower) {
@@ -48,14 +61,8 @@ template <typename OpTy> LogicalResult lowerBinary(NodeLowering &lower) {
     return failure();
   constexpr bool hasAlpha =
       std::is_same_v<OpTy, AddOp> || std::is_same_v<OpTy, SubOp>;
-  if (hasAlpha && lower.numInputs() == 3) {
-    std::optional<double> alpha = lower.doubleConstant(2);
-    if (!alpha)
-      return failure();
-    if (*alpha != 1)
-      rhs = lower.create<MulOp>(typeOf(rhs), rhs,
-                                lower.scalar(*alpha, elementType));
-  }
+  if (hasAlpha && lower.numInputs() == 3 && !(rhs = scaleByAlpha(lower, rhs)))
+    return failure();
   return finish(lower, lower.create<OpTy>(lower.outputType(), lhs, rhs));
 }
 
@@ -64,12 +71,8 @@ LogicalResult lowerRsub(NodeLowering &lower) {
   mlir::Type elementType = lower.outputElementType();
   mlir::Value self = lower.tensor(0, elementType);
   mlir::Value other = lower.tensor(1, elementType);
-  std::optional<double> alpha = lower.doubleConstant(2);
-  if (!self || !other || !alpha)
+  if (!self || !other || !(self = scaleByAlpha(lower, self)))
     return failure();
-  if (*alpha != 1)
-    self = lower.create<MulOp>(typeOf(self), self,
-                               lower.scalar(*alpha, elementType));
   return finish(lower, lower.create<SubOp>(lower.outputType(), other, self));
 }
 
