@@ -11,6 +11,7 @@ config.excludes = ["models", "unit", "bench", "e2e", "fuzz", "Inputs", "CMakeLis
 
 tool_dirs = [
     os.path.join(config.slapo_obj_root, "tools", "slapo-opt"),
+    os.path.join(config.slapo_obj_root, "tools", "slapo-translate"),
     os.path.join(config.slapo_obj_root, "tools", "slapoc"),
     config.llvm_tools_dir,
 ]
@@ -25,3 +26,6 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%models", os.path.join(config.slapo_src_root, "test", "models")))
 if os.path.isdir(os.path.join(pydeps, "transformers")):
     config.available_features.add("transformers")
+
+# Generated C++ is compiled against the runtime's headers.
+config.substitutions.append(("%runtime_include", os.path.join(config.slapo_src_root, "runtime", "include")))

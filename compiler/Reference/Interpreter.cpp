@@ -255,29 +255,6 @@ double relativeError(const at::Tensor &actual, const at::Tensor &expected) {
   }
 }
 
-/// The number of rows of the smallest table `value` indexes, following it
-/// through ops that only move or reshape data.
-static std::optional<int64_t> smallestIndexedTable(mlir::Value value) {
-  std::optional<int64_t> smallest;
-  auto consider = [&](int64_t rows) {
-    smallest = smallest ? std::min(*smallest, rows) : rows;
-  };
-  for (mlir::Operation *user : value.getUsers()) {
-    if (auto embedding = llvm::dyn_cast<slapo::EmbeddingOp>(user))
-      consider(
-          embedding.getWeight().getType().cast<mlir::ShapedType>().getDimSize(
-              0));
-    else if (auto loss = llvm::dyn_cast<slapo::CrossEntropyOp>(user))
-      consider(
-          loss.getLogits().getType().cast<mlir::ShapedType>().getDimSize(1));
-    else if (llvm::isa<slapo::ReshapeOp, slapo::SliceOp, slapo::PermuteOp,
-                       slapo::BroadcastOp, slapo::ConcatOp>(user))
-      if (auto rows = smallestIndexedTable(user->getResult(0)))
-        consider(*rows);
-  }
-  return smallest;
-}
-
 std::vector<at::Tensor> randomInputs(mlir::func::FuncOp func) {
   std::vector<at::Tensor> inputs;
   for (mlir::BlockArgument arg : func.getArguments()) {
@@ -289,7 +266,7 @@ std::vector<at::Tensor> randomInputs(mlir::func::FuncOp func) {
       inputs.push_back(at::randn(shape, options));
     else
       inputs.push_back(
-          at::randint(smallestIndexedTable(arg).value_or(2), shape, options));
+          at::randint(slapo::getSmallestIndexedTable(arg).value_or(2), shape, options));
   }
   return inputs;
 }

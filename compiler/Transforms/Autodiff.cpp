@@ -17,6 +17,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace slapo {
@@ -190,11 +191,17 @@ LogicalResult AutodiffPass::buildForwardBackward(func::FuncOp forward) {
 
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   Value loss = ret.getOperand(0);
+  llvm::SmallPtrSet<Operation *, 32> forwardOps;
+  for (Operation &op : func.getBody().front())
+    forwardOps.insert(&op);
   ReverseSweep sweep(func);
   if (failed(sweep.run(loss, symbols))) {
     func.erase();
     return failure();
   }
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (!forwardOps.contains(&op))
+      op.setAttr(kPhaseAttrName, StringAttr::get(&getContext(), "backward"));
 
   // Results: the loss, then the parameters' gradients in module order.
   SmallVector<Value> results{loss};

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 using namespace mlir;
 
@@ -28,6 +29,23 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
     result[rank - 1 - i] = l == 1 ? r : l;
   }
   return result;
+}
+
+std::optional<int64_t> getSmallestIndexedTable(Value value) {
+  std::optional<int64_t> smallest;
+  auto consider = [&](int64_t rows) {
+    smallest = smallest ? std::min(*smallest, rows) : rows;
+  };
+  for (Operation *user : value.getUsers()) {
+    if (auto embedding = dyn_cast<EmbeddingOp>(user))
+      consider(embedding.getWeight().getType().cast<ShapedType>().getDimSize(0));
+    else if (auto loss = dyn_cast<CrossEntropyOp>(user))
+      consider(loss.getLogits().getType().cast<ShapedType>().getDimSize(1));
+    else if (isa<ReshapeOp, SliceOp, PermuteOp, BroadcastOp, ConcatOp>(user))
+      if (auto rows = getSmallestIndexedTable(user->getResult(0)))
+        consider(*rows);
+  }
+  return smallest;
 }
 
 static RankedTensorType tensorType(Value value) {
@@ -518,6 +536,120 @@ LogicalResult BroadcastOp::verify() {
     return emitOpError("cannot broadcast ")
            << shapeString(input) << " to " << shapeString(getType().getShape());
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer state and updates.
+//===----------------------------------------------------------------------===//
+
+/// The trainable parameter `name`, or an error at `op`.
+static FailureOr<ParamOp> lookupTrainableParam(Operation *op,
+                                               SymbolTableCollection &symbols,
+                                               FlatSymbolRefAttr name) {
+  auto param = dyn_cast_or_null<ParamOp>(
+      symbols.lookupNearestSymbolFrom(op, name.getAttr()));
+  if (!param)
+    return op->emitOpError("there is no 'slapo.param' named ") << name;
+  if (param.getBuffer())
+    return op->emitOpError() << name << " is a buffer, not a trained parameter";
+  return param;
+}
+
+LogicalResult
+OptimizerStateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto param = lookupTrainableParam(*this, symbols, getOfAttr());
+  if (failed(param))
+    return failure();
+  if (param->getTensorType().getShape() != getTensorType().getShape())
+    return emitOpError("shape ")
+           << shapeString(getTensorType().getShape()) << " differs from "
+           << shapeString(param->getTensorType().getShape()) << " of "
+           << getOfAttr();
+  return success();
+}
+
+/// Checks that `param` is a trainable f32 parameter of `grad`'s type and that
+/// every state symbol is an optimizer_state of it.
+static LogicalResult verifyUpdateSymbols(Operation *op,
+                                         SymbolTableCollection &symbols,
+                                         FlatSymbolRefAttr paramName,
+                                         Value grad,
+                                         ArrayRef<FlatSymbolRefAttr> states) {
+  auto param = lookupTrainableParam(op, symbols, paramName);
+  if (failed(param))
+    return failure();
+  if (param->getType() != grad.getType())
+    return op->emitOpError("gradient type ")
+           << grad.getType() << " differs from the type " << param->getType()
+           << " of " << paramName;
+  for (FlatSymbolRefAttr name : states) {
+    auto state = dyn_cast_or_null<OptimizerStateOp>(
+        symbols.lookupNearestSymbolFrom(op, name.getAttr()));
+    if (!state)
+      return op->emitOpError("there is no 'slapo.optimizer_state' named ")
+             << name;
+    if (state.getOfAttr() != paramName)
+      return op->emitOpError()
+             << name << " is the state of " << state.getOfAttr() << ", not of "
+             << paramName;
+  }
+  return success();
+}
+
+/// Checks that the hyperparameter `name` lies in [low, high).
+static LogicalResult verifyHyperparameter(Operation *op, StringRef name,
+                                          double value, double low,
+                                          double high) {
+  if (std::isfinite(value) && value >= low && value < high)
+    return success();
+  return op->emitOpError()
+         << name << " must lie in [" << numberString(low) << ", "
+         << numberString(high) << "), got " << numberString(value);
+}
+
+LogicalResult ParamGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyUpdateSymbols(*this, symbols, getParamAttr(), getGrad(), {});
+}
+
+LogicalResult SgdUpdateOp::verify() {
+  double inf = std::numeric_limits<double>::infinity();
+  if (failed(verifyHyperparameter(*this, "momentum",
+                                  getMomentum().convertToDouble(), 0, inf)) ||
+      failed(verifyHyperparameter(*this, "weight_decay",
+                                  getWeightDecay().convertToDouble(), 0, inf)))
+    return failure();
+  if ((getMomentum().convertToDouble() != 0) != bool(getMomentumBufferAttr()))
+    return emitOpError("a momentum buffer is needed exactly when momentum is "
+                       "not 0");
+  return success();
+}
+
+LogicalResult SgdUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  SmallVector<FlatSymbolRefAttr> states;
+  if (auto buffer = getMomentumBufferAttr())
+    states.push_back(buffer);
+  return verifyUpdateSymbols(*this, symbols, getParamAttr(), getGrad(),
+                             states);
+}
+
+LogicalResult AdamwUpdateOp::verify() {
+  double inf = std::numeric_limits<double>::infinity();
+  if (failed(verifyHyperparameter(*this, "beta1", getBeta1().convertToDouble(),
+                                  0, 1)) ||
+      failed(verifyHyperparameter(*this, "beta2", getBeta2().convertToDouble(),
+                                  0, 1)) ||
+      failed(verifyHyperparameter(*this, "weight_decay",
+                                  getWeightDecay().convertToDouble(), 0, inf)))
+    return failure();
+  double eps = getEps().convertToDouble();
+  if (!(std::isfinite(eps) && eps > 0))
+    return emitOpError("eps must be positive, got ") << numberString(eps);
+  return success();
+}
+
+LogicalResult AdamwUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyUpdateSymbols(*this, symbols, getParamAttr(), getGrad(),
+                             {getExpAvgAttr(), getExpAvgSqAttr()});
 }
 
 } // namespace slapo

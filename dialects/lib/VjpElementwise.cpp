@@ -3,10 +3,10 @@
 // Each rule follows the formula PyTorch's autograd uses for the same ATen op
 // (tools/autograd/derivatives.yaml and the CPU backward kernels), so that the
 // gradients agree to rounding. Broadcast operands get their gradient summed
-// back to their own shape with GradBuilder::sumToShape.
+// back to their own shape with TensorBuilder::sumToShape.
 //
 //===----------------------------------------------------------------------===//
-#include "VjpBuilder.h"
+#include "slapo/Dialect/TensorBuilder.h"
 
 #include "slapo/Dialect/ModulePath.h"
 
@@ -17,15 +17,12 @@
 using namespace mlir;
 
 namespace slapo {
-using vjp::GradBuilder;
-using vjp::singleResultGrad;
-using vjp::tensorType;
 
 namespace {
 
 /// Appends the gradients of a broadcasting binary op's operands, given in the
 /// result's shape.
-LogicalResult appendBinaryGrads(GradBuilder &g, Operation *op, Value lhsGrad,
+LogicalResult appendBinaryGrads(TensorBuilder &g, Operation *op, Value lhsGrad,
                                 Value rhsGrad,
                                 SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(g.sumToShape(lhsGrad, tensorType(op->getOperand(0))));
@@ -48,7 +45,7 @@ bool isNonZeroConstant(Value value) {
 LogicalResult extremumVjp(Operation *op, OpBuilder &builder, Value grad,
                           ComparePredicate lhsLoses,
                           SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, op->getLoc());
+  TensorBuilder g(builder, op->getLoc());
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   Value zero = g.scalarLike(0, grad);
   Value tie = g.compare(ComparePredicate::eq, lhs, rhs);
@@ -69,7 +66,7 @@ LogicalResult extremumVjp(Operation *op, OpBuilder &builder, Value grad,
 
 LogicalResult NegOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(g.neg(singleResultGrad(resultGrads)));
   return success();
 }
@@ -77,7 +74,7 @@ LogicalResult NegOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult AbsOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
   // grad * sign(x), with sign(0) = 0.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), x = getInput();
   Value zero = g.scalarLike(0, x);
   Value isNegative = g.compare(ComparePredicate::lt, x, zero);
@@ -89,14 +86,14 @@ LogicalResult AbsOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult ExpOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(g.mul(singleResultGrad(resultGrads), getResult()));
   return success();
 }
 
 LogicalResult LogOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(g.div(singleResultGrad(resultGrads), getInput()));
   return success();
 }
@@ -104,7 +101,7 @@ LogicalResult LogOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult SqrtOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
   // grad / (2 * sqrt(x)).
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(
       g.div(singleResultGrad(resultGrads), g.scale(getResult(), 2)));
   return success();
@@ -113,7 +110,7 @@ LogicalResult SqrtOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult RsqrtOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                 SmallVectorImpl<Value> &operandGrads) {
   // -0.5 * grad * rsqrt(x)^3.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value y = getResult();
   Value cube = g.pow(y, g.scalarLike(3, y));
   operandGrads.push_back(
@@ -124,7 +121,7 @@ LogicalResult RsqrtOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult TanhOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
   // grad * (1 - tanh(x)^2).
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value y = getResult();
   Value one = g.scalarLike(1, y);
   Value slope = g.sub(one, g.mul(y, y));
@@ -135,7 +132,7 @@ LogicalResult TanhOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult SigmoidOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   // grad * (1 - s) * s.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value y = getResult();
   Value oneMinus = g.sub(g.scalarLike(1, y), y);
   operandGrads.push_back(
@@ -147,7 +144,7 @@ LogicalResult ReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
   // The gradient passes where the output is positive (PyTorch's
   // threshold_backward on the result).
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value y = getResult(), zero = g.scalarLike(0, y);
   operandGrads.push_back(g.where(g.compare(ComparePredicate::gt, y, zero),
                                  singleResultGrad(resultGrads), zero));
@@ -157,7 +154,7 @@ LogicalResult ReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult SiluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
   // grad * s * (1 + x * (1 - s)) with s = sigmoid(x).
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value x = getInput(), one = g.scalarLike(1, x);
   Value s = g.unary<SigmoidOp>(x);
   Value slope = g.mul(s, g.add(one, g.mul(x, g.sub(one, s))));
@@ -167,7 +164,7 @@ LogicalResult SiluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult SinOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(
       g.mul(singleResultGrad(resultGrads), g.unary<CosOp>(getInput())));
   return success();
@@ -175,7 +172,7 @@ LogicalResult SinOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult CosOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(
       g.mul(singleResultGrad(resultGrads), g.neg(g.unary<SinOp>(getInput()))));
   return success();
@@ -183,7 +180,7 @@ LogicalResult CosOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult GeluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), x = getInput();
   if (getApproximation() == GeluApproximation::tanh) {
     // PyTorch's GeluBackward for approximate="tanh", term by term.
@@ -225,7 +222,7 @@ LogicalResult CastOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
     operandGrads.push_back(nullptr);
     return success();
   }
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(g.cast(grad, inputType));
   return success();
 }
@@ -236,21 +233,21 @@ LogicalResult CastOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult AddOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads);
   return appendBinaryGrads(g, *this, grad, grad, operandGrads);
 }
 
 LogicalResult SubOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads);
   return appendBinaryGrads(g, *this, grad, g.neg(grad), operandGrads);
 }
 
 LogicalResult MulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads);
   Value lhsGrad = g.mul(grad, getRhs());
   Value rhsGrad = g.mul(grad, getLhs());
@@ -260,7 +257,7 @@ LogicalResult MulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult DivOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
   // d/drhs (lhs / rhs) = -grad * ((lhs / rhs) / rhs), reusing the quotient.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), rhs = getRhs();
   Value lhsGrad = g.div(grad, rhs);
   Value rhsGrad = g.neg(g.mul(grad, g.div(getResult(), rhs)));
@@ -269,7 +266,7 @@ LogicalResult DivOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult PowOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), base = getLhs(),
         exponent = getRhs();
   Value zero = g.scalarLike(0, grad);
@@ -304,7 +301,7 @@ LogicalResult MinimumOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult WhereOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                 SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), condition = getCondition();
   Value zero = g.scalarLike(0, grad);
   operandGrads.push_back(nullptr);

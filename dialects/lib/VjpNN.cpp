@@ -5,19 +5,13 @@
 // nll_loss_backward), so that gradients agree with autograd to rounding.
 //
 //===----------------------------------------------------------------------===//
-#include "VjpBuilder.h"
+#include "slapo/Dialect/TensorBuilder.h"
 
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
 
 namespace slapo {
-using vjp::elementTypeOf;
-using vjp::GradBuilder;
-using vjp::product;
-using vjp::shapeOf;
-using vjp::singleResultGrad;
-using vjp::tensorType;
 
 namespace {
 
@@ -32,7 +26,7 @@ LogicalResult LinearOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // With the leading dims of input and gradient flattened into rows:
   // input' = grad W, W' = grad^T input, bias' = the column sums of grad.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), input = getInput(),
         weight = getWeight();
   int64_t rows = product(shapeOf(input).drop_back());
@@ -50,7 +44,7 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // lhs' = grad rhs^T, rhs' = lhs^T grad, each summed over the batch dims
   // its operand was broadcast along.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), lhs = getLhs(), rhs = getRhs();
   operandGrads.push_back(
       g.sumToShape(g.matmul(grad, g.transpose(rhs)), tensorType(lhs)));
@@ -64,7 +58,7 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   // weight'[v] = the sum of grad rows whose index is v: a scatter-add,
   // written as one_hot(indices)^T grad (exact, as each product is x * 1 or
   // x * 0). The padding row gets no gradient.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), indices = getIndices();
   RankedTensorType weightType = tensorType(getWeight());
   int64_t vocabulary = weightType.getDimSize(0),
@@ -92,7 +86,7 @@ LogicalResult LayerNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   // d = grad * weight:  x' = rstd * (d - mean(d) - xhat * mean(d * xhat)),
   // weight' = sum(grad * xhat), bias' = sum(grad) over the leading dims.
   // mean and rstd are recomputed from the input.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), input = getInput();
   int64_t rank = tensorType(input).getRank();
   int64_t firstNormalized = rank - static_cast<int64_t>(getNormalizedRank());
@@ -124,7 +118,7 @@ LogicalResult LayerNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   // y * (grad - sum(grad * y)) along dim.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), y = getResult();
   int64_t dim = getDim();
   Value dot = g.sum(g.mul(grad, y), {dim}, /*keepdim=*/true);
@@ -135,7 +129,7 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   // grad - exp(y) * sum(grad) along dim.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), y = getResult();
   int64_t dim = getDim();
   Value total = g.sum(grad, {dim}, /*keepdim=*/true);
@@ -149,7 +143,7 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &builder,
   // logits' = (softmax(logits) - one_hot(target)) * w per row, where w is
   // the row's loss gradient (grad, or grad / count for the mean over the
   // count of targets not ignored) and 0 for ignored targets.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), logits = getLogits(),
         target = getTarget();
   Type floatType = elementTypeOf(logits);

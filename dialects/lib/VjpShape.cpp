@@ -1,13 +1,9 @@
 //===- VjpShape.cpp - gradient rules of reductions and data movement ------===//
-#include "VjpBuilder.h"
+#include "slapo/Dialect/TensorBuilder.h"
 
 using namespace mlir;
 
 namespace slapo {
-using vjp::GradBuilder;
-using vjp::shapeOf;
-using vjp::singleResultGrad;
-using vjp::tensorType;
 
 //===----------------------------------------------------------------------===//
 // Reductions.
@@ -16,7 +12,7 @@ using vjp::tensorType;
 LogicalResult SumOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
   // Every summed element gets the gradient of its sum.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   RankedTensorType inputType = tensorType(getInput());
   Value grad =
       g.restoreReducedDims(singleResultGrad(resultGrads), inputType, getDims());
@@ -27,7 +23,7 @@ LogicalResult SumOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult MeanOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
   // The sum's rule, divided by the number of elements each mean averages.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   RankedTensorType inputType = tensorType(getInput());
   Value grad =
       g.restoreReducedDims(singleResultGrad(resultGrads), inputType, getDims());
@@ -44,7 +40,7 @@ LogicalResult MaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
   // amax: the gradient goes to the elements equal to the maximum, split
   // evenly among ties, as PyTorch's amax backward does.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value input = getInput();
   RankedTensorType inputType = tensorType(input);
   Value grad =
@@ -63,7 +59,7 @@ LogicalResult MaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult ReshapeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(
       g.reshape(singleResultGrad(resultGrads), shapeOf(getInput())));
   return success();
@@ -72,7 +68,7 @@ LogicalResult ReshapeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult PermuteOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   // The inverse permutation moves every dim back.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   ArrayRef<int64_t> permutation = getPermutation();
   SmallVector<int64_t> inverse(permutation.size());
   for (auto [resultDim, inputDim] : llvm::enumerate(permutation))
@@ -86,7 +82,7 @@ LogicalResult SliceOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   // The gradient lands at input positions start, start + step, ...; every
   // other position gets zero. With step > 1 the gradient is first spread
   // out: each element followed by step - 1 zeros.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads);
   RankedTensorType inputType = tensorType(getInput());
   int64_t dim = getDim(), start = getStart(), step = getStep();
@@ -123,7 +119,7 @@ LogicalResult SliceOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult ConcatOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // Each input gets its own stretch of the gradient.
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads);
   int64_t dim = getDim(), offset = 0;
   for (Value input : getInputs()) {
@@ -136,7 +132,7 @@ LogicalResult ConcatOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult BroadcastOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  GradBuilder g(builder, getLoc());
+  TensorBuilder g(builder, getLoc());
   operandGrads.push_back(
       g.sumToShape(singleResultGrad(resultGrads), tensorType(getInput())));
   return success();

@@ -6,12 +6,12 @@
 // operand broadcast from [3, 1] is summed over the leading dim and dim 2.
 // CHECK-LABEL: func.func @forward_backward
 // CHECK-SAME: -> (tensor<f32>, tensor<4xf32> {slapo.grad_of = @bias}, tensor<3x1xf32> {slapo.grad_of = @scale})
-// CHECK: %[[SEED:.*]] = slapo.constant dense<1.000000e+00> : tensor<f32>
-// CHECK: %[[SPREAD:.*]] = slapo.broadcast %{{.*}} : tensor<1x1x1xf32> -> tensor<2x3x4xf32>
-// CHECK-DAG: %[[DSCALE_FULL:.*]] = slapo.mul %{{.*}}, %{{.*}} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
-// CHECK-DAG: %[[DSCALE_SUM:.*]] = slapo.sum %[[DSCALE_FULL]] {dims = array<i64: 0, 2>, keepdim = false} : tensor<2x3x4xf32> -> tensor<3xf32>
-// CHECK-DAG: %[[DSCALE:.*]] = slapo.reshape %[[DSCALE_SUM]] : tensor<3xf32> -> tensor<3x1xf32>
-// CHECK-DAG: %[[DBIAS:.*]] = slapo.sum %{{.*}} {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x3x4xf32> -> tensor<4xf32>
+// CHECK: %[[SEED:.*]] = slapo.constant dense<1.000000e+00> : tensor<f32> {slapo.phase = "backward"}
+// CHECK: %[[SPREAD:.*]] = slapo.broadcast %{{.*}} {slapo.phase = "backward"} : tensor<1x1x1xf32> -> tensor<2x3x4xf32>
+// CHECK-DAG: %[[DSCALE_FULL:.*]] = slapo.mul %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+// CHECK-DAG: %[[DSCALE_SUM:.*]] = slapo.sum %[[DSCALE_FULL]] {dims = array<i64: 0, 2>, keepdim = false, slapo.phase = "backward"} : tensor<2x3x4xf32> -> tensor<3xf32>
+// CHECK-DAG: %[[DSCALE:.*]] = slapo.reshape %[[DSCALE_SUM]] {slapo.phase = "backward"} : tensor<3xf32> -> tensor<3x1xf32>
+// CHECK-DAG: %[[DBIAS:.*]] = slapo.sum %{{.*}} {dims = array<i64: 0, 1>, keepdim = false, slapo.phase = "backward"} : tensor<2x3x4xf32> -> tensor<4xf32>
 // CHECK: return %{{.*}}, %[[DBIAS]], %[[DSCALE]] : tensor<f32>, tensor<4xf32>, tensor<3x1xf32>
 module {
   slapo.param @bias : tensor<4xf32>
@@ -39,12 +39,12 @@ module {
 // CHECK: %[[SQUARE:.*]] = slapo.mul %[[W]], %[[W]]
 // CHECK: %[[W2:.*]] = slapo.get_param @tied : tensor<4xf32>
 // CHECK: slapo.mul %[[SQUARE]], %[[W2]]
-// CHECK: %[[D_SQUARE:.*]] = slapo.mul %{{.*}}, %[[W2]]
-// CHECK: %[[FROM_W2:.*]] = slapo.mul %{{.*}}, %[[SQUARE]]
-// CHECK: %[[LHS:.*]] = slapo.mul %[[D_SQUARE]], %[[W]]
-// CHECK: %[[RHS:.*]] = slapo.mul %[[D_SQUARE]], %[[W]]
-// CHECK: %[[BOTH:.*]] = slapo.add %[[LHS]], %[[RHS]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-// CHECK: %[[TIED:.*]] = slapo.add %[[FROM_W2]], %[[BOTH]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: %[[D_SQUARE:.*]] = slapo.mul %{{.*}}, %[[W2]] {slapo.phase = "backward"}
+// CHECK: %[[FROM_W2:.*]] = slapo.mul %{{.*}}, %[[SQUARE]] {slapo.phase = "backward"}
+// CHECK: %[[LHS:.*]] = slapo.mul %[[D_SQUARE]], %[[W]] {slapo.phase = "backward"}
+// CHECK: %[[RHS:.*]] = slapo.mul %[[D_SQUARE]], %[[W]] {slapo.phase = "backward"}
+// CHECK: %[[BOTH:.*]] = slapo.add %[[LHS]], %[[RHS]] {slapo.phase = "backward"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: %[[TIED:.*]] = slapo.add %[[FROM_W2]], %[[BOTH]] {slapo.phase = "backward"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
 // CHECK: return %{{.*}}, %[[TIED]] : tensor<f32>, tensor<4xf32>
 module {
   slapo.param @tied : tensor<4xf32> {aliases = ["head.weight"]}

@@ -41,27 +41,27 @@ module {
 // CHECK: %[[LOSS:.*]] = slapo.cross_entropy %[[LOGITS]], %[[T]]
 
 // cross_entropy: (softmax(logits) - one_hot(target)) * grad / count.
-// CHECK: %[[ONE:.*]] = slapo.constant dense<1.000000e+00> : tensor<f32>
-// CHECK: %[[KEPT:.*]] = slapo.compare <ne> %[[T]], %{{.*}} : (tensor<2xi64>, tensor<i64>) -> tensor<2xi1> loc(#[[LOSS_LOC:loc[0-9]*]])
-// CHECK: %[[P:.*]] = slapo.softmax %[[LOGITS]] {dim = 1 : i64} : tensor<2x3xf32> loc(#[[LOSS_LOC]])
-// CHECK: %[[HOT:.*]] = slapo.compare <eq> %{{.*}}, %{{.*}} : (tensor<2x1xi64>, tensor<3xi64>) -> tensor<2x3xi1>
-// CHECK: %[[DLOGITS:.*]] = slapo.mul %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32> loc(#[[LOSS_LOC]])
+// CHECK: %[[ONE:.*]] = slapo.constant dense<1.000000e+00> : tensor<f32> {slapo.phase = "backward"}
+// CHECK: %[[KEPT:.*]] = slapo.compare <ne> %[[T]], %{{.*}} {slapo.phase = "backward"} : (tensor<2xi64>, tensor<i64>) -> tensor<2xi1> loc(#[[LOSS_LOC:loc[0-9]*]])
+// CHECK: %[[P:.*]] = slapo.softmax %[[LOGITS]] {dim = 1 : i64, slapo.phase = "backward"} : tensor<2x3xf32> loc(#[[LOSS_LOC]])
+// CHECK: %[[HOT:.*]] = slapo.compare <eq> %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<2x1xi64>, tensor<3xi64>) -> tensor<2x3xi1>
+// CHECK: %[[DLOGITS:.*]] = slapo.mul %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32> loc(#[[LOSS_LOC]])
 
 // fc2 (no bias): only the weight gradient reaches a result; the gradient of
 // its input flows on into relu.
-// CHECK: %[[DR:.*]] = slapo.matmul %[[DLOGITS]], %[[W2]] : (tensor<2x3xf32>, tensor<3x8xf32>) -> tensor<2x8xf32> loc(#[[FC2_LOC:loc[0-9]*]])
-// CHECK: %[[DLOGITS_T:.*]] = slapo.permute %[[DLOGITS]] {permutation = array<i64: 1, 0>}
-// CHECK: %[[DW2:.*]] = slapo.matmul %[[DLOGITS_T]], %[[R]] : (tensor<3x2xf32>, tensor<2x8xf32>) -> tensor<3x8xf32> loc(#[[FC2_LOC]])
+// CHECK: %[[DR:.*]] = slapo.matmul %[[DLOGITS]], %[[W2]] {slapo.phase = "backward"} : (tensor<2x3xf32>, tensor<3x8xf32>) -> tensor<2x8xf32> loc(#[[FC2_LOC:loc[0-9]*]])
+// CHECK: %[[DLOGITS_T:.*]] = slapo.permute %[[DLOGITS]] {permutation = array<i64: 1, 0>, slapo.phase = "backward"}
+// CHECK: %[[DW2:.*]] = slapo.matmul %[[DLOGITS_T]], %[[R]] {slapo.phase = "backward"} : (tensor<3x2xf32>, tensor<2x8xf32>) -> tensor<3x8xf32> loc(#[[FC2_LOC]])
 
 // relu: the gradient passes where the output is positive.
-// CHECK: %[[POS:.*]] = slapo.compare <gt> %[[R]], %{{.*}} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xi1> loc(#[[ACT_LOC:loc[0-9]*]])
-// CHECK: %[[DH:.*]] = slapo.where %[[POS]], %[[DR]], %{{.*}} : (tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32> loc(#[[ACT_LOC]])
+// CHECK: %[[POS:.*]] = slapo.compare <gt> %[[R]], %{{.*}} {slapo.phase = "backward"} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xi1> loc(#[[ACT_LOC:loc[0-9]*]])
+// CHECK: %[[DH:.*]] = slapo.where %[[POS]], %[[DR]], %{{.*}} {slapo.phase = "backward"} : (tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32> loc(#[[ACT_LOC]])
 
 // fc1: weight and bias gradients; the gradient of the input x is not built.
 // CHECK-NOT: slapo.matmul %[[DH]], %[[W1]]
-// CHECK: %[[DH_T:.*]] = slapo.permute %[[DH]] {permutation = array<i64: 1, 0>}
-// CHECK: %[[DW1:.*]] = slapo.matmul %[[DH_T]], %[[X]] : (tensor<8x2xf32>, tensor<2x4xf32>) -> tensor<8x4xf32> loc(#[[FC1_LOC:loc[0-9]*]])
-// CHECK: %[[DB1:.*]] = slapo.sum %[[DH]] {dims = array<i64: 0>, keepdim = false} : tensor<2x8xf32> -> tensor<8xf32> loc(#[[FC1_LOC]])
+// CHECK: %[[DH_T:.*]] = slapo.permute %[[DH]] {permutation = array<i64: 1, 0>, slapo.phase = "backward"}
+// CHECK: %[[DW1:.*]] = slapo.matmul %[[DH_T]], %[[X]] {slapo.phase = "backward"} : (tensor<8x2xf32>, tensor<2x4xf32>) -> tensor<8x4xf32> loc(#[[FC1_LOC:loc[0-9]*]])
+// CHECK: %[[DB1:.*]] = slapo.sum %[[DH]] {dims = array<i64: 0>, keepdim = false, slapo.phase = "backward"} : tensor<2x8xf32> -> tensor<8xf32> loc(#[[FC1_LOC]])
 // CHECK: return %[[LOSS]], %[[DW1]], %[[DB1]], %[[DW2]] : tensor<f32>, tensor<8x4xf32>, tensor<8xf32>, tensor<3x8xf32>
 
 // CHECK-DAG: #[[SRC:loc[0-9]*]] = loc("model.py":7:0)

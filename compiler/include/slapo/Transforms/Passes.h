@@ -19,8 +19,25 @@ constexpr llvm::StringLiteral kGradOfAttrName = "slapo.grad_of";
 /// The function the autodiff pass adds next to @forward.
 constexpr llvm::StringLiteral kForwardBackwardName = "forward_backward";
 
+/// The function slapo-optimizer adds: one whole training step.
+constexpr llvm::StringLiteral kTrainStepName = "train_step";
+
+/// Attribute naming the phase of the step an op belongs to: "backward" (set
+/// by slapo-autodiff) or "optimizer" (set by slapo-optimizer); ops without it
+/// are the forward. Code generation emits one function per phase.
+constexpr llvm::StringLiteral kPhaseAttrName = "slapo.phase";
+
+/// Attributes of the memory plan (slapo-plan-memory): the arena offset of a
+/// persistent symbol or argument, the offsets of an op's results, and the
+/// module's summary.
+constexpr llvm::StringLiteral kOffsetAttrName = "slapo.offset";
+constexpr llvm::StringLiteral kOffsetsAttrName = "slapo.offsets";
+constexpr llvm::StringLiteral kMemoryAttrName = "slapo.memory";
+
 /// See Passes.td.
 std::unique_ptr<mlir::Pass> createAutodiffPass();
+std::unique_ptr<mlir::Pass> createOptimizerPass();
+std::unique_ptr<mlir::Pass> createPlanMemoryPass();
 
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION

@@ -10,6 +10,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 #include "slapo/Dialect/SlapoDialect.h"
 #include "slapo/Dialect/SlapoInterfaces.h"
 #include "slapo/Dialect/SlapoEnums.h.inc"
@@ -29,6 +31,12 @@ constexpr llvm::StringLiteral kWeightsAttrName = "slapo.weights";
 /// broadcast.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+
+/// The number of rows of the smallest table the integer `value` indexes
+/// (embedding rows, cross-entropy classes), following it through ops that
+/// only move or reshape data; none if it indexes no table. Valid values of
+/// such an input lie in [0, rows).
+std::optional<int64_t> getSmallestIndexedTable(mlir::Value value);
 } // namespace slapo
 
 #endif // SLAPO_DIALECT_SLAPOOPS_H

@@ -343,4 +343,95 @@ def Slapo_BroadcastOp : Slapo_Op<"broadcast", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer state and updates (built by slapo-optimizer).
+//===----------------------------------------------------------------------===//
+
+def Slapo_OptimizerStateOp : Slapo_Op<"optimizer_state",
+    [Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a tensor of optimizer state belonging to one parameter";
+  let description = [{
+    AdamW's moments or SGD's momentum buffer of the parameter `of`: fp32 with
+    the parameter's shape, zero before the first step, saved in checkpoints
+    under its name (`<param>.exp_avg`, as PyTorch's optimizer state names).
+
+    ```mlir
+    slapo.optimizer_state @"fc1.weight.exp_avg" of @"fc1.weight" : tensor<32x16xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$of,
+                       Slapo_TypeAttrOf<StaticShapeTensorOf<[F32]>>:$type);
+  let assemblyFormat = "$sym_name `of` $of `:` $type attr-dict";
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return getType().cast<::mlir::RankedTensorType>();
+    }
+  }];
+}
+
+def Slapo_ParamGradOp : Slapo_Op<"param_grad",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "marks the finished gradient of one trained parameter";
+  let description = [{
+    Says that `grad` is d(loss)/d(param), complete (before clipping): the
+    point after backward where the rank program can read it (`--save-grads`,
+    `slapoc --verify`) and where data parallelism reduces it across ranks.
+    It has no effect on values, and is not Pure so that it stays.
+
+    ```mlir
+    slapo.param_grad @"fc1.weight", %g : tensor<32x16xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param,
+                       StaticShapeTensorOf<[F32]>:$grad);
+  let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
+}
+
+// The scalar operands of updates, implied by the assembly format.
+def Slapo_F64Scalar : 0DTensorOf<[F64]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF64Type())";
+}
+def Slapo_I64Scalar : 0DTensorOf<[I64]> {
+  let builderCall =
+      "::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))";
+}
+
+// Updates write their parameter and state in place: they have no results and
+// are not Pure, so they stay in program order after every read of the
+// parameter they update.
+class Slapo_UpdateOp<string mnemonic>
+    : Slapo_Op<mnemonic, [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let hasVerifier = 1;
+}
+
+def Slapo_SgdUpdateOp : Slapo_UpdateOp<"sgd_update"> {
+  let summary = "torch.optim.SGD's update of one parameter";
+  let description = [{
+    `g = grad + weight_decay * param; buf = momentum * buf + g; param -= lr *
+    buf` (without `momentum_buffer`: `param -= lr * g`). `lr` is 0-d f64.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param,
+                       StaticShapeTensorOf<[F32]>:$grad,
+                       Slapo_F64Scalar:$lr,
+                       OptionalAttr<FlatSymbolRefAttr>:$momentum_buffer,
+                       F64Attr:$momentum, F64Attr:$weight_decay);
+  let assemblyFormat = "$param `,` $grad `,` $lr attr-dict `:` type($grad)";
+}
+
+def Slapo_AdamwUpdateOp : Slapo_UpdateOp<"adamw_update"> {
+  let summary = "torch.optim.AdamW's update of one parameter";
+  let description = [{
+    With PyTorch's formulas and order of operations; `step` is the 1-based
+    step number (0-d i64) for the bias corrections, `lr` is 0-d f64.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param,
+                       StaticShapeTensorOf<[F32]>:$grad,
+                       Slapo_F64Scalar:$lr, Slapo_I64Scalar:$step,
+                       FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay);
+  let assemblyFormat =
+      "$param `,` $grad `,` $lr `,` $step attr-dict `:` type($grad)";
+}
+
 #endif // SLAPO_OPS

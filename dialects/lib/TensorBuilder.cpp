@@ -1,5 +1,5 @@
-//===- VjpBuilder.cpp - building blocks of the vector-Jacobian rules ------===//
-#include "VjpBuilder.h"
+//===- TensorBuilder.cpp - slapo ops written as tensor formulas -----------===//
+#include "slapo/Dialect/TensorBuilder.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -8,7 +8,7 @@
 
 using namespace mlir;
 
-namespace slapo::vjp {
+namespace slapo {
 
 int64_t product(ArrayRef<int64_t> sizes) {
   return std::accumulate(sizes.begin(), sizes.end(), int64_t(1),
@@ -19,35 +19,42 @@ static RankedTensorType withShape(Value like, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, elementTypeOf(like));
 }
 
-template <typename OpT> Value GradBuilder::broadcasting(Value lhs, Value rhs) {
+template <typename OpT> Value TensorBuilder::broadcasting(Value lhs, Value rhs) {
   FailureOr<SmallVector<int64_t>> shape =
       broadcastShapes(shapeOf(lhs), shapeOf(rhs));
-  assert(succeeded(shape) && "gradient rule combines shapes that do not "
+  assert(succeeded(shape) && "formula combines shapes that do not "
                              "broadcast");
   return builder.create<OpT>(loc, withShape(lhs, *shape), lhs, rhs);
 }
 
-Value GradBuilder::add(Value lhs, Value rhs) {
+Value TensorBuilder::add(Value lhs, Value rhs) {
   return broadcasting<AddOp>(lhs, rhs);
 }
-Value GradBuilder::sub(Value lhs, Value rhs) {
+Value TensorBuilder::sub(Value lhs, Value rhs) {
   return broadcasting<SubOp>(lhs, rhs);
 }
-Value GradBuilder::mul(Value lhs, Value rhs) {
+Value TensorBuilder::mul(Value lhs, Value rhs) {
   return broadcasting<MulOp>(lhs, rhs);
 }
-Value GradBuilder::div(Value lhs, Value rhs) {
+Value TensorBuilder::div(Value lhs, Value rhs) {
   return broadcasting<DivOp>(lhs, rhs);
 }
-Value GradBuilder::pow(Value lhs, Value rhs) {
+Value TensorBuilder::pow(Value lhs, Value rhs) {
   return broadcasting<PowOp>(lhs, rhs);
 }
 
-Value GradBuilder::scale(Value value, double factor) {
+Value TensorBuilder::maximum(Value lhs, Value rhs) {
+  return broadcasting<MaximumOp>(lhs, rhs);
+}
+Value TensorBuilder::minimum(Value lhs, Value rhs) {
+  return broadcasting<MinimumOp>(lhs, rhs);
+}
+
+Value TensorBuilder::scale(Value value, double factor) {
   return mul(value, scalarLike(factor, value));
 }
 
-Value GradBuilder::compare(ComparePredicate predicate, Value lhs, Value rhs) {
+Value TensorBuilder::compare(ComparePredicate predicate, Value lhs, Value rhs) {
   FailureOr<SmallVector<int64_t>> shape =
       broadcastShapes(shapeOf(lhs), shapeOf(rhs));
   assert(succeeded(shape) && "comparison of shapes that do not broadcast");
@@ -55,7 +62,7 @@ Value GradBuilder::compare(ComparePredicate predicate, Value lhs, Value rhs) {
   return builder.create<CompareOp>(loc, type, predicate, lhs, rhs);
 }
 
-Value GradBuilder::where(Value condition, Value onTrue, Value onFalse) {
+Value TensorBuilder::where(Value condition, Value onTrue, Value onFalse) {
   FailureOr<SmallVector<int64_t>> shape =
       broadcastShapes(shapeOf(onTrue), shapeOf(onFalse));
   if (succeeded(shape))
@@ -65,28 +72,28 @@ Value GradBuilder::where(Value condition, Value onTrue, Value onFalse) {
                                  onTrue, onFalse);
 }
 
-Value GradBuilder::cast(Value input, Type elementType) {
+Value TensorBuilder::cast(Value input, Type elementType) {
   if (elementTypeOf(input) == elementType)
     return input;
   return builder.create<CastOp>(
       loc, RankedTensorType::get(shapeOf(input), elementType), input);
 }
 
-Value GradBuilder::scalar(double value, Type elementType) {
+Value TensorBuilder::scalar(double value, Type elementType) {
   auto type = RankedTensorType::get({}, elementType);
   return builder.create<ConstantOp>(
       loc,
       DenseElementsAttr::get(type, builder.getFloatAttr(elementType, value)));
 }
 
-Value GradBuilder::integerScalar(int64_t value, Type elementType) {
+Value TensorBuilder::integerScalar(int64_t value, Type elementType) {
   auto type = RankedTensorType::get({}, elementType);
   return builder.create<ConstantOp>(
       loc,
       DenseElementsAttr::get(type, builder.getIntegerAttr(elementType, value)));
 }
 
-Value GradBuilder::zeros(RankedTensorType type) {
+Value TensorBuilder::zeros(RankedTensorType type) {
   Type elementType = type.getElementType();
   Attribute zero = elementType.isa<FloatType>()
                        ? Attribute(builder.getFloatAttr(elementType, 0.0))
@@ -94,20 +101,20 @@ Value GradBuilder::zeros(RankedTensorType type) {
   return builder.create<ConstantOp>(loc, DenseElementsAttr::get(type, zero));
 }
 
-Value GradBuilder::zerosWithDim(RankedTensorType type, int64_t dim,
+Value TensorBuilder::zerosWithDim(RankedTensorType type, int64_t dim,
                                 int64_t size) {
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size;
   return zeros(RankedTensorType::get(shape, type.getElementType()));
 }
 
-Value GradBuilder::arange(int64_t size, Type elementType) {
+Value TensorBuilder::arange(int64_t size, Type elementType) {
   return builder.create<ArangeOp>(
       loc, RankedTensorType::get({size}, elementType),
       builder.getF64FloatAttr(0), builder.getF64FloatAttr(1));
 }
 
-Value GradBuilder::oneHot(Value indices, int64_t classes, Type elementType) {
+Value TensorBuilder::oneHot(Value indices, int64_t classes, Type elementType) {
   // indices[..., None] == arange(classes), broadcasting to [..., classes].
   SmallVector<int64_t> column(shapeOf(indices));
   column.push_back(1);
@@ -130,21 +137,21 @@ static RankedTensorType reducedType(Value input, ArrayRef<int64_t> dims,
 }
 
 // An empty dims list reduces nothing in slapo (unlike PyTorch's dim=[]).
-Value GradBuilder::sum(Value input, ArrayRef<int64_t> dims, bool keepdim) {
+Value TensorBuilder::sum(Value input, ArrayRef<int64_t> dims, bool keepdim) {
   if (dims.empty())
     return input;
   return builder.create<SumOp>(loc, reducedType(input, dims, keepdim), input,
                                dims, keepdim);
 }
 
-Value GradBuilder::mean(Value input, ArrayRef<int64_t> dims, bool keepdim) {
+Value TensorBuilder::mean(Value input, ArrayRef<int64_t> dims, bool keepdim) {
   if (dims.empty())
     return input;
   return builder.create<MeanOp>(loc, reducedType(input, dims, keepdim), input,
                                 dims, keepdim);
 }
 
-Value GradBuilder::matmul(Value lhs, Value rhs) {
+Value TensorBuilder::matmul(Value lhs, Value rhs) {
   ArrayRef<int64_t> lhsShape = shapeOf(lhs), rhsShape = shapeOf(rhs);
   FailureOr<SmallVector<int64_t>> shape =
       broadcastShapes(lhsShape.drop_back(2), rhsShape.drop_back(2));
@@ -153,13 +160,13 @@ Value GradBuilder::matmul(Value lhs, Value rhs) {
   return builder.create<MatmulOp>(loc, withShape(lhs, *shape), lhs, rhs);
 }
 
-Value GradBuilder::reshape(Value input, ArrayRef<int64_t> shape) {
+Value TensorBuilder::reshape(Value input, ArrayRef<int64_t> shape) {
   if (shapeOf(input) == shape)
     return input;
   return builder.create<ReshapeOp>(loc, withShape(input, shape), input);
 }
 
-Value GradBuilder::permute(Value input, ArrayRef<int64_t> permutation) {
+Value TensorBuilder::permute(Value input, ArrayRef<int64_t> permutation) {
   SmallVector<int64_t> shape;
   for (int64_t dim : permutation)
     shape.push_back(shapeOf(input)[dim]);
@@ -167,14 +174,14 @@ Value GradBuilder::permute(Value input, ArrayRef<int64_t> permutation) {
                                    permutation);
 }
 
-Value GradBuilder::transpose(Value input) {
+Value TensorBuilder::transpose(Value input) {
   SmallVector<int64_t> permutation =
       llvm::to_vector(llvm::seq<int64_t>(0, tensorType(input).getRank()));
   std::swap(permutation.end()[-1], permutation.end()[-2]);
   return permute(input, permutation);
 }
 
-Value GradBuilder::slice(Value input, int64_t dim, int64_t start, int64_t end,
+Value TensorBuilder::slice(Value input, int64_t dim, int64_t start, int64_t end,
                          int64_t step) {
   SmallVector<int64_t> shape(shapeOf(input));
   shape[dim] = start == end ? 0 : (end - start - 1) / step + 1;
@@ -182,7 +189,7 @@ Value GradBuilder::slice(Value input, int64_t dim, int64_t start, int64_t end,
                                  start, end, step);
 }
 
-Value GradBuilder::concat(ValueRange inputs, int64_t dim) {
+Value TensorBuilder::concat(ValueRange inputs, int64_t dim) {
   if (inputs.size() == 1)
     return inputs.front();
   SmallVector<int64_t> shape(shapeOf(inputs.front()));
@@ -193,13 +200,13 @@ Value GradBuilder::concat(ValueRange inputs, int64_t dim) {
                                   dim);
 }
 
-Value GradBuilder::broadcastTo(Value input, ArrayRef<int64_t> shape) {
+Value TensorBuilder::broadcastTo(Value input, ArrayRef<int64_t> shape) {
   if (shapeOf(input) == shape)
     return input;
   return builder.create<BroadcastOp>(loc, withShape(input, shape), input);
 }
 
-Value GradBuilder::sumToShape(Value grad, RankedTensorType type) {
+Value TensorBuilder::sumToShape(Value grad, RankedTensorType type) {
   ArrayRef<int64_t> from = shapeOf(grad), to = type.getShape();
   if (from == to)
     return grad;
@@ -212,7 +219,7 @@ Value GradBuilder::sumToShape(Value grad, RankedTensorType type) {
   return reshape(sum(grad, dims, /*keepdim=*/false), to);
 }
 
-Value GradBuilder::restoreReducedDims(Value grad, RankedTensorType inputType,
+Value TensorBuilder::restoreReducedDims(Value grad, RankedTensorType inputType,
                                       ArrayRef<int64_t> dims) {
   SmallVector<int64_t> shape(inputType.getShape());
   for (int64_t dim : dims)
@@ -220,4 +227,4 @@ Value GradBuilder::restoreReducedDims(Value grad, RankedTensorType inputType,
   return reshape(grad, shape);
 }
 
-} // namespace slapo::vjp
+} // namespace slapo

@@ -1,13 +1,14 @@
-//===- VjpBuilder.h - building blocks of gradient rules ---------*- C++ -*-===//
+//===- TensorBuilder.h - slapo ops written as tensor formulas ---*- C++ -*-===//
 //
-// The gradient rules (Vjp*.cpp) are written as tensor formulas over slapo
-// ops. GradBuilder builds those ops at one location (the forward op's, so the
-// module path carries over to the backward) and works out their static result
-// types, so that a rule reads like the formula it implements.
+// Gradient rules (Vjp*.cpp) and the passes that add computation (the
+// optimizer) are written as tensor formulas over slapo ops. TensorBuilder
+// builds those ops at one location (a rule uses its forward op's, so the
+// module path carries over to the backward) and works out their static
+// result types, so that the code reads like the formula it implements.
 //
 //===----------------------------------------------------------------------===//
-#ifndef SLAPO_DIALECT_LIB_VJPBUILDER_H
-#define SLAPO_DIALECT_LIB_VJPBUILDER_H
+#ifndef SLAPO_DIALECT_TENSORBUILDER_H
+#define SLAPO_DIALECT_TENSORBUILDER_H
 
 #include "slapo/Dialect/SlapoOps.h"
 
@@ -15,7 +16,7 @@
 
 #include <cassert>
 
-namespace slapo::vjp {
+namespace slapo {
 
 /// The ranked tensor type of `value`.
 inline mlir::RankedTensorType tensorType(mlir::Value value) {
@@ -39,9 +40,9 @@ inline mlir::Value singleResultGrad(mlir::ValueRange resultGrads) {
 /// The number of elements of a shape.
 int64_t product(llvm::ArrayRef<int64_t> sizes);
 
-class GradBuilder {
+class TensorBuilder {
 public:
-  GradBuilder(mlir::OpBuilder &builder, mlir::Location loc)
+  TensorBuilder(mlir::OpBuilder &builder, mlir::Location loc)
       : builder(builder), loc(loc) {}
 
   // Elementwise, broadcasting like PyTorch; the result has `lhs`'s element
@@ -51,6 +52,8 @@ public:
   mlir::Value mul(mlir::Value lhs, mlir::Value rhs);
   mlir::Value div(mlir::Value lhs, mlir::Value rhs);
   mlir::Value pow(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value maximum(mlir::Value lhs, mlir::Value rhs);
+  mlir::Value minimum(mlir::Value lhs, mlir::Value rhs);
   /// `value` times the scalar `factor`, in `value`'s element type.
   mlir::Value scale(mlir::Value value, double factor);
   mlir::Value compare(ComparePredicate predicate, mlir::Value lhs,
@@ -124,6 +127,6 @@ private:
   mlir::Location loc;
 };
 
-} // namespace slapo::vjp
+} // namespace slapo
 
-#endif // SLAPO_DIALECT_LIB_VJPBUILDER_H
+#endif // SLAPO_DIALECT_TENSORBUILDER_H

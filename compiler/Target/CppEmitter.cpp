@@ -1,0 +1,638 @@
+//===- CppEmitter.cpp - a rank's training step as C++ ---------------------===//
+//
+// The generated code is meant to be read: each tensor is a named view at its
+// planned arena offset, declared where a phase first uses it, and each kernel
+// call is preceded by the module path it comes from. Identifiers are built
+// from a value's number and the op's name only; model names (parameters,
+// inputs, module paths) are data, escaped by quoteForCpp.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Target/CppEmitter.h"
+
+#include "slapo/Dialect/ModulePath.h"
+#include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/xxhash.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace slapo {
+
+std::string quoteForCpp(StringRef text) {
+  std::string quoted = "\"";
+  for (unsigned char c : text) {
+    if (llvm::isAlnum(c) || StringRef("._/-: ").contains(c)) {
+      quoted += c;
+      continue;
+    }
+    quoted += '\\';
+    quoted += char('0' + ((c >> 6) & 7));
+    quoted += char('0' + ((c >> 3) & 7));
+    quoted += char('0' + (c & 7));
+  }
+  return quoted + "\"";
+}
+
+namespace {
+
+/// The runtime's DType enumerator of an element type.
+FailureOr<StringRef> getDType(Type elementType) {
+  if (elementType.isF32())
+    return StringRef("DType::F32");
+  if (elementType.isF64())
+    return StringRef("DType::F64");
+  if (elementType.isBF16())
+    return StringRef("DType::BF16");
+  if (elementType.isF16())
+    return StringRef("DType::F16");
+  if (elementType.isInteger(1))
+    return StringRef("DType::Bool");
+  if (elementType.isInteger(8))
+    return StringRef("DType::I8");
+  if (elementType.isInteger(32))
+    return StringRef("DType::I32");
+  if (elementType.isInteger(64))
+    return StringRef("DType::I64");
+  return failure();
+}
+
+/// "{8, 32}", the brace-initializer of a runtime Shape.
+std::string shapeInitializer(ArrayRef<int64_t> shape) {
+  std::string text = "{";
+  for (auto [i, size] : llvm::enumerate(shape))
+    text += (i ? ", " : "") + std::to_string(size);
+  return text + "}";
+}
+
+/// An exactly-representable C++ double literal.
+std::string doubleLiteral(double value) {
+  if (std::isnan(value))
+    return "std::numeric_limits<double>::quiet_NaN()";
+  if (std::isinf(value))
+    return value > 0 ? "std::numeric_limits<double>::infinity()"
+                     : "-std::numeric_limits<double>::infinity()";
+  return llvm::formatv("{0}", llvm::format("%.17g", value)).str();
+}
+
+/// "Eq" for "eq": enumerators of the runtime are capitalized.
+std::string capitalize(StringRef name) {
+  std::string text = name.str();
+  if (!text.empty())
+    text[0] = llvm::toUpper(text[0]);
+  return text;
+}
+
+/// A bitmask of dims, bit d for dim d, as Kernels.h's reduce takes.
+uint32_t dimMask(ArrayRef<int64_t> dims) {
+  uint32_t mask = 0;
+  for (int64_t dim : dims)
+    mask |= 1u << dim;
+  return mask;
+}
+
+enum class Phase { Forward, Backward, Optimizer };
+
+Phase getPhase(Operation *op) {
+  auto phase = op->getAttrOfType<StringAttr>(kPhaseAttrName);
+  if (!phase)
+    return Phase::Forward;
+  return phase.getValue() == "backward" ? Phase::Backward : Phase::Optimizer;
+}
+
+class Emitter {
+public:
+  Emitter(ModuleOp module, func::FuncOp step, const RankProgramInfo &info,
+          raw_ostream &os)
+      : module(module), step(step), info(info), os(os) {}
+  LogicalResult emit();
+
+private:
+  LogicalResult nameValues();
+  LogicalResult emitConstants();
+  LogicalResult emitPhase(StringRef name, Phase phase);
+  LogicalResult emitOp(Operation *op);
+  /// The call of `op`'s kernel, without the trailing ";".
+  FailureOr<std::string> getKernelCall(Operation *op);
+  /// The view of `value`, declared in the current function first if needed.
+  std::string use(Value value);
+  std::string declareView(StringRef name, Type type, int64_t offset);
+  void emitTables();
+
+  ModuleOp module;
+  func::FuncOp step;
+  const RankProgramInfo &info;
+  raw_ostream &os;
+  DenseMap<Value, std::string> names;
+  DenseMap<Value, int64_t> offsets;
+  /// Values already declared in the function being written.
+  DenseSet<Value> declared;
+  DenseSet<StringAttr> declaredSymbols;
+  /// Declarations the current op needs, written before its call.
+  std::string pendingViews;
+  /// Non-splat constant data, written before the functions.
+  std::string constantData;
+  /// Symbols' offsets and the step's persistent slots.
+  DenseMap<StringAttr, int64_t> symbolOffsets;
+};
+
+std::string Emitter::declareView(StringRef name, Type type, int64_t offset) {
+  auto tensor = type.cast<RankedTensorType>();
+  return llvm::formatv("  const Tensor {0} = view(arena, {1}, {2}, {3});\n",
+                       name, offset, *getDType(tensor.getElementType()),
+                       shapeInitializer(tensor.getShape()))
+      .str();
+}
+
+std::string Emitter::use(Value value) {
+  if (declared.insert(value).second)
+    pendingViews += declareView(names[value], value.getType(), offsets[value]);
+  return names[value];
+}
+
+LogicalResult Emitter::nameValues() {
+  Block &block = step.getBody().front();
+  for (BlockArgument arg : block.getArguments()) {
+    if (failed(getDType(arg.getType().cast<RankedTensorType>().getElementType())))
+      return step.emitError("code generation: argument #")
+             << arg.getArgNumber() << " has an unsupported element type";
+    names[arg] = "arg" + std::to_string(arg.getArgNumber());
+    offsets[arg] =
+        step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttrName)
+            .getInt();
+  }
+  int64_t counter = 0;
+  for (Operation &op : block) {
+    auto planned = op.getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttrName);
+    if (op.getNumResults() && !planned)
+      return op.emitError("code generation: the op has no memory plan (run "
+                          "slapo-plan-memory)");
+    for (auto [i, result] : llvm::enumerate(op.getResults())) {
+      if (failed(getDType(
+              result.getType().cast<RankedTensorType>().getElementType())))
+        return op.emitError("code generation: unsupported element type ")
+               << result.getType();
+      std::string stem = op.getName().stripDialect().str();
+      names[result] = llvm::formatv("t{0}_{1}", counter++, stem).str();
+      offsets[result] = planned[i];
+    }
+  }
+  for (Operation &op : module.getBody()->getOperations())
+    if (auto offset = op.getAttrOfType<IntegerAttr>(kOffsetAttrName))
+      symbolOffsets[SymbolTable::getSymbolName(&op)] = offset.getInt();
+  return success();
+}
+
+LogicalResult Emitter::emitConstants() {
+  std::string body;
+  int64_t index = 0;
+  for (auto constant : step.getBody().front().getOps<ConstantOp>()) {
+    auto dense = constant.getValue().dyn_cast<DenseElementsAttr>();
+    if (!dense)
+      return constant.emitError("code generation: only dense constants are "
+                                "supported");
+    Value result = constant.getResult();
+    body += declareView(names[result], result.getType(), offsets[result]);
+    Type elementType = dense.getElementType();
+    if (dense.isSplat()) {
+      double value;
+      if (auto floatType = elementType.dyn_cast<FloatType>())
+        value = dense.getSplatValue<APFloat>().convertToDouble();
+      else
+        value = double(dense.getSplatValue<APInt>().getSExtValue());
+      bool exact = elementType.isa<FloatType>() ||
+                   int64_t(value) == dense.getSplatValue<APInt>().getSExtValue();
+      if (exact) {
+        body += llvm::formatv("  cpu::fill(ctx, {0}, {1});\n", names[result],
+                              doubleLiteral(value));
+        continue;
+      }
+    }
+    // The bytes as the runtime lays them out: little-endian elements, bools
+    // as one byte each.
+    std::vector<uint8_t> bytes;
+    if (elementType.isInteger(1)) {
+      for (bool value : dense.getValues<bool>())
+        bytes.push_back(value);
+    } else {
+      int64_t width = elementType.getIntOrFloatBitWidth() / 8;
+      for (APInt value : dense.getValues<APInt>())
+        for (int64_t b = 0; b < width; ++b)
+          bytes.push_back(value.extractBitsAsZExtValue(8, 8 * b));
+    }
+    std::string name = "kConstant" + std::to_string(index++);
+    constantData += "alignas(64) const uint8_t " + name + "[] = {";
+    for (auto [i, byte] : llvm::enumerate(bytes))
+      constantData += (i % 16 ? " " : "\n    ") + std::to_string(byte) + ",";
+    constantData += "\n};\n";
+    body += llvm::formatv("  cpu::copyFrom(ctx, {0}, {1});\n", names[result],
+                          name);
+  }
+  os << constantData << "\n";
+  os << "/// The step's constants, written once into their arena slots.\n"
+        "void initialize(Context &ctx, uint8_t *arena) {\n"
+     << body << "}\n\n";
+  return success();
+}
+
+FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
+  auto out = [&]() { return use(op->getResult(0)); };
+  auto optional = [&](Value value) {
+    return value ? use(value) : std::string("Tensor()");
+  };
+  auto unary = [&](StringRef kind) -> std::string {
+    return llvm::formatv("cpu::unary(ctx, cpu::UnaryKind::{0}, {1}, {2})",
+                         kind, use(op->getOperand(0)), out());
+  };
+  auto binary = [&](StringRef kind) -> std::string {
+    return llvm::formatv("cpu::binary(ctx, cpu::BinaryKind::{0}, {1}, {2}, {3})",
+                         kind, use(op->getOperand(0)), use(op->getOperand(1)),
+                         out());
+  };
+  auto reduce = [&](StringRef kind, ArrayRef<int64_t> dims) -> std::string {
+    return llvm::formatv("cpu::reduce(ctx, cpu::ReduceKind::{0}, {1}, {2}, "
+                         "{3}u)",
+                         kind, use(op->getOperand(0)), out(), dimMask(dims));
+  };
+  // Parameters and optimizer state are named after their offset, the one
+  // identifier of a symbol that no model name can influence.
+  auto symbolView = [&](FlatSymbolRefAttr symbol, Type type) {
+    int64_t offset = symbolOffsets.lookup(symbol.getAttr());
+    std::string name = "s" + std::to_string(offset);
+    if (declaredSymbols.insert(symbol.getAttr()).second)
+      pendingViews += declareView(name, type, offset);
+    return name;
+  };
+  using Call = FailureOr<std::string>;
+  return llvm::TypeSwitch<Operation *, Call>(op)
+      .Case([&](NegOp) { return unary("Neg"); })
+      .Case([&](AbsOp) { return unary("Abs"); })
+      .Case([&](ExpOp) { return unary("Exp"); })
+      .Case([&](LogOp) { return unary("Log"); })
+      .Case([&](SqrtOp) { return unary("Sqrt"); })
+      .Case([&](RsqrtOp) { return unary("Rsqrt"); })
+      .Case([&](TanhOp) { return unary("Tanh"); })
+      .Case([&](SigmoidOp) { return unary("Sigmoid"); })
+      .Case([&](ReluOp) { return unary("Relu"); })
+      .Case([&](SiluOp) { return unary("Silu"); })
+      .Case([&](SinOp) { return unary("Sin"); })
+      .Case([&](CosOp) { return unary("Cos"); })
+      .Case([&](GeluOp gelu) {
+        return unary(gelu.getApproximation() == GeluApproximation::tanh
+                         ? "GeluTanh"
+                         : "GeluErf");
+      })
+      .Case([&](CastOp) -> Call {
+        return llvm::formatv("cpu::cast(ctx, {0}, {1})",
+                             use(op->getOperand(0)), out())
+            .str();
+      })
+      .Case([&](AddOp) { return binary("Add"); })
+      .Case([&](SubOp) { return binary("Sub"); })
+      .Case([&](MulOp) { return binary("Mul"); })
+      .Case([&](DivOp) { return binary("Div"); })
+      .Case([&](PowOp) { return binary("Pow"); })
+      .Case([&](MaximumOp) { return binary("Maximum"); })
+      .Case([&](MinimumOp) { return binary("Minimum"); })
+      .Case([&](CompareOp compare) -> Call {
+        return llvm::formatv(
+                   "cpu::compare(ctx, cpu::CompareKind::{0}, {1}, {2}, {3})",
+                   capitalize(stringifyComparePredicate(compare.getPredicate())),
+                   use(compare.getLhs()), use(compare.getRhs()), out())
+            .str();
+      })
+      .Case([&](WhereOp where) -> Call {
+        return llvm::formatv("cpu::where(ctx, {0}, {1}, {2}, {3})",
+                             use(where.getCondition()), use(where.getOnTrue()),
+                             use(where.getOnFalse()), out())
+            .str();
+      })
+      .Case([&](TriangularOp tri) -> Call {
+        return llvm::formatv("cpu::triangular(ctx, {0}, {1}, {2}, {3})",
+                             use(tri.getInput()), out(),
+                             tri.getLower() ? "true" : "false",
+                             int64_t(tri.getDiagonal()))
+            .str();
+      })
+      .Case([&](ArangeOp arange) -> Call {
+        return llvm::formatv("cpu::arange(ctx, {0}, {1}, {2})", out(),
+                             doubleLiteral(arange.getStart().convertToDouble()),
+                             doubleLiteral(arange.getStep().convertToDouble()))
+            .str();
+      })
+      .Case([&](LinearOp linear) -> Call {
+        return llvm::formatv("cpu::linear(ctx, {0}, {1}, {2}, {3})",
+                             use(linear.getInput()), use(linear.getWeight()),
+                             optional(linear.getBias()), out())
+            .str();
+      })
+      .Case([&](MatmulOp matmul) -> Call {
+        return llvm::formatv("cpu::matmul(ctx, {0}, {1}, {2})",
+                             use(matmul.getLhs()), use(matmul.getRhs()), out())
+            .str();
+      })
+      .Case([&](EmbeddingOp embedding) -> Call {
+        return llvm::formatv("cpu::embedding(ctx, {0}, {1}, {2})",
+                             use(embedding.getWeight()),
+                             use(embedding.getIndices()), out())
+            .str();
+      })
+      .Case([&](LayerNormOp norm) -> Call {
+        return llvm::formatv("cpu::layerNorm(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
+                             use(norm.getInput()), optional(norm.getWeight()),
+                             optional(norm.getBias()), out(),
+                             int64_t(norm.getNormalizedRank()),
+                             doubleLiteral(norm.getEps().convertToDouble()))
+            .str();
+      })
+      .Case([&](SoftmaxOp softmax) -> Call {
+        return llvm::formatv("cpu::softmax(ctx, {0}, {1}, {2})",
+                             use(softmax.getInput()), out(),
+                             int64_t(softmax.getDim()))
+            .str();
+      })
+      .Case([&](LogSoftmaxOp softmax) -> Call {
+        return llvm::formatv("cpu::logSoftmax(ctx, {0}, {1}, {2})",
+                             use(softmax.getInput()), out(),
+                             int64_t(softmax.getDim()))
+            .str();
+      })
+      .Case([&](CrossEntropyOp loss) -> Call {
+        return llvm::formatv(
+                   "cpu::crossEntropy(ctx, {0}, {1}, {2}, {3}, "
+                   "cpu::Reduction::{4})",
+                   use(loss.getLogits()), use(loss.getTarget()), out(),
+                   int64_t(loss.getIgnoreIndex()),
+                   capitalize(stringifyReduction(loss.getReduction())))
+            .str();
+      })
+      .Case([&](SumOp sum) { return reduce("Sum", sum.getDims()); })
+      .Case([&](MeanOp mean) { return reduce("Mean", mean.getDims()); })
+      .Case([&](MaxOp max) { return reduce("Max", max.getDims()); })
+      .Case([&](PermuteOp permute) -> Call {
+        std::string list;
+        for (auto [i, dim] : llvm::enumerate(permute.getPermutation()))
+          list += (i ? ", " : "") + std::to_string(dim);
+        return llvm::formatv("cpu::permute(ctx, {0}, {1}, "
+                             "std::array<int64_t, {2}>{{{3}}.data())",
+                             use(permute.getInput()), out(),
+                             permute.getPermutation().size(), list)
+            .str();
+      })
+      .Case([&](SliceOp slice) -> Call {
+        return llvm::formatv("cpu::slice(ctx, {0}, {1}, {2}, {3}, {4})",
+                             use(slice.getInput()), out(),
+                             int64_t(slice.getDim()), int64_t(slice.getStart()),
+                             int64_t(slice.getStep()))
+            .str();
+      })
+      .Case([&](ConcatOp concat) -> Call {
+        std::string list;
+        for (auto [i, input] : llvm::enumerate(concat.getInputs()))
+          list += (i ? ", " : "") + use(input);
+        return llvm::formatv("cpu::concat(ctx, std::array<Tensor, {0}>{{{1}}"
+                             ".data(), {0}, {2}, {3})",
+                             concat.getInputs().size(), list, out(),
+                             int64_t(concat.getDim()))
+            .str();
+      })
+      .Case([&](BroadcastOp broadcast) -> Call {
+        return llvm::formatv("cpu::broadcast(ctx, {0}, {1})",
+                             use(broadcast.getInput()), out())
+            .str();
+      })
+      .Case([&](SgdUpdateOp update) -> Call {
+        Type type = update.getGrad().getType();
+        std::string param = symbolView(update.getParamAttr(), type);
+        std::string buffer =
+            update.getMomentumBufferAttr()
+                ? symbolView(update.getMomentumBufferAttr(), type)
+                : std::string("Tensor()");
+        return llvm::formatv(
+                   "cpu::sgdUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5})", param,
+                   use(update.getGrad()), buffer, use(update.getLr()),
+                   doubleLiteral(update.getMomentum().convertToDouble()),
+                   doubleLiteral(update.getWeightDecay().convertToDouble()))
+            .str();
+      })
+      .Case([&](AdamwUpdateOp update) -> Call {
+        Type type = update.getGrad().getType();
+        return llvm::formatv(
+                   "cpu::adamwUpdate(ctx, {0}, {1}, {2}, {3}, {4}, "
+                   "*{5}.as<int64_t>(), {6}, {7}, {8}, {9})",
+                   symbolView(update.getParamAttr(), type),
+                   use(update.getGrad()),
+                   symbolView(update.getExpAvgAttr(), type),
+                   symbolView(update.getExpAvgSqAttr(), type),
+                   use(update.getLr()), use(update.getStep()),
+                   doubleLiteral(update.getBeta1().convertToDouble()),
+                   doubleLiteral(update.getBeta2().convertToDouble()),
+                   doubleLiteral(update.getEps().convertToDouble()),
+                   doubleLiteral(update.getWeightDecay().convertToDouble()))
+            .str();
+      })
+      .Default([&](Operation *op) -> Call {
+        std::string path = getModulePath(op->getLoc());
+        return op->emitError("code generation does not support '")
+               << op->getName() << "' yet (in "
+               << (path.empty() ? std::string("the root module")
+                                : "module '" + path + "'")
+               << ")";
+      });
+}
+
+LogicalResult Emitter::emitOp(Operation *op) {
+  // Views of other tensors' bytes, and data written once, need no call.
+  if (isa<GetParamOp, ReshapeOp, ConstantOp, ParamGradOp, func::ReturnOp>(op))
+    return success();
+  pendingViews.clear();
+  FailureOr<std::string> call = getKernelCall(op);
+  if (failed(call))
+    return failure();
+  // An update is about its parameter, whose name holds its module path.
+  std::string path = getModulePath(op->getLoc());
+  if (auto param = op->getAttrOfType<FlatSymbolRefAttr>("param"))
+    path = param.getValue().str();
+  os << "\n  // " << (path.empty() ? "(root)" : quoteForCpp(path)) << ": "
+     << op->getName().stripDialect() << "\n"
+     << pendingViews << "  " << *call << ";\n";
+  return success();
+}
+
+LogicalResult Emitter::emitPhase(StringRef name, Phase phase) {
+  declared.clear();
+  declaredSymbols.clear();
+  // Reads of persistent and earlier tensors are views too: declare them on
+  // first use like any other value.
+  os << "void " << name << "(Context &ctx, uint8_t *arena) {";
+  for (Operation &op : step.getBody().front())
+    if (getPhase(&op) == phase && failed(emitOp(&op)))
+      return failure();
+  os << "}\n\n";
+  return success();
+}
+
+/// The phases must follow each other: forward, then backward, then
+/// optimizer, as the passes build them.
+LogicalResult checkPhaseOrder(func::FuncOp step) {
+  Phase last = Phase::Forward;
+  for (Operation &op : step.getBody().front().without_terminator()) {
+    Phase phase = getPhase(&op);
+    if (phase < last && !isa<ConstantOp>(op))
+      return op.emitError("code generation: this op of an earlier phase "
+                          "follows ops of a later one");
+    last = std::max(last, phase);
+  }
+  return success();
+}
+
+void Emitter::emitTables() {
+  auto slot = [&](StringRef name, Type type, int64_t offset) {
+    auto tensor = type.cast<RankedTensorType>();
+    return llvm::formatv("{{{0}, {1}, {2}, {3}}", quoteForCpp(name),
+                         *getDType(tensor.getElementType()),
+                         shapeInitializer(tensor.getShape()), offset)
+        .str();
+  };
+  auto table = [&](StringRef name, StringRef type,
+                   ArrayRef<std::string> rows) {
+    if (rows.empty())
+      return;
+    os << "const " << type << " " << name << "[] = {\n";
+    for (const std::string &row : rows)
+      os << "    " << row << ",\n";
+    os << "};\n";
+  };
+  SmallVector<std::string> params, states, grads, inputs;
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto param = dyn_cast<ParamOp>(op))
+      params.push_back(slot(param.getSymName(), param.getType(),
+                            symbolOffsets.lookup(param.getSymNameAttr())));
+    else if (auto state = dyn_cast<OptimizerStateOp>(op))
+      states.push_back(slot(state.getSymName(), state.getType(),
+                            symbolOffsets.lookup(state.getSymNameAttr())));
+  }
+  Block &block = step.getBody().front();
+  for (auto grad : block.getOps<ParamGradOp>())
+    grads.push_back(slot(grad.getParam(), grad.getGrad().getType(),
+                         offsets[grad.getGrad()]));
+  unsigned numInputs = block.getNumArguments() - 2;
+  int64_t tokensPerStep = 0;
+  for (BlockArgument arg : block.getArguments().take_front(numInputs)) {
+    auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  "slapo.name");
+    std::optional<int64_t> bound = getSmallestIndexedTable(arg);
+    inputs.push_back(llvm::formatv("{{{0}, {1}}",
+                                   slot(name ? name.getValue() : "",
+                                        arg.getType(), offsets[arg]),
+                                   bound.value_or(0)));
+    auto type = arg.getType().cast<RankedTensorType>();
+    // Throughput counts the tokens of the first input that indexes a table
+    // (the token ids), else the samples of the first input.
+    if (bound && tokensPerStep == 0)
+      tokensPerStep = type.getNumElements();
+  }
+  if (tokensPerStep == 0 && numInputs > 0) {
+    auto first = block.getArgument(0).getType().cast<RankedTensorType>();
+    tokensPerStep = first.getRank() ? first.getDimSize(0) : 1;
+  }
+  table("kParams", "ArenaSlot", params);
+  table("kOptimizerState", "ArenaSlot", states);
+  table("kGradients", "ArenaSlot", grads);
+  table("kInputs", "InputSlot", inputs);
+
+  auto memory = module->getAttrOfType<DictionaryAttr>(kMemoryAttrName);
+  auto bytes = [&](StringRef key) {
+    return memory.getAs<IntegerAttr>(key).getInt();
+  };
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  auto count = [](ArrayRef<std::string> rows, StringRef name) {
+    return rows.empty() ? std::string("nullptr, 0")
+                        : llvm::formatv("{0}, {1}", name, rows.size()).str();
+  };
+  // The fingerprint identifies the compiled program: its IR with the plan.
+  std::string ir;
+  llvm::raw_string_ostream irStream(ir);
+  module->print(irStream, OpPrintingFlags().enableDebugInfo(false));
+  os << "\nconst ProgramDesc kProgram = {\n"
+     << "    /*modelName=*/" << quoteForCpp(info.modelName) << ",\n"
+     << "    /*fingerprint=*/\""
+     << llvm::format_hex_no_prefix(llvm::xxHash64(irStream.str()), 16)
+     << "\",\n"
+     << "    /*rank=*/" << info.rank << ", /*worldSize=*/" << info.worldSize
+     << ",\n"
+     << llvm::formatv("    /*memory=*/{{/*weights=*/{0}, /*optimizerState=*/"
+                      "{1}, /*inputs=*/{2}, /*constants=*/{3}, /*gradients=*/"
+                      "{4}, /*activations=*/{5}, /*temporaries=*/{6}, "
+                      "/*arenaBytes=*/{7}},\n",
+                      bytes("weights"), bytes("optimizer_state"),
+                      bytes("inputs"), bytes("constants"), bytes("gradients"),
+                      bytes("activations"), bytes("temporaries"),
+                      bytes("arena_bytes"))
+     << "    " << count(params, "kParams") << ",\n"
+     << "    " << count(states, "kOptimizerState") << ",\n"
+     << "    " << count(grads, "kGradients") << ",\n"
+     << "    " << count(inputs, "kInputs") << ",\n"
+     << "    /*step=*/"
+     << slot("step", block.getArgument(numInputs).getType(),
+             offsets[block.getArgument(numInputs)])
+     << ",\n    /*totalSteps=*/"
+     << slot("total_steps", block.getArgument(numInputs + 1).getType(),
+             offsets[block.getArgument(numInputs + 1)])
+     << ",\n    /*loss=*/"
+     << slot("loss", ret.getOperand(0).getType(), offsets[ret.getOperand(0)])
+     << ",\n    /*learningRate=*/"
+     << slot("lr", ret.getOperand(1).getType(), offsets[ret.getOperand(1)])
+     << ",\n    /*tokensPerStep=*/" << tokensPerStep << ",\n"
+     << "    initialize, forward, backward, optimizer,\n};\n";
+}
+
+LogicalResult Emitter::emit() {
+  if (failed(nameValues()) || failed(checkPhaseOrder(step)))
+    return failure();
+  os << "// Generated by slapoc: the training step of rank " << info.rank
+     << " of " << info.worldSize << " for\n// "
+     << quoteForCpp(info.modelName) << ".\n"
+     << "// Every tensor is a view at its planned offset of the rank's arena; "
+        "the\n// runtime's driver (runTrainingMain) runs the phases.\n"
+     << "#include \"slapo/runtime/Kernels.h\"\n"
+     << "#include \"slapo/runtime/Program.h\"\n\n"
+     << "#include <array>\n#include <cstdint>\n#include <limits>\n\n"
+     << "namespace {\n\nusing namespace slapo::rt;\n"
+     << "using slapo::rt::cpu::Context;\n\n"
+     << "Tensor view(uint8_t *arena, int64_t offset, DType dtype, Shape "
+        "shape) {\n"
+     << "  return Tensor(arena + offset, dtype, shape);\n}\n\n";
+  if (failed(emitConstants()) || failed(emitPhase("forward", Phase::Forward)) ||
+      failed(emitPhase("backward", Phase::Backward)) ||
+      failed(emitPhase("optimizer", Phase::Optimizer)))
+    return failure();
+  emitTables();
+  os << "\n} // namespace\n\n"
+     << "int main(int argc, char **argv) {\n"
+     << "  return slapo::rt::runTrainingMain(kProgram, argc, argv);\n}\n";
+  return success();
+}
+
+} // namespace
+
+LogicalResult emitRankProgram(ModuleOp module, const RankProgramInfo &info,
+                              raw_ostream &os) {
+  auto step = module.lookupSymbol<func::FuncOp>(kTrainStepName);
+  if (!step || !module->hasAttr(kMemoryAttrName))
+    return module.emitError("code generation needs @")
+           << kTrainStepName << " with a memory plan (slapo-optimizer, "
+           << "slapo-plan-memory)";
+  return Emitter(module, step, info, os).emit();
+}
+
+} // namespace slapo

@@ -1,0 +1,263 @@
+//===- PlanMemory.cpp - one arena for every tensor of the step ------------===//
+//
+// The step is one block with static shapes, so every tensor's size and
+// lifetime are known at compile time: the rank program allocates one arena
+// once and never calls an allocator while it trains. Values that share bytes
+// (a reshape and its input, a get_param and its parameter) form one buffer
+// whose lifetime is the union of theirs.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+
+#include "slapo/Dialect/SlapoOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace slapo {
+#define GEN_PASS_DEF_PLANMEMORY
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t alignUp(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+int64_t getBytes(Type type) {
+  auto tensor = type.cast<RankedTensorType>();
+  int64_t bits = tensor.getElementTypeBitWidth();
+  // i1 is stored as one byte, as PyTorch's bool.
+  return tensor.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+enum class Category { Gradient, Activation, Temporary };
+
+/// A set of values sharing bytes, and when any of them is live.
+struct Buffer {
+  int64_t bytes = 0;
+  int64_t firstUse = 0, lastUse = 0; // op indices, inclusive
+  int64_t offset = -1;
+  bool persistent = false;
+  Category category = Category::Temporary;
+};
+
+bool isForward(Operation *op) { return !op->hasAttr(kPhaseAttrName); }
+
+class Planner {
+public:
+  Planner(ModuleOp module, func::FuncOp step) : module(module), step(step) {}
+  void run();
+
+private:
+  /// The value whose buffer `value` shares, following reshapes.
+  Value getRoot(Value value);
+  void collectBuffers();
+  void placePersistent();
+  void placeTransient();
+  void annotate();
+
+  ModuleOp module;
+  func::FuncOp step;
+  DenseMap<Operation *, int64_t> index;
+  /// By root value; a get_param's root is its result, placed at its param.
+  llvm::MapVector<Value, Buffer> buffers;
+  DenseMap<StringAttr, int64_t> symbolOffsets;
+  int64_t persistentEnd = 0, arenaEnd = 0;
+  int64_t weights = 0, optimizerState = 0, inputs = 0, constants = 0;
+  int64_t peak[3] = {0, 0, 0};
+};
+
+Value Planner::getRoot(Value value) {
+  while (auto reshape = value.getDefiningOp<ReshapeOp>())
+    value = reshape.getInput();
+  return value;
+}
+
+void Planner::collectBuffers() {
+  Block &block = step.getBody().front();
+  for (auto [i, op] : llvm::enumerate(block))
+    index[&op] = i;
+  int64_t end = block.getOperations().size();
+  auto extend = [&](Value value, int64_t first, int64_t last) {
+    Buffer &buffer = buffers[getRoot(value)];
+    if (!buffer.bytes) {
+      buffer.bytes = getBytes(getRoot(value).getType());
+      buffer.firstUse = first;
+      buffer.lastUse = last;
+    }
+    buffer.firstUse = std::min(buffer.firstUse, first);
+    buffer.lastUse = std::max(buffer.lastUse, last);
+    return &buffer;
+  };
+  auto lastUseOf = [&](Value value, int64_t defined) {
+    int64_t last = defined;
+    for (Operation *user : value.getUsers())
+      last = std::max(last, isa<func::ReturnOp>(user) ? end : index[user]);
+    return last;
+  };
+  for (BlockArgument arg : block.getArguments())
+    extend(arg, 0, end)->persistent = true;
+  for (Operation &op : block) {
+    for (Value result : op.getResults()) {
+      Buffer *buffer = extend(result, index[&op], lastUseOf(result, index[&op]));
+      if (isa<GetParamOp, ConstantOp>(op))
+        buffer->persistent = true;
+    }
+  }
+  // Categories of transient buffers, from what their root is.
+  int64_t lastForward = 0;
+  for (Operation &op : block)
+    if (isForward(&op))
+      lastForward = index[&op];
+  for (auto &[root, buffer] : buffers) {
+    Operation *def = root.getDefiningOp();
+    if (buffer.persistent || !def)
+      continue;
+    if (isForward(def) && buffer.lastUse > lastForward)
+      buffer.category = Category::Activation;
+  }
+  for (auto grad : block.getOps<ParamGradOp>())
+    buffers[getRoot(grad.getGrad())].category = Category::Gradient;
+}
+
+void Planner::placePersistent() {
+  int64_t offset = 0;
+  auto place = [&](int64_t bytes) {
+    int64_t at = offset;
+    offset = alignUp(offset + bytes);
+    return at;
+  };
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      symbolOffsets[param.getSymNameAttr()] = place(getBytes(param.getType()));
+      weights += getBytes(param.getType());
+    } else if (auto state = dyn_cast<OptimizerStateOp>(op)) {
+      symbolOffsets[state.getSymNameAttr()] = place(getBytes(state.getType()));
+      optimizerState += getBytes(state.getType());
+    }
+  }
+  for (auto &[root, buffer] : buffers) {
+    if (!buffer.persistent)
+      continue;
+    if (auto getParam = root.getDefiningOp<GetParamOp>()) {
+      buffer.offset = symbolOffsets.lookup(getParam.getNameAttr().getAttr());
+      continue;
+    }
+    buffer.offset = place(buffer.bytes);
+    (root.isa<BlockArgument>() ? inputs : constants) += buffer.bytes;
+  }
+  persistentEnd = offset;
+}
+
+void Planner::placeTransient() {
+  SmallVector<Buffer *> order;
+  for (auto &entry : buffers)
+    if (!entry.second.persistent)
+      order.push_back(&entry.second);
+  llvm::stable_sort(order, [](const Buffer *a, const Buffer *b) {
+    return a->bytes > b->bytes;
+  });
+  SmallVector<Buffer *> placed;
+  arenaEnd = persistentEnd;
+  for (Buffer *buffer : order) {
+    // The live-at-the-same-time buffers already placed, by offset: take the
+    // first gap that fits.
+    SmallVector<Buffer *> overlapping;
+    for (Buffer *other : placed)
+      if (other->firstUse <= buffer->lastUse &&
+          buffer->firstUse <= other->lastUse)
+        overlapping.push_back(other);
+    llvm::sort(overlapping, [](const Buffer *a, const Buffer *b) {
+      return a->offset < b->offset;
+    });
+    int64_t offset = persistentEnd;
+    for (Buffer *other : overlapping) {
+      if (offset + buffer->bytes <= other->offset)
+        break;
+      offset = std::max(offset, alignUp(other->offset + other->bytes));
+    }
+    buffer->offset = offset;
+    arenaEnd = std::max(arenaEnd, alignUp(offset + buffer->bytes));
+    placed.push_back(buffer);
+  }
+  // The breakdown at the op where the transient bytes live together peak.
+  int64_t ops = step.getBody().front().getOperations().size();
+  int64_t best = -1;
+  for (int64_t i = 0; i <= ops; ++i) {
+    int64_t live[3] = {0, 0, 0};
+    for (Buffer *buffer : order)
+      if (buffer->firstUse <= i && i <= buffer->lastUse)
+        live[static_cast<int>(buffer->category)] += buffer->bytes;
+    if (live[0] + live[1] + live[2] > best) {
+      best = live[0] + live[1] + live[2];
+      std::copy(live, live + 3, peak);
+    }
+  }
+}
+
+void Planner::annotate() {
+  Builder builder(module.getContext());
+  for (Operation &op : module.getBody()->getOperations())
+    if (isa<ParamOp, OptimizerStateOp>(op))
+      op.setAttr(kOffsetAttrName,
+                 builder.getI64IntegerAttr(symbolOffsets.lookup(
+                     SymbolTable::getSymbolName(&op))));
+  Block &block = step.getBody().front();
+  for (BlockArgument arg : block.getArguments())
+    step.setArgAttr(arg.getArgNumber(), kOffsetAttrName,
+                    builder.getI64IntegerAttr(buffers[arg].offset));
+  for (Operation &op : block) {
+    if (op.getNumResults() == 0)
+      continue;
+    SmallVector<int64_t> offsets;
+    for (Value result : op.getResults())
+      offsets.push_back(buffers[getRoot(result)].offset);
+    op.setAttr(kOffsetsAttrName, builder.getDenseI64ArrayAttr(offsets));
+  }
+  auto entry = [&](StringRef name, int64_t bytes) {
+    return builder.getNamedAttr(name, builder.getI64IntegerAttr(bytes));
+  };
+  module->setAttr(
+      kMemoryAttrName,
+      builder.getDictionaryAttr(
+          {entry("arena_bytes", arenaEnd), entry("weights", weights),
+           entry("optimizer_state", optimizerState), entry("inputs", inputs),
+           entry("constants", constants), entry("gradients", peak[0]),
+           entry("activations", peak[1]), entry("temporaries", peak[2])}));
+}
+
+void Planner::run() {
+  collectBuffers();
+  placePersistent();
+  placeTransient();
+  annotate();
+}
+
+struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>(kTrainStepName);
+    if (!step || !step.getBody().hasOneBlock()) {
+      module.emitError("slapo-plan-memory: there is no one-block func.func @")
+          << kTrainStepName << " (run slapo-optimizer first)";
+      return signalPassFailure();
+    }
+    Planner(module, step).run();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createPlanMemoryPass() {
+  return std::make_unique<PlanMemoryPass>();
+}
+
+} // namespace slapo

@@ -1,0 +1,36 @@
+//===- CppEmitter.h - a rank's training step as C++ --------------*- C++ -*-===//
+#ifndef SLAPO_TARGET_CPPEMITTER_H
+#define SLAPO_TARGET_CPPEMITTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace slapo {
+
+struct RankProgramInfo {
+  /// The model file, recorded in the program (and its checkpoints).
+  std::string modelName;
+  int rank = 0, worldSize = 1;
+};
+
+/// Writes step.cpp for a module whose @train_step has a memory plan
+/// (slapo-plan-memory): tables of the arena's persistent tensors, one
+/// function per phase calling libslapo_runtime's kernels on views at planned
+/// offsets (each call commented with its module path), and a main that hands
+/// them to the runtime's training driver. Names from the model appear only
+/// escaped, inside string literals and comments. Fails with a diagnostic at
+/// an op code generation does not support.
+mlir::LogicalResult emitRankProgram(mlir::ModuleOp module,
+                                    const RankProgramInfo &info,
+                                    llvm::raw_ostream &os);
+
+/// `text` as a C++ string literal: every character but letters, digits and
+/// `._/-: ` is written as a three-digit octal escape, so no name can end the
+/// literal or a comment, or continue a line.
+std::string quoteForCpp(llvm::StringRef text);
+
+} // namespace slapo
+
+#endif // SLAPO_TARGET_CPPEMITTER_H

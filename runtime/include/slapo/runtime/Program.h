@@ -1,0 +1,98 @@
+//===- Program.h - what a generated rank program tells the runtime -*- C++ -*-===//
+//
+// slapoc emits, per rank, a step.cpp whose tables describe the rank's arena
+// (where every persistent tensor lives) and whose functions run the phases of
+// one training step on views into that arena. The runtime's training driver
+// (runTrainingMain) owns everything else: the command line, data, weights,
+// checkpoints, logging. Names in these tables are data (escaped string
+// literals), never code.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_PROGRAM_H
+#define SLAPO_RUNTIME_PROGRAM_H
+
+#include "slapo/runtime/Context.h"
+#include "slapo/runtime/Tensor.h"
+
+#include <cstdint>
+
+namespace slapo::rt {
+
+/// A tensor at a fixed offset of the rank's arena.
+struct ArenaSlot {
+  const char *name;
+  DType dtype;
+  Shape shape;
+  int64_t offset;
+};
+
+/// A forward input: filled by the driver from the data source before each
+/// step. `indexBound` > 0 says the values index a table of that many rows
+/// (embedding, cross-entropy classes): synthetic data stays below it and file
+/// data is checked against it.
+struct InputSlot {
+  ArenaSlot slot;
+  int64_t indexBound;
+};
+
+/// Bytes of the arena by what they hold: the persistent tensors, then the
+/// transient ones (gradients, activations kept for backward, temporaries) at
+/// the point of the step where together they peak. `arenaBytes` is the
+/// arena's size, alignment included.
+struct MemoryPlan {
+  int64_t weights, optimizerState, inputs, constants;
+  int64_t gradients, activations, temporaries;
+  int64_t arenaBytes;
+};
+
+/// One phase of the step (forward, backward, optimizer): reads and writes
+/// tensors in `arena` at planned offsets.
+using PhaseFn = void (*)(cpu::Context &ctx, uint8_t *arena);
+
+struct ProgramDesc {
+  /// The model file slapoc compiled and a fingerprint of the compiled program
+  /// (parameters, optimizer, schedule): a checkpoint of another program is
+  /// refused.
+  const char *modelName;
+  const char *fingerprint;
+  int rank, worldSize;
+  MemoryPlan memory;
+
+  /// Parameters and buffers, by state_dict name; read from the rank's
+  /// weights.safetensors at start, saved in checkpoints.
+  const ArenaSlot *params;
+  int numParams;
+  /// Optimizer state (AdamW moments, SGD momentum), zero at start, saved in
+  /// checkpoints.
+  const ArenaSlot *optimizerState;
+  int numOptimizerState;
+  /// The gradient of each parameter, named after it, before clipping; valid
+  /// between backward and optimizer (the driver saves them for `--save-grads`
+  /// and `slapoc --verify`).
+  const ArenaSlot *gradients;
+  int numGradients;
+  const InputSlot *inputs;
+  int numInputs;
+  /// 0-d I64 slots the driver writes before each step: the 1-based step
+  /// number and the run's last step (for learning-rate schedules).
+  ArenaSlot step, totalSteps;
+  /// 0-d slots the step writes: the loss (F32, by forward) and the learning
+  /// rate it used (F64, by optimizer).
+  ArenaSlot loss, learningRate;
+  /// Tokens one step consumes (the product of the token inputs' shape), for
+  /// throughput; 0 when the model has no token input.
+  int64_t tokensPerStep;
+
+  /// Writes the step's constants into their arena slots; run once.
+  PhaseFn initialize;
+  PhaseFn forward, backward, optimizer;
+};
+
+/// The rank program's main: parses the command line (--steps, --data, ...),
+/// runs the training loop and returns the process exit status (0, or 2 with
+/// a message naming the rank on any failure).
+int runTrainingMain(const ProgramDesc &program, int argc, char **argv);
+
+} // namespace slapo::rt
+
+#endif // SLAPO_RUNTIME_PROGRAM_H
