@@ -7,7 +7,7 @@ config.test_format = lit.formats.ShTest(not lit_config.isWindows)
 config.suffixes = [".mlir", ".test", ".sched"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.slapo_obj_root, "test")
-config.excludes = ["models", "unit", "bench", "e2e", "fuzz", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
+config.excludes = ["models", "unit", "bench", "fuzz", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
 tool_dirs = [
     os.path.join(config.slapo_obj_root, "tools", "slapo-opt"),
@@ -29,3 +29,6 @@ if os.path.isdir(os.path.join(pydeps, "transformers")):
 
 # Generated C++ is compiled against the runtime's headers.
 config.substitutions.append(("%runtime_include", os.path.join(config.slapo_src_root, "runtime", "include")))
+
+# Rank programs run under mpirun as users run them (CI runs as root).
+config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe --bind-to none"))

@@ -1,6 +1,8 @@
 //===- Driver.cpp - the slapoc pipeline -----------------------------------===//
 #include "slapo/Driver/Driver.h"
 
+#include "Output.h"
+
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Frontend/ImportCheck.h"
@@ -9,6 +11,7 @@
 #include "slapo/Schedule/Parser.h"
 #include "slapo/Schedule/Plan.h"
 #include "slapo/Schedule/Schedule.h"
+#include "slapo/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -22,6 +25,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/xxhash.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -32,7 +37,7 @@ namespace slapo {
 namespace {
 
 /// The stages --emit can print, in pipeline order.
-enum class Stage { Torch, Slapo, Schedule };
+enum class Stage { Torch, Slapo, Schedule, Train, Cpp };
 
 struct Options {
   cl::OptionCategory category{"slapoc options"};
@@ -59,11 +64,24 @@ struct Options {
                             "selected ops carry its locations)"),
                  clEnumValN(Stage::Schedule, "schedule",
                             "the schedule's declarations and pass pipeline, "
-                            "planned without running it")),
+                            "planned without running it"),
+                 clEnumValN(Stage::Train, "train",
+                            "the training step with its memory plan"),
+                 clEnumValN(Stage::Cpp, "cpp",
+                            "write the output directory with the rank "
+                            "programs' sources, without compiling them")),
       cl::cat(category)};
-  cl::opt<std::string> output{"o", cl::desc("output file (default: stdout)"),
-                              cl::value_desc("file"), cl::init("-"),
-                              cl::cat(category)};
+  cl::opt<std::string> output{
+      "o",
+      cl::desc("where to write: the output directory when compiling (and "
+               "with --emit=cpp), else the file to print to (default: "
+               "stdout)"),
+      cl::value_desc("path"), cl::init("-"), cl::cat(category)};
+  cl::opt<std::string> cpu{
+      "cpu",
+      cl::desc("instruction set of the rank programs: native (this "
+               "machine's, the default) or portable (x86-64-v2)"),
+      cl::init("native"), cl::cat(category)};
   cl::opt<bool> summary{
       "summary", cl::desc("print op counts per module and the parameter count"),
       cl::cat(category)};
@@ -136,6 +154,100 @@ Outcome fail(const llvm::Twine &message) {
   return Outcome::Failed;
 }
 
+/// Rejects the train() options the compiler cannot honour yet, at their
+/// declaration.
+mlir::LogicalResult
+rejectUnimplementedTraining(const schedule::Schedule &spec,
+                            schedule::DiagnosticReporter &reporter) {
+  const schedule::TrainOptions &train = spec.train;
+  bool ok = true;
+  auto reject = [&](llvm::SMLoc loc, const std::string &message) {
+    reporter.error(loc, message);
+    ok = false;
+  };
+  if (spec.mesh.getWorldSize() != 1)
+    reject(spec.mesh.loc, "a mesh of " +
+                              std::to_string(spec.mesh.getWorldSize()) +
+                              " ranks is not implemented yet: only "
+                              "mesh(dp=1, tp=1, pp=1) compiles");
+  if (train.precision != "fp32")
+    reject(train.loc, "precision=\"" + train.precision +
+                          "\" is not implemented yet: only fp32 compiles");
+  if (train.microbatches != 1)
+    reject(train.loc, "microbatches=" + std::to_string(train.microbatches) +
+                          " is not implemented yet");
+  if (train.loss != "forward")
+    reject(train.lossLoc, "loss=\"" + train.loss +
+                              "\" is not implemented yet: the forward must "
+                              "return the loss");
+  return mlir::success(ok);
+}
+
+/// Adds the passes from the imported forward to the planned training step.
+void addTrainingPipeline(mlir::PassManager &pm,
+                         const schedule::TrainOptions &train) {
+  pm.addPass(createAutodiffPass());
+  OptimizerOptions optimizer;
+  optimizer.optimizer = train.optimizer;
+  optimizer.lr = train.lr;
+  optimizer.beta1 = train.beta1;
+  optimizer.beta2 = train.beta2;
+  optimizer.eps = train.eps;
+  optimizer.weightDecay = train.weightDecay;
+  optimizer.momentum = train.momentum;
+  optimizer.gradClip = train.gradClip;
+  optimizer.lrSchedule = train.lrSchedule;
+  optimizer.warmupSteps = train.warmupSteps;
+  pm.addPass(createOptimizer(optimizer));
+  // Autodiff and the optimizer build one constant per use.
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(createPlanMemoryPass());
+}
+
+/// The train() options as they were compiled, for the manifest.
+std::string trainOptionsJson(const schedule::TrainOptions &train) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::json::OStream json(os);
+  json.object([&] {
+    json.attribute("optimizer", train.optimizer);
+    json.attribute("lr", train.lr);
+    json.attribute("beta1", train.beta1);
+    json.attribute("beta2", train.beta2);
+    json.attribute("eps", train.eps);
+    json.attribute("weight_decay", train.weightDecay);
+    json.attribute("momentum", train.momentum);
+    json.attribute("grad_clip", train.gradClip);
+    json.attribute("lr_schedule", train.lrSchedule);
+    json.attribute("warmup_steps", train.warmupSteps);
+    json.attribute("precision", train.precision);
+    json.attribute("seed", train.seed);
+  });
+  return os.str();
+}
+
+std::string formatBytes(int64_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  if (bytes < 1024 * 1024)
+    return llvm::formatv("{0:f1} KiB", bytes / 1024.0).str();
+  return llvm::formatv("{0:f1} MiB", bytes / (1024.0 * 1024.0)).str();
+}
+
+/// One line per rank: the arena and what fills it at the planned peak.
+void printMemoryPlan(mlir::ModuleOp planned, int rank, llvm::raw_ostream &os) {
+  auto memory = planned->getAttrOfType<mlir::DictionaryAttr>(kMemoryAttrName);
+  auto bytes = [&](llvm::StringRef key) {
+    return formatBytes(memory.getAs<mlir::IntegerAttr>(key).getInt());
+  };
+  os << "rank " << rank << " planned memory: " << bytes("arena_bytes")
+     << " arena = weights " << bytes("weights") << ", optimizer state "
+     << bytes("optimizer_state") << ", inputs " << bytes("inputs")
+     << ", constants " << bytes("constants") << ", and at the peak gradients "
+     << bytes("gradients") << ", activations " << bytes("activations")
+     << ", temporaries " << bytes("temporaries") << "\n";
+}
+
 /// The slapoc pipeline. The schedule, if any, is the main buffer of
 /// `sourceMgr`; its diagnostics go through `context`.
 Outcome compile(Options &options, mlir::MLIRContext &context,
@@ -148,14 +260,23 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     inputs.push_back(*spec);
   }
   std::vector<Stage> stages(options.emit.begin(), options.emit.end());
-  // Without --emit, --summary or --check-import, slapoc compiles all the way.
+  auto emits = [&](Stage stage) { return llvm::is_contained(stages, stage); };
+  // Without --emit, --summary or --check-import, slapoc compiles all the way
+  // and writes the output directory.
   bool compilesFully =
       stages.empty() && !options.summary && !options.checkImport;
-  if (compilesFully)
-    stages.push_back(Stage::Slapo);
-  auto emits = [&](Stage stage) { return llvm::is_contained(stages, stage); };
+  bool writesDirectory = compilesFully || emits(Stage::Cpp);
+  bool lowers = writesDirectory || emits(Stage::Train);
   if (emits(Stage::Schedule) && options.schedule.empty())
     return fail("--emit=schedule needs --schedule");
+  if (writesDirectory && (stages.size() > 1 || options.summary ||
+                          options.checkImport))
+    return fail("--emit=cpp writes the output directory; it does not combine "
+                "with printing stages, --summary or --check-import");
+  if (writesDirectory && options.output == "-")
+    return fail("compiling writes a directory: give it with -o DIR");
+  if (options.cpu != "native" && options.cpu != "portable")
+    return fail("--cpu must be native or portable, not '" + options.cpu + "'");
 
   // The schedule comes first: its input() declarations say how to import.
   schedule::MLIRDiagnosticReporter reporter(sourceMgr, context);
@@ -187,10 +308,21 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   mlir::applyDefaultTimingManagerCLOptions(timing);
   mlir::TimingScope rootTiming = timing.getRootScope();
 
+  // The output is claimed before any work, so that a bad -o fails fast and
+  // a failed compilation leaves nothing behind.
   std::string error;
-  auto output = mlir::openOutputFile(options.output, &error);
-  if (!output)
-    return fail(error);
+  std::unique_ptr<llvm::ToolOutputFile> output;
+  std::optional<StagedDirectory> outputDir;
+  if (writesDirectory) {
+    auto staged = StagedDirectory::create(options.output);
+    if (!staged)
+      return fail(llvm::toString(staged.takeError()));
+    outputDir.emplace(std::move(*staged));
+  } else {
+    output = mlir::openOutputFile(options.output, &error);
+    if (!output)
+      return fail(error);
+  }
 
   if (emits(Stage::Torch) && scheduleValid)
     output->os() << (*model)->printInlinedForward();
@@ -219,8 +351,9 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
       return Outcome::Diagnosed;
     schedule::attachScheduleLocations(*plan, *module, sourceMgr);
     // Printing stages up to the plan runs no primitive; compiling would.
-    if (compilesFully &&
-        mlir::failed(schedule::rejectUnimplementedPrimitives(*plan, reporter)))
+    if (lowers &&
+        (mlir::failed(schedule::rejectUnimplementedPrimitives(*plan, reporter)) |
+         mlir::failed(rejectUnimplementedTraining(*scheduleSpec, reporter))))
       return Outcome::Diagnosed;
   }
 
@@ -239,7 +372,62 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   }
   if (emits(Stage::Schedule))
     schedule::printPlan(*scheduleSpec, inputs, *plan, output->os());
-  output->keep();
+  if (!lowers) {
+    output->keep();
+    return Outcome::Success;
+  }
+
+  schedule::TrainOptions train =
+      scheduleSpec ? scheduleSpec->train : schedule::TrainOptions();
+  {
+    mlir::PassManager lowering(&context);
+    mlir::applyPassManagerCLOptions(lowering);
+    lowering.enableTiming(rootTiming);
+    addTrainingPipeline(lowering, train);
+    if (mlir::failed(lowering.run(*module)))
+      return Outcome::Diagnosed;
+  }
+  if (emits(Stage::Train)) {
+    mlir::OpPrintingFlags flags;
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+    module->print(output->os(), flags);
+    output->keep();
+    return Outcome::Success;
+  }
+
+  mlir::TimingScope outputTiming = rootTiming.nest("rank programs");
+  HostBuild build;
+  build.cpu = options.cpu;
+  build.compile = !emits(Stage::Cpp);
+  RankProgramInfo info;
+  info.modelName = options.model;
+  info.seed = train.seed;
+  auto command =
+      writeRank(outputDir->getPath(), *module, **model, info, build);
+  if (!command)
+    return fail(llvm::toString(command.takeError()));
+  ManifestInfo manifest;
+  manifest.compilerVersion = SLAPO_VERSION;
+  if (scheduleSpec) {
+    llvm::StringRef text =
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
+    manifest.schedulePath = options.schedule;
+    manifest.scheduleHash =
+        llvm::utohexstr(llvm::xxHash64(text), /*LowerCase=*/true);
+    manifest.dp = scheduleSpec->mesh.dp;
+    manifest.tp = scheduleSpec->mesh.tp;
+    manifest.pp = scheduleSpec->mesh.pp;
+  }
+  manifest.trainOptions = trainOptionsJson(train);
+  if (llvm::Error e = writeManifestAndLauncher(outputDir->getPath(), *module,
+                                               manifest, build, *command))
+    return fail(llvm::toString(std::move(e)));
+  if (llvm::Error e = outputDir->publish())
+    return fail(llvm::toString(std::move(e)));
+  llvm::outs() << "slapoc: wrote " << options.output << " ("
+               << (build.compile ? "rank0/train" : "sources only")
+               << "; run it with " << options.output << "/launch)\n";
+  printMemoryPlan(*module, 0, llvm::outs());
   return Outcome::Success;
 }
 

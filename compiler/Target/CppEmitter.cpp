@@ -225,9 +225,16 @@ LogicalResult Emitter::emitConstants() {
         bytes.push_back(value);
     } else {
       int64_t width = elementType.getIntOrFloatBitWidth() / 8;
-      for (APInt value : dense.getValues<APInt>())
+      auto append = [&](const APInt &value) {
         for (int64_t b = 0; b < width; ++b)
           bytes.push_back(value.extractBitsAsZExtValue(8, 8 * b));
+      };
+      if (elementType.isa<FloatType>())
+        for (APFloat value : dense.getValues<APFloat>())
+          append(value.bitcastToAPInt());
+      else
+        for (APInt value : dense.getValues<APInt>())
+          append(value);
     }
     std::string name = "kConstant" + std::to_string(index++);
     constantData += "alignas(64) const uint8_t " + name + "[] = {";
@@ -569,7 +576,7 @@ void Emitter::emitTables() {
      << llvm::format_hex_no_prefix(llvm::xxHash64(irStream.str()), 16)
      << "\",\n"
      << "    /*rank=*/" << info.rank << ", /*worldSize=*/" << info.worldSize
-     << ",\n"
+     << ", /*seed=*/" << info.seed << "u,\n"
      << llvm::formatv("    /*memory=*/{{/*weights=*/{0}, /*optimizerState=*/"
                       "{1}, /*inputs=*/{2}, /*constants=*/{3}, /*gradients=*/"
                       "{4}, /*activations=*/{5}, /*temporaries=*/{6}, "

@@ -241,9 +241,4 @@ void OptimizerPass::runOnOperation() {
 }
 
 } // namespace
-
-std::unique_ptr<Pass> createOptimizerPass() {
-  return std::make_unique<OptimizerPass>();
-}
-
 } // namespace slapo

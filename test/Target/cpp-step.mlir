@@ -59,7 +59,7 @@ module {
 // CHECK: const InputSlot kInputs[] = {
 // CHECK-NEXT: {{[{][{]}}"x", DType::F32, {2, 4}, 384}, 0},
 // CHECK: const ProgramDesc kProgram = {
-// CHECK: /*rank=*/0, /*worldSize=*/1,
+// CHECK: /*rank=*/0, /*worldSize=*/1, /*seed=*/0u,
 // CHECK: /*step=*/{"step", DType::I64, {}, 448},
 // CHECK: /*loss=*/{"loss", DType::F32, {},
 // CHECK: /*learningRate=*/{"lr", DType::F64, {},

@@ -13,6 +13,8 @@ struct RankProgramInfo {
   /// The model file, recorded in the program (and its checkpoints).
   std::string modelName;
   int rank = 0, worldSize = 1;
+  /// train(seed=): data sampling and dropout masks derive from it.
+  uint64_t seed = 0;
 };
 
 /// Writes step.cpp for a module whose @train_step has a memory plan

@@ -34,9 +34,9 @@ constexpr llvm::StringLiteral kOffsetAttrName = "slapo.offset";
 constexpr llvm::StringLiteral kOffsetsAttrName = "slapo.offsets";
 constexpr llvm::StringLiteral kMemoryAttrName = "slapo.memory";
 
-/// See Passes.td.
+/// See Passes.td (slapo-optimizer is created by the generated
+/// createOptimizer(OptimizerOptions)).
 std::unique_ptr<mlir::Pass> createAutodiffPass();
-std::unique_ptr<mlir::Pass> createOptimizerPass();
 std::unique_ptr<mlir::Pass> createPlanMemoryPass();
 
 #define GEN_PASS_DECL

@@ -51,7 +51,6 @@ def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
     The ops it adds carry `slapo.phase = "optimizer"`; @forward_backward is
     removed (it is inlined into @train_step).
   }];
-  let constructor = "::slapo::createOptimizerPass()";
   let dependentDialects = ["::slapo::SlapoDialect",
                            "::mlir::func::FuncDialect"];
   let options = [
@@ -88,7 +87,7 @@ def PlanMemory : Pass<"slapo-plan-memory", "::mlir::ModuleOp"> {
 
     The module gets `slapo.memory`: the arena's size and the planned peak by
     category in bytes: weights, optimizer_state, inputs, constants, and, at
-    the op where the transient values peak, gradients (of the updates),
+    the op where the transient values peak, gradients (the values `slapo.param_grad` marks),
     activations (forward values kept for the backward) and temporaries.
   }];
   let constructor = "::slapo::createPlanMemoryPass()";

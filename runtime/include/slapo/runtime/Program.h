@@ -56,6 +56,8 @@ struct ProgramDesc {
   const char *modelName;
   const char *fingerprint;
   int rank, worldSize;
+  /// train(seed=): the seed of sampled data and of dropout masks.
+  uint64_t seed;
   MemoryPlan memory;
 
   /// Parameters and buffers, by state_dict name; read from the rank's

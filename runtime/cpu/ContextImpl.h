@@ -1,0 +1,44 @@
+//===- ContextImpl.h - the CPU context's oneDNN state ------------*- C++
+//-*-===//
+//
+// Private to runtime/cpu (and its unit tests): the oneDNN engine and stream
+// every contraction runs on, and the matmul primitives created so far, one
+// per combination of shapes and dtypes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_CPU_CONTEXTIMPL_H
+#define SLAPO_RUNTIME_CPU_CONTEXTIMPL_H
+
+#include "slapo/runtime/Context.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace slapo::rt::cpu {
+
+/// A matmul primitive and the memory descriptors its arguments are bound
+/// with.
+struct CachedMatmul {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, weights, bias, dst;
+};
+
+struct Context::Impl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mutex;
+  /// Keyed by the contraction (linear or matmul), dtype and operand dims.
+  std::map<std::vector<int64_t>, CachedMatmul> matmuls;
+};
+
+/// How many oneDNN primitives `ctx` has created.
+size_t getCachedPrimitiveCount(Context &ctx);
+
+} // namespace slapo::rt::cpu
+
+#endif // SLAPO_RUNTIME_CPU_CONTEXTIMPL_H

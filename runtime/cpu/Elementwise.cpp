@@ -1,0 +1,307 @@
+//===- Elementwise.cpp - generators and elementwise kernels ---------------===//
+#include "KernelSupport.h"
+
+#include "slapo/runtime/Kernels.h"
+
+namespace slapo::rt::cpu {
+
+using namespace detail;
+
+//===----------------------------------------------------------------------===//
+// Generators.
+//===----------------------------------------------------------------------===//
+
+void fill(Context &ctx, const Tensor &out, double value) {
+  dispatch(AllTypes(), out.dtype, "fill", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T element = store<T>(value);
+    T *data = out.as<T>();
+    parallelFor(ctx, out.getNumElements(), kGrain,
+                [&](int64_t begin, int64_t end) {
+                  std::fill(data + begin, data + end, element);
+                });
+  });
+}
+
+void arange(Context &ctx, const Tensor &out, double start, double step) {
+  dispatch(NumericTypes(), out.dtype, "arange", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *data = out.as<T>();
+    parallelFor(ctx, out.getNumElements(), kGrain,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t i = begin; i < end; ++i)
+                    data[i] = store<T>(start + static_cast<double>(i) * step);
+                });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Unary.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kUnaryKindCount = static_cast<int>(UnaryKind::GeluTanh) + 1;
+constexpr int kBinaryKindCount = static_cast<int>(BinaryKind::Minimum) + 1;
+constexpr int kCompareKindCount = static_cast<int>(CompareKind::Ge) + 1;
+
+/// The kinds defined on integer tensors too.
+constexpr bool isIntegerUnary(UnaryKind kind) {
+  return kind == UnaryKind::Neg || kind == UnaryKind::Abs ||
+         kind == UnaryKind::Relu;
+}
+
+template <UnaryKind Kind, typename C> C applyUnary(C x) {
+  constexpr double kSqrtHalf = 0.70710678118654752440;
+  // sqrt(2 / pi), as PyTorch's tanh gelu spells it.
+  constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
+  constexpr double kGeluCubic = 0.044715;
+  if constexpr (Kind == UnaryKind::Neg)
+    return static_cast<C>(-x);
+  else if constexpr (Kind == UnaryKind::Abs)
+    return static_cast<C>(x < C(0) ? -x : x);
+  else if constexpr (Kind == UnaryKind::Relu)
+    return x < C(0) ? C(0) : x; // NaN stays NaN
+  else if constexpr (Kind == UnaryKind::Exp)
+    return std::exp(x);
+  else if constexpr (Kind == UnaryKind::Log)
+    return std::log(x);
+  else if constexpr (Kind == UnaryKind::Sqrt)
+    return std::sqrt(x);
+  else if constexpr (Kind == UnaryKind::Rsqrt)
+    return C(1) / std::sqrt(x);
+  else if constexpr (Kind == UnaryKind::Tanh)
+    return std::tanh(x);
+  else if constexpr (Kind == UnaryKind::Sigmoid)
+    return C(1) / (C(1) + std::exp(-x));
+  else if constexpr (Kind == UnaryKind::Silu)
+    return x / (C(1) + std::exp(-x));
+  else if constexpr (Kind == UnaryKind::Sin)
+    return std::sin(x);
+  else if constexpr (Kind == UnaryKind::Cos)
+    return std::cos(x);
+  else if constexpr (Kind == UnaryKind::GeluErf)
+    return x * C(0.5) * (C(1) + std::erf(x * C(kSqrtHalf)));
+  else
+    return C(0.5) * x *
+           (C(1) +
+            std::tanh(C(kSqrtTwoOverPi) * (x + C(kGeluCubic) * x * x * x)));
+}
+
+} // namespace
+
+void unary(Context &ctx, UnaryKind kind, const Tensor &input,
+           const Tensor &out) {
+  dispatch(NumericTypes(), input.dtype, "unary", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (!kIsFloat<T> && !isIntegerUnary(kind))
+      throwUnsupported("unary", input.dtype);
+    const T *in = input.as<T>();
+    T *result = out.as<T>();
+    dispatchEnum<UnaryKind, kUnaryKindCount>(kind, [&](auto kindTag) {
+      constexpr UnaryKind Kind = decltype(kindTag)::value;
+      if constexpr (kIsFloat<T> || isIntegerUnary(Kind)) {
+        parallelFor(ctx, input.getNumElements(), kGrain,
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t i = begin; i < end; ++i)
+                        result[i] = store<T>(applyUnary<Kind>(load(in[i])));
+                    });
+      }
+    });
+  });
+}
+
+void cast(Context &ctx, const Tensor &input, const Tensor &out) {
+  dispatch(AllTypes(), input.dtype, "cast", [&](auto fromTag) {
+    using From = typename decltype(fromTag)::type;
+    dispatch(AllTypes(), out.dtype, "cast", [&](auto toTag) {
+      using To = typename decltype(toTag)::type;
+      const From *in = input.as<From>();
+      To *result = out.as<To>();
+      parallelFor(ctx, input.getNumElements(), kGrain,
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t i = begin; i < end; ++i)
+                      result[i] = store<To>(load(in[i]));
+                  });
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Binary, compare and where.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// base^exponent by squaring, as PyTorch computes integer powers; a negative
+/// exponent gives 0 unless the base is 1 or -1.
+inline int64_t integerPow(int64_t base, int64_t exponent) {
+  if (exponent < 0)
+    return base == 1 ? 1 : base == -1 ? (exponent % 2 ? -1 : 1) : 0;
+  int64_t result = 1;
+  for (; exponent; exponent >>= 1, base *= base)
+    if (exponent & 1)
+      result *= base;
+  return result;
+}
+
+template <BinaryKind Kind, typename C> auto applyBinary(C a, C b) {
+  if constexpr (Kind == BinaryKind::Add)
+    return a + b;
+  else if constexpr (Kind == BinaryKind::Sub)
+    return a - b;
+  else if constexpr (Kind == BinaryKind::Mul)
+    return a * b;
+  else if constexpr (Kind == BinaryKind::Div) {
+    if constexpr (std::is_integral_v<C>)
+      return b == 0 ? int64_t(0) : int64_t(a) / int64_t(b); // no trap on /0
+    else
+      return a / b;
+  } else if constexpr (Kind == BinaryKind::Pow) {
+    if constexpr (std::is_integral_v<C>)
+      return integerPow(a, b);
+    else
+      return std::pow(a, b);
+  } else if constexpr (Kind == BinaryKind::Maximum)
+    return maxPropagatingNaN(a, b);
+  else
+    return minPropagatingNaN(a, b);
+}
+
+template <CompareKind Kind, typename C> bool applyCompare(C a, C b) {
+  if constexpr (Kind == CompareKind::Eq)
+    return a == b;
+  else if constexpr (Kind == CompareKind::Ne)
+    return a != b;
+  else if constexpr (Kind == CompareKind::Lt)
+    return a < b;
+  else if constexpr (Kind == CompareKind::Le)
+    return a <= b;
+  else if constexpr (Kind == CompareKind::Gt)
+    return a > b;
+  else
+    return a >= b;
+}
+
+/// out = op(lhs, rhs) broadcast, with the three stride patterns of a
+/// segment written as separate loops so that each vectorizes.
+template <typename In, typename Out, typename Op>
+void runBinary(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &out, Op op) {
+  const In *a = lhs.as<In>();
+  const In *b = rhs.as<In>();
+  Out *result = out.as<Out>();
+  BroadcastWalker<2>(out.shape, {lhs.shape, rhs.shape})
+      .run(ctx, [&](int64_t offset, const int64_t *inputOffsets,
+                    const int64_t *steps, int64_t length) {
+        const In *x = a + inputOffsets[0];
+        const In *y = b + inputOffsets[1];
+        Out *z = result + offset;
+        if (steps[0] && steps[1]) {
+          for (int64_t i = 0; i < length; ++i)
+            z[i] = store<Out>(op(load(x[i]), load(y[i])));
+        } else if (steps[0]) {
+          auto right = load(*y);
+          for (int64_t i = 0; i < length; ++i)
+            z[i] = store<Out>(op(load(x[i]), right));
+        } else if (steps[1]) {
+          auto left = load(*x);
+          for (int64_t i = 0; i < length; ++i)
+            z[i] = store<Out>(op(left, load(y[i])));
+        } else {
+          std::fill(z, z + length, store<Out>(op(load(*x), load(*y))));
+        }
+      });
+}
+
+} // namespace
+
+namespace {
+
+/// Runs the kind `kind` of a binary-shaped op over lhs and rhs of one dtype:
+/// `apply(kindTag, a, b)` computes an element, written as Out (the dtype, or
+/// bool for comparisons).
+template <typename Kind, int KindCount, bool ToBool, typename Apply>
+void runKinded(Context &ctx, const char *kernel, Kind kind, const Tensor &lhs,
+               const Tensor &rhs, const Tensor &out, Apply apply) {
+  dispatch(AllTypes(), lhs.dtype, kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Out = std::conditional_t<ToBool, bool, T>;
+    dispatchEnum<Kind, KindCount>(kind, [&](auto kindTag) {
+      runBinary<T, Out>(ctx, lhs, rhs, out, [&](Compute<T> a, Compute<T> b) {
+        return apply(kindTag, a, b);
+      });
+    });
+  });
+}
+
+} // namespace
+
+void binary(Context &ctx, BinaryKind kind, const Tensor &lhs, const Tensor &rhs,
+            const Tensor &out) {
+  runKinded<BinaryKind, kBinaryKindCount, false>(
+      ctx, "binary", kind, lhs, rhs, out, [](auto kindTag, auto a, auto b) {
+        return applyBinary<decltype(kindTag)::value>(a, b);
+      });
+}
+
+void compare(Context &ctx, CompareKind kind, const Tensor &lhs,
+             const Tensor &rhs, const Tensor &out) {
+  runKinded<CompareKind, kCompareKindCount, true>(
+      ctx, "compare", kind, lhs, rhs, out, [](auto kindTag, auto a, auto b) {
+        return applyCompare<decltype(kindTag)::value>(a, b);
+      });
+}
+
+void where(Context &ctx, const Tensor &condition, const Tensor &onTrue,
+           const Tensor &onFalse, const Tensor &out) {
+  dispatchWidth(out.dtype, [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    const bool *c = condition.as<bool>();
+    const W *a = onTrue.as<W>();
+    const W *b = onFalse.as<W>();
+    W *result = out.as<W>();
+    BroadcastWalker<3>(out.shape,
+                       {condition.shape, onTrue.shape, onFalse.shape})
+        .run(ctx, [&](int64_t offset, const int64_t *offsets,
+                      const int64_t *steps, int64_t length) {
+          const bool *x = c + offsets[0];
+          const W *y = a + offsets[1];
+          const W *z = b + offsets[2];
+          W *r = result + offset;
+          for (int64_t i = 0; i < length; ++i)
+            r[i] = x[i * steps[0]] ? y[i * steps[1]] : z[i * steps[2]];
+        });
+  });
+}
+
+void triangular(Context &ctx, const Tensor &input, const Tensor &out,
+                bool lower, int64_t diagonal) {
+  int rank = input.getRank();
+  int64_t rows = rank >= 2 ? input.shape.dims[rank - 2] : 1;
+  int64_t columns = rank >= 1 ? input.shape.dims[rank - 1] : 1;
+  int64_t matrixRows = input.getNumElements() / std::max<int64_t>(columns, 1);
+  dispatchWidth(input.dtype, [&](auto tag) {
+    using W = typename decltype(tag)::type;
+    const W *in = input.as<W>();
+    W *result = out.as<W>();
+    parallelFor(ctx, matrixRows, grainFor(columns),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t row = begin; row < end; ++row) {
+                    int64_t i = row % rows;
+                    // Columns [keepBegin, keepEnd) of row i are kept.
+                    int64_t keepBegin = lower ? 0 : i + diagonal;
+                    int64_t keepEnd = lower ? i + diagonal + 1 : columns;
+                    keepBegin = std::clamp<int64_t>(keepBegin, 0, columns);
+                    keepEnd = std::clamp<int64_t>(keepEnd, keepBegin, columns);
+                    const W *x = in + row * columns;
+                    W *y = result + row * columns;
+                    std::fill(y, y + keepBegin, W(0));
+                    std::copy(x + keepBegin, x + keepEnd, y + keepBegin);
+                    std::fill(y + keepEnd, y + columns, W(0));
+                  }
+                });
+  });
+}
+
+} // namespace slapo::rt::cpu

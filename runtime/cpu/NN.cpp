@@ -1,0 +1,241 @@
+//===- NN.cpp - embedding, normalization, softmax and losses --------------===//
+#include "KernelSupport.h"
+
+#include "slapo/runtime/Kernels.h"
+
+#include <vector>
+
+namespace slapo::rt::cpu {
+
+using namespace detail;
+
+namespace {
+
+/// Throws unless every index in `indices` lies in [0, bound); an index
+/// equal to `ignored` (when `hasIgnored`) is allowed too.
+template <typename I>
+void checkIndices(const char *what, const I *indices, int64_t count,
+                  int64_t bound, bool hasIgnored = false, int64_t ignored = 0) {
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t index = indices[i];
+    if ((index < 0 || index >= bound) && !(hasIgnored && index == ignored))
+      throw Error(std::string(what) + " " + std::to_string(index) +
+                  " at position " + std::to_string(i) +
+                  " is out of range [0, " + std::to_string(bound) + ")");
+  }
+}
+
+} // namespace
+
+void embedding(Context &ctx, const Tensor &weight, const Tensor &indices,
+               const Tensor &out) {
+  int64_t vocabulary = weight.shape.dims[0];
+  size_t rowBytes = weight.getBytes() / std::max<int64_t>(vocabulary, 1);
+  int64_t count = indices.getNumElements();
+  dispatch(IndexTypes(), indices.dtype, "embedding", [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    const I *index = indices.as<I>();
+    checkIndices("embedding index", index, count, vocabulary);
+    const char *table = static_cast<const char *>(weight.data);
+    char *result = static_cast<char *>(out.data);
+    parallelFor(ctx, count, grainFor(rowBytes / getSize(weight.dtype)),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t i = begin; i < end; ++i)
+                    std::memcpy(result + i * rowBytes,
+                                table + index[i] * rowBytes, rowBytes);
+                });
+  });
+}
+
+void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
+               const Tensor &bias, const Tensor &out, int64_t normalizedRank,
+               double eps) {
+  int rank = input.getRank();
+  int64_t size = product(input.shape, rank - int(normalizedRank), rank);
+  int64_t rows = size ? input.getNumElements() / size : 0;
+  dispatch(FloatTypes(), input.dtype, "layerNorm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    const T *in = input.as<T>();
+    const T *gamma = weight.as<T>();
+    const T *beta = bias.as<T>();
+    T *result = out.as<T>();
+    parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T *x = in + row * size;
+        T *y = result + row * size;
+        // Two passes in f64: the mean, then the biased variance about it.
+        double sum = 0;
+        for (int64_t i = 0; i < size; ++i)
+          sum += load(x[i]);
+        double mean = sum / size;
+        double squares = 0;
+        for (int64_t i = 0; i < size; ++i) {
+          double centered = load(x[i]) - mean;
+          squares += centered * centered;
+        }
+        C rstd = C(1.0 / std::sqrt(squares / size + eps));
+        C center = C(mean);
+        for (int64_t i = 0; i < size; ++i) {
+          C value = (load(x[i]) - center) * rstd;
+          if (gamma)
+            value *= load(gamma[i]);
+          if (beta)
+            value += load(beta[i]);
+          y[i] = store<T>(value);
+        }
+      }
+    });
+  });
+}
+
+namespace {
+
+/// Columns of a strided softmax one task handles together.
+constexpr int64_t kColumnBlock = 64;
+
+/// softmax or log-softmax of `input` along `dim`: the input viewed as
+/// [outer, length, inner], each of the outer * inner lines normalized with
+/// its maximum subtracted first.
+template <bool Log>
+void softmaxAlong(Context &ctx, const Tensor &input, const Tensor &out,
+                  int64_t dim) {
+  int rank = input.getRank();
+  int d = normalizeDim(dim, rank);
+  int64_t outer = product(input.shape, 0, d);
+  int64_t length = rank ? input.shape.dims[d] : 1;
+  int64_t inner = product(input.shape, d + 1, rank);
+  const char *kernel = Log ? "logSoftmax" : "softmax";
+  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    const T *in = input.as<T>();
+    T *result = out.as<T>();
+    if (inner == 1) {
+      // Contiguous rows: exponentials kept in a scratch row of C.
+      parallelFor(
+          ctx, outer, grainFor(length), [&](int64_t begin, int64_t end) {
+            std::vector<C> scratch(length);
+            for (int64_t row = begin; row < end; ++row) {
+              const T *x = in + row * length;
+              T *y = result + row * length;
+              C max = -std::numeric_limits<C>::infinity();
+              for (int64_t i = 0; i < length; ++i)
+                max = maxPropagatingNaN(load(x[i]), max);
+              double sum = 0;
+              for (int64_t i = 0; i < length; ++i) {
+                scratch[i] = load(x[i]) - max;
+                C e = std::exp(scratch[i]);
+                sum += e;
+                if constexpr (!Log)
+                  scratch[i] = e;
+              }
+              C scale = Log ? C(std::log(sum)) : C(1.0 / sum);
+              for (int64_t i = 0; i < length; ++i)
+                y[i] = store<T>(Log ? scratch[i] - scale : scratch[i] * scale);
+            }
+          });
+      return;
+    }
+    // Strided lines: a task takes up to kColumnBlock adjacent columns of one
+    // outer index and walks the dim with them side by side.
+    int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
+    parallelFor(
+        ctx, outer * blocks, grainFor(length * kColumnBlock),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t task = begin; task < end; ++task) {
+            int64_t o = task / blocks;
+            int64_t first = task % blocks * kColumnBlock;
+            int64_t width = std::min(kColumnBlock, inner - first);
+            const T *x = in + o * length * inner + first;
+            T *y = result + o * length * inner + first;
+            C max[kColumnBlock];
+            double sum[kColumnBlock];
+            std::fill(max, max + width, -std::numeric_limits<C>::infinity());
+            std::fill(sum, sum + width, 0.0);
+            for (int64_t i = 0; i < length; ++i)
+              for (int64_t j = 0; j < width; ++j)
+                max[j] = maxPropagatingNaN(load(x[i * inner + j]), max[j]);
+            for (int64_t i = 0; i < length; ++i)
+              for (int64_t j = 0; j < width; ++j)
+                sum[j] += std::exp(load(x[i * inner + j]) - max[j]);
+            C scale[kColumnBlock];
+            for (int64_t j = 0; j < width; ++j)
+              scale[j] = Log ? C(std::log(sum[j])) : C(1.0 / sum[j]);
+            for (int64_t i = 0; i < length; ++i)
+              for (int64_t j = 0; j < width; ++j) {
+                C shifted = load(x[i * inner + j]) - max[j];
+                y[i * inner + j] = store<T>(Log ? shifted - scale[j]
+                                                : std::exp(shifted) * scale[j]);
+              }
+          }
+        });
+  });
+}
+
+} // namespace
+
+void softmax(Context &ctx, const Tensor &input, const Tensor &out,
+             int64_t dim) {
+  softmaxAlong<false>(ctx, input, out, dim);
+}
+
+void logSoftmax(Context &ctx, const Tensor &input, const Tensor &out,
+                int64_t dim) {
+  softmaxAlong<true>(ctx, input, out, dim);
+}
+
+void crossEntropy(Context &ctx, const Tensor &logits, const Tensor &target,
+                  const Tensor &out, int64_t ignoreIndex, Reduction reduction) {
+  int64_t rows = logits.shape.dims[0];
+  int64_t classes = logits.getRank() > 1 ? logits.shape.dims[1] : 1;
+  dispatch(FloatTypes(), logits.dtype, "crossEntropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    dispatch(IndexTypes(), target.dtype, "crossEntropy", [&](auto indexTag) {
+      using I = typename decltype(indexTag)::type;
+      const I *labels = target.as<I>();
+      checkIndices("cross entropy target", labels, rows, classes, true,
+                   ignoreIndex);
+      const T *in = logits.as<T>();
+      // -log_softmax(row)[label], 0 for an ignored row.
+      std::vector<double> losses(rows);
+      parallelFor(
+          ctx, rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+            for (int64_t row = begin; row < end; ++row) {
+              int64_t label = labels[row];
+              if (label == ignoreIndex) {
+                losses[row] = 0;
+                continue;
+              }
+              const T *x = in + row * classes;
+              C max = -std::numeric_limits<C>::infinity();
+              for (int64_t i = 0; i < classes; ++i)
+                max = maxPropagatingNaN(load(x[i]), max);
+              double sum = 0;
+              for (int64_t i = 0; i < classes; ++i)
+                sum += std::exp(load(x[i]) - max);
+              losses[row] = std::log(sum) - (double(load(x[label])) - max);
+            }
+          });
+      if (reduction == Reduction::None) {
+        T *result = out.as<T>();
+        for (int64_t row = 0; row < rows; ++row)
+          result[row] = store<T>(losses[row]);
+        return;
+      }
+      double total = 0;
+      int64_t counted = 0;
+      for (int64_t row = 0; row < rows; ++row) {
+        total += losses[row];
+        counted += labels[row] != ignoreIndex;
+      }
+      // Mean over no counted target is 0 / 0, NaN, as in PyTorch.
+      *out.as<T>() = store<T>(reduction == Reduction::Mean
+                                  ? total / static_cast<double>(counted)
+                                  : total);
+    });
+  });
+}
+
+} // namespace slapo::rt::cpu

@@ -1,0 +1,305 @@
+//===- TrainMain.cpp - the rank program's command line and training loop --===//
+//
+// Everything a rank program does besides running its phases: the command
+// line, the arena, weights, data, checkpoints and logs. The generated step
+// only computes; this file is the same for every model.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/runtime/Checkpoint.h"
+#include "slapo/runtime/Data.h"
+#include "slapo/runtime/Error.h"
+#include "slapo/runtime/Program.h"
+#include "slapo/runtime/SafeTensors.h"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace slapo::rt {
+namespace {
+
+struct TrainOptions {
+  int64_t steps = 10;
+  std::string data;
+  std::string weights;
+  std::string logJson;
+  int threads = 0;
+  std::string save;
+  int64_t saveEvery = 0;
+  std::string resume;
+  bool forwardOnly = false;
+  std::string saveGrads;
+  std::string saveWeights;
+  bool quiet = false;
+};
+
+/// The arena of one rank: every tensor of the step lives at its planned
+/// offset. Zeroed, which is the optimizer state's initial value.
+struct Arena {
+  explicit Arena(int64_t bytes) {
+    // The plan aligns every offset to 64 bytes; so is the base.
+    size_t size = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+    data = static_cast<uint8_t *>(std::aligned_alloc(64, size ? size : 64));
+    if (!data)
+      throw Error("cannot allocate the arena of " + std::to_string(bytes) +
+                  " bytes");
+    std::memset(data, 0, size);
+  }
+  ~Arena() { std::free(data); }
+  Arena(const Arena &) = delete;
+  Arena &operator=(const Arena &) = delete;
+
+  Tensor view(const ArenaSlot &slot) const {
+    return Tensor(data + slot.offset, slot.dtype, slot.shape);
+  }
+  uint8_t *data;
+};
+
+std::vector<NamedTensor> viewsOf(const Arena &arena, const ArenaSlot *slots,
+                                 int count) {
+  std::vector<NamedTensor> views;
+  for (int i = 0; i < count; ++i)
+    views.push_back({slots[i].name, arena.view(slots[i])});
+  return views;
+}
+
+/// What checkpoints hold: parameters (and buffers), then optimizer state.
+std::vector<NamedTensor> trainingState(const ProgramDesc &program,
+                                       const Arena &arena) {
+  std::vector<NamedTensor> state =
+      viewsOf(arena, program.params, program.numParams);
+  for (NamedTensor &tensor : viewsOf(arena, program.optimizerState,
+                                     program.numOptimizerState))
+    state.push_back(std::move(tensor));
+  return state;
+}
+
+/// The weights file next to the executable, where slapoc writes it.
+std::string defaultWeightsPath() {
+  std::vector<char> buffer(4096);
+  ssize_t length = readlink("/proc/self/exe", buffer.data(), buffer.size() - 1);
+  if (length <= 0)
+    return "weights.safetensors";
+  std::string exe(buffer.data(), length);
+  return exe.substr(0, exe.rfind('/') + 1) + "weights.safetensors";
+}
+
+int64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+/// A run of training steps on one rank.
+class Trainer {
+public:
+  Trainer(const ProgramDesc &program, const TrainOptions &options)
+      : program(program), options(options), ctx(options.threads),
+        arena(program.memory.arenaBytes) {}
+  void run();
+
+private:
+  void prepare();
+  void runStep(int64_t step);
+  void log(int64_t step, double seconds);
+  void save(int64_t step);
+  template <typename T> T read(const ArenaSlot &slot) const {
+    return *arena.view(slot).as<T>();
+  }
+
+  const ProgramDesc &program;
+  const TrainOptions &options;
+  cpu::Context ctx;
+  Arena arena;
+  std::unique_ptr<DataSource> data;
+  std::vector<DataInput> inputs;
+  std::unique_ptr<std::ofstream> logFile;
+  int64_t firstStep = 1;
+  std::chrono::steady_clock::time_point start;
+};
+
+void Trainer::prepare() {
+  if (options.steps < 1)
+    throw Error("--steps must be at least 1, got " +
+                std::to_string(options.steps));
+  if (options.saveEvery > 0 && options.save.empty())
+    throw Error("--save-every needs --save DIR");
+  // Problems with where results go are found before any work is done.
+  if (!options.save.empty())
+    checkCheckpointDirectory(options.save);
+  if (!options.logJson.empty()) {
+    logFile = std::make_unique<std::ofstream>(options.logJson);
+    if (!*logFile)
+      throwSystemError(options.logJson);
+  }
+
+  SafeTensorsReader weights(options.weights);
+  for (int i = 0; i < program.numParams; ++i)
+    weights.read(program.params[i].name, arena.view(program.params[i]));
+  program.initialize(ctx, arena.data);
+  if (!options.resume.empty())
+    firstStep = loadCheckpoint(options.resume, program.fingerprint,
+                               trainingState(program, arena), program.rank) +
+                1;
+  if (firstStep > options.steps)
+    throw Error("the checkpoint in " + options.resume + " is at step " +
+                std::to_string(firstStep - 1) + ", not before --steps " +
+                std::to_string(options.steps));
+
+  for (int i = 0; i < program.numInputs; ++i) {
+    const InputSlot &input = program.inputs[i];
+    inputs.push_back(
+        {input.slot.name, arena.view(input.slot), input.indexBound});
+  }
+  data = options.data.empty()
+             ? makeSyntheticDataSource(program.seed)
+             : openDataSource(options.data, program.seed, inputs);
+}
+
+void Trainer::runStep(int64_t step) {
+  *arena.view(program.step).as<int64_t>() = step;
+  *arena.view(program.totalSteps).as<int64_t>() = options.steps;
+  data->fill(step, inputs);
+  program.forward(ctx, arena.data);
+  if (options.forwardOnly)
+    return;
+  program.backward(ctx, arena.data);
+  if (step == 1 && !options.saveGrads.empty())
+    writeSafeTensors(options.saveGrads,
+                     viewsOf(arena, program.gradients, program.numGradients));
+  program.optimizer(ctx, arena.data);
+}
+
+void Trainer::log(int64_t step, double seconds) {
+  float loss = read<float>(program.loss);
+  double lr = options.forwardOnly ? 0 : read<double>(program.learningRate);
+  double tokensPerSecond = program.tokensPerStep / seconds;
+  if (logFile) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.17g, "
+                  "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, "
+                  "\"arena_bytes\": %lld, \"rss_bytes\": %lld}\n",
+                  static_cast<long long>(step), loss, lr, seconds,
+                  tokensPerSecond,
+                  static_cast<long long>(program.memory.arenaBytes),
+                  static_cast<long long>(residentBytes()));
+    *logFile << line << std::flush;
+  }
+  if (program.rank == 0 && !options.quiet) {
+    double elapsed = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    std::printf("step %lld/%lld  loss %.6f  %.0f tokens/s  elapsed %.1fs\n",
+                static_cast<long long>(step),
+                static_cast<long long>(options.steps), loss, tokensPerSecond,
+                elapsed);
+    std::fflush(stdout);
+  }
+}
+
+void Trainer::save(int64_t step) {
+  bool periodic = options.saveEvery > 0 && step % options.saveEvery == 0;
+  if (options.save.empty() || !(periodic || step == options.steps))
+    return;
+  std::string stepDir =
+      saveCheckpoint(options.save, step, program.fingerprint,
+                     trainingState(program, arena), program.rank,
+                     program.worldSize);
+  // With one rank, no other rank's file has to be complete first.
+  commitCheckpoint(options.save, stepDir, step, program.fingerprint,
+                   program.worldSize);
+}
+
+void Trainer::run() {
+  prepare();
+  if (program.rank == 0 && !options.quiet) {
+    std::printf("%s: %lld steps from step %lld, %s, %d threads, arena %.1f "
+                "MiB\n",
+                program.modelName, static_cast<long long>(options.steps),
+                static_cast<long long>(firstStep), data->describe().c_str(),
+                ctx.getThreads(), program.memory.arenaBytes / 1048576.0);
+    std::fflush(stdout);
+  }
+  start = std::chrono::steady_clock::now();
+  for (int64_t step = firstStep; step <= options.steps; ++step) {
+    auto stepStart = std::chrono::steady_clock::now();
+    runStep(step);
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - stepStart)
+                         .count();
+    log(step, seconds);
+    if (!options.forwardOnly)
+      save(step);
+  }
+  if (!options.saveWeights.empty())
+    writeSafeTensors(options.saveWeights,
+                     viewsOf(arena, program.params, program.numParams));
+}
+
+} // namespace
+
+int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
+  TrainOptions options;
+  options.weights = defaultWeightsPath();
+  CLI::App app{std::string("Trains ") + program.modelName + " (rank " +
+               std::to_string(program.rank) + " of " +
+               std::to_string(program.worldSize) + "), compiled by slapoc."};
+  app.add_option("--steps", options.steps,
+                 "train until this step (with --resume, counting the "
+                 "checkpoint's steps); learning-rate schedules span it")
+      ->capture_default_str();
+  app.add_option("--data", options.data,
+                 "training data: a .safetensors batch file or a flat token "
+                 "file (uint16, or uint32 if it ends in .u32); synthetic "
+                 "data without it");
+  app.add_option("--weights", options.weights,
+                 "initial weights (default: weights.safetensors next to the "
+                 "program)");
+  app.add_option("--log-json", options.logJson,
+                 "write one JSON object per step to this file");
+  app.add_option("--threads", options.threads,
+                 "CPU threads (default: all cores)");
+  app.add_option("--save", options.save,
+                 "checkpoint directory: saved at the last step and every "
+                 "--save-every steps");
+  app.add_option("--save-every", options.saveEvery,
+                 "save a checkpoint every K steps")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--resume", options.resume,
+                 "continue from a checkpoint (a --save directory or one of "
+                 "its step directories)");
+  app.add_flag("--forward-only", options.forwardOnly,
+               "run the forward only: losses without training");
+  app.add_option("--save-grads", options.saveGrads,
+                 "write the gradients of step 1 (before clipping) to this "
+                 "safetensors file");
+  app.add_option("--save-weights", options.saveWeights,
+                 "write the final parameters to this safetensors file");
+  app.add_flag("--quiet", options.quiet, "no progress lines");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e);
+  }
+  try {
+    Trainer(program, options).run();
+  } catch (const std::exception &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "rank %d: error: %s\n", program.rank, e.what());
+    return 2;
+  }
+  return 0;
+}
+
+} // namespace slapo::rt

@@ -1,0 +1,37 @@
+//===- Random.h - counter-based random numbers ------------------*- C++ -*-===//
+//
+// Randomness in a rank program is a pure function of (seed, stream, counter):
+// the batch a step samples and, later, a dropout mask do not depend on thread
+// count, rank count or what ran before, so runs are reproducible and a
+// resumed run draws what the uninterrupted one would have.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_RANDOM_H
+#define SLAPO_RUNTIME_RANDOM_H
+
+#include <cstdint>
+
+namespace slapo::rt {
+
+/// Steele, Lea and Flood's SplitMix64 finalizer: a bijection that mixes
+/// every input bit into every output bit.
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// 64 random bits for element `counter` of stream `stream` under `seed`.
+inline uint64_t randomBits(uint64_t seed, uint64_t stream, uint64_t counter) {
+  return splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ counter);
+}
+
+/// A double in [0, 1) from the 53 high bits.
+inline double uniform01(uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+} // namespace slapo::rt
+
+#endif // SLAPO_RUNTIME_RANDOM_H

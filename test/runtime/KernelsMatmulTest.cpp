@@ -1,0 +1,176 @@
+// linear and matmul through oneDNN against naive loops, and the primitive
+// cache of the CPU context.
+#include "ContextImpl.h"
+
+#include "slapo/runtime/Error.h"
+#include "slapo/runtime/Kernels.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+using namespace slapo::rt;
+using namespace slapo::rt::cpu;
+
+namespace {
+
+/// Deterministic values in [-1, 1).
+std::vector<float> pattern(size_t count, int seed) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i)
+    values[i] = float((i * 37 + seed * 11) % 101) / 50.5f - 1.0f;
+  return values;
+}
+
+/// input[M, K] * weight[N, K]^T + bias[N] in f64.
+std::vector<double> naiveLinear(const std::vector<float> &input,
+                                const std::vector<float> &weight,
+                                const float *bias, int m, int k, int n) {
+  std::vector<double> out(size_t(m) * n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double sum = bias ? bias[j] : 0.0;
+      for (int l = 0; l < k; ++l)
+        sum += double(input[i * k + l]) * weight[j * k + l];
+      out[i * n + j] = sum;
+    }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("linear with and without bias matches a naive loop") {
+  Context ctx(2);
+  for (auto [m, k, n] : {std::tuple{3, 4, 5}, std::tuple{64, 96, 80}}) {
+    INFO("M " << m << " K " << k << " N " << n);
+    std::vector<float> input = pattern(m * k, 1), weight = pattern(n * k, 2),
+                       bias = pattern(n, 3), out(m * n);
+    for (bool withBias : {false, true}) {
+      linear(ctx, Tensor(input.data(), DType::F32, {m, k}),
+             Tensor(weight.data(), DType::F32, {n, k}),
+             withBias ? Tensor(bias.data(), DType::F32, {n}) : Tensor(),
+             Tensor(out.data(), DType::F32, {m, n}));
+      std::vector<double> expected =
+          naiveLinear(input, weight, withBias ? bias.data() : nullptr, m, k, n);
+      for (size_t i = 0; i < out.size(); ++i)
+        REQUIRE(out[i] == Approx(expected[i]).margin(1e-4));
+    }
+  }
+}
+
+TEST_CASE("linear flattens leading input dims") {
+  Context ctx(1);
+  std::vector<float> input = pattern(2 * 3 * 4, 4), weight = pattern(5 * 4, 5),
+                     bias = pattern(5, 6), out(2 * 3 * 5);
+  linear(ctx, Tensor(input.data(), DType::F32, {2, 3, 4}),
+         Tensor(weight.data(), DType::F32, {5, 4}),
+         Tensor(bias.data(), DType::F32, {5}),
+         Tensor(out.data(), DType::F32, {2, 3, 5}));
+  std::vector<double> expected =
+      naiveLinear(input, weight, bias.data(), 6, 4, 5);
+  for (size_t i = 0; i < out.size(); ++i)
+    CHECK(out[i] == Approx(expected[i]).margin(1e-5));
+}
+
+TEST_CASE("bf16 linear accumulates in f32 and rounds once") {
+  Context ctx(2);
+  const int m = 16, k = 64, n = 24;
+  std::vector<float> input = pattern(m * k, 7), weight = pattern(n * k, 8),
+                     bias = pattern(n, 9);
+  auto toBf16 = [](std::vector<float> &values) {
+    std::vector<BFloat16> rounded;
+    for (float &value : values) {
+      rounded.push_back(BFloat16::fromFloat(value));
+      value = rounded.back().toFloat(); // the reference sees what bf16 holds
+    }
+    return rounded;
+  };
+  std::vector<BFloat16> inputBf = toBf16(input), weightBf = toBf16(weight),
+                        biasBf = toBf16(bias), out(m * n);
+  linear(ctx, Tensor(inputBf.data(), DType::BF16, {m, k}),
+         Tensor(weightBf.data(), DType::BF16, {n, k}),
+         Tensor(biasBf.data(), DType::BF16, {n}),
+         Tensor(out.data(), DType::BF16, {m, n}));
+  std::vector<double> expected =
+      naiveLinear(input, weight, bias.data(), m, k, n);
+  for (int i = 0; i < m * n; ++i) {
+    // One rounding to bf16: half an ulp of 8 mantissa bits, plus slack for
+    // f32 accumulation order.
+    double tolerance = std::fabs(expected[i]) / 256 + 1e-3;
+    REQUIRE(std::fabs(out[i].toFloat() - expected[i]) <= tolerance);
+  }
+}
+
+TEST_CASE("matmul broadcasts batch dims") {
+  Context ctx(2);
+  // lhs [2, 3, 4, 5] x rhs [1, 3, 5, 6] -> [2, 3, 4, 6].
+  const int b0 = 2, b1 = 3, m = 4, k = 5, n = 6;
+  std::vector<float> lhs = pattern(b0 * b1 * m * k, 10),
+                     rhs = pattern(b1 * k * n, 11), out(b0 * b1 * m * n);
+  matmul(ctx, Tensor(lhs.data(), DType::F32, {b0, b1, m, k}),
+         Tensor(rhs.data(), DType::F32, {1, b1, k, n}),
+         Tensor(out.data(), DType::F32, {b0, b1, m, n}));
+  for (int x = 0; x < b0; ++x)
+    for (int y = 0; y < b1; ++y)
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int l = 0; l < k; ++l)
+            sum += double(lhs[((x * b1 + y) * m + i) * k + l]) *
+                   rhs[(y * k + l) * n + j];
+          REQUIRE(out[((x * b1 + y) * m + i) * n + j] ==
+                  Approx(sum).margin(1e-5));
+        }
+
+  // A rank-2 lhs against a batched rhs: the lhs is padded with a batch dim.
+  std::vector<float> a = pattern(m * k, 12), c = pattern(b0 * k * n, 13),
+                     r(b0 * m * n);
+  matmul(ctx, Tensor(a.data(), DType::F32, {m, k}),
+         Tensor(c.data(), DType::F32, {b0, k, n}),
+         Tensor(r.data(), DType::F32, {b0, m, n}));
+  for (int x = 0; x < b0; ++x)
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int l = 0; l < k; ++l)
+          sum += double(a[i * k + l]) * c[(x * k + l) * n + j];
+        REQUIRE(r[(x * m + i) * n + j] == Approx(sum).margin(1e-5));
+      }
+}
+
+TEST_CASE("contractions refuse dtypes oneDNN is not asked for") {
+  Context ctx(1);
+  std::vector<double> a(4), b(4), c(4);
+  CHECK_THROWS_AS(matmul(ctx, Tensor(a.data(), DType::F64, {2, 2}),
+                         Tensor(b.data(), DType::F64, {2, 2}),
+                         Tensor(c.data(), DType::F64, {2, 2})),
+                  Error);
+}
+
+TEST_CASE("a primitive is created once per shape") {
+  Context ctx(1);
+  CHECK(getCachedPrimitiveCount(ctx) == 0);
+  std::vector<float> input = pattern(6, 1), weight = pattern(12, 2), out(8);
+  Tensor x(input.data(), DType::F32, {2, 3}),
+      w(weight.data(), DType::F32, {4, 3}), y(out.data(), DType::F32, {2, 4});
+  linear(ctx, x, w, Tensor(), y);
+  linear(ctx, x, w, Tensor(), y);
+  CHECK(getCachedPrimitiveCount(ctx) == 1);
+  // Another shape, a bias, a matmul: one primitive each.
+  linear(ctx, Tensor(input.data(), DType::F32, {1, 3}), w, Tensor(),
+         Tensor(out.data(), DType::F32, {1, 4}));
+  std::vector<float> bias(4, 0.5f);
+  linear(ctx, x, w, Tensor(bias.data(), DType::F32, {4}), y);
+  matmul(ctx, x, Tensor(weight.data(), DType::F32, {3, 4}), y);
+  matmul(ctx, x, Tensor(weight.data(), DType::F32, {3, 4}), y);
+  CHECK(getCachedPrimitiveCount(ctx) == 4);
+}
+
+TEST_CASE("a context with threads <= 0 uses OpenMP's count") {
+  Context ctx(0);
+  CHECK(ctx.getThreads() >= 1);
+  Context three(3);
+  CHECK(three.getThreads() == 3);
+}

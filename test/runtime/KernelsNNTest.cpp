@@ -1,0 +1,241 @@
+// embedding, layer norm, softmax, log-softmax and cross entropy against the
+// formulas, computed here in f64.
+#include "slapo/runtime/Error.h"
+#include "slapo/runtime/Kernels.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+using namespace slapo::rt;
+using namespace slapo::rt::cpu;
+
+TEST_CASE("embedding gathers rows by I64 and I32 indices") {
+  Context ctx(1);
+  std::vector<float> weight = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
+  std::vector<int64_t> indices = {3, 0, 3};
+  std::vector<float> out(9);
+  embedding(ctx, Tensor(weight.data(), DType::F32, {4, 3}),
+            Tensor(indices.data(), DType::I64, {3}),
+            Tensor(out.data(), DType::F32, {3, 3}));
+  CHECK(out == std::vector<float>{30, 31, 32, 0, 1, 2, 30, 31, 32});
+  std::vector<int32_t> small = {2, 1};
+  std::vector<float> pair(6);
+  embedding(ctx, Tensor(weight.data(), DType::F32, {4, 3}),
+            Tensor(small.data(), DType::I32, {1, 2}),
+            Tensor(pair.data(), DType::F32, {1, 2, 3}));
+  CHECK(pair == std::vector<float>{20, 21, 22, 10, 11, 12});
+}
+
+TEST_CASE("an embedding index out of range is an error naming it") {
+  Context ctx(1);
+  std::vector<float> weight(12), out(6);
+  Tensor table(weight.data(), DType::F32, {4, 3});
+  std::vector<int64_t> tooLarge = {1, 4};
+  CHECK_THROWS_WITH(embedding(ctx, table,
+                              Tensor(tooLarge.data(), DType::I64, {2}),
+                              Tensor(out.data(), DType::F32, {2, 3})),
+                    Catch::Contains("4") && Catch::Contains("[0, 4)"));
+  std::vector<int32_t> negative = {-1, 0};
+  CHECK_THROWS_AS(embedding(ctx, table,
+                            Tensor(negative.data(), DType::I32, {2}),
+                            Tensor(out.data(), DType::F32, {2, 3})),
+                  Error);
+}
+
+namespace {
+
+/// Layer norm of `in` viewed as [rows, size] with the biased variance, in
+/// f64; `weight` and `bias` may be null.
+std::vector<double> naiveLayerNorm(const std::vector<float> &in, int size,
+                                   double eps, const float *weight,
+                                   const float *bias) {
+  std::vector<double> out(in.size());
+  for (size_t row = 0; row < in.size() / size; ++row) {
+    const float *x = in.data() + row * size;
+    double mean = 0, variance = 0;
+    for (int i = 0; i < size; ++i)
+      mean += x[i] / double(size);
+    for (int i = 0; i < size; ++i)
+      variance += (x[i] - mean) * (x[i] - mean) / size;
+    for (int i = 0; i < size; ++i)
+      out[row * size + i] = (x[i] - mean) / std::sqrt(variance + eps) *
+                                (weight ? weight[i] : 1.0) +
+                            (bias ? bias[i] : 0.0);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("layer norm uses the biased variance") {
+  Context ctx(1);
+  std::vector<float> in = {1, 2, 3, 4, -1, 0, 5, 10};
+  std::vector<float> weight = {1, 2, 0.5f, -1}, bias = {0, 1, 0, 2}, out(8);
+  layerNorm(ctx, Tensor(in.data(), DType::F32, {2, 4}),
+            Tensor(weight.data(), DType::F32, {4}),
+            Tensor(bias.data(), DType::F32, {4}),
+            Tensor(out.data(), DType::F32, {2, 4}), 1, 1e-5);
+  std::vector<double> expected =
+      naiveLayerNorm(in, 4, 1e-5, weight.data(), bias.data());
+  // Row 0: mean 2.5, variance 1.25.
+  CHECK(expected[0] == Approx(-1.5 / std::sqrt(1.25 + 1e-5)));
+  for (size_t i = 0; i < out.size(); ++i)
+    CHECK(out[i] == Approx(expected[i]).margin(1e-5));
+}
+
+TEST_CASE("layer norm over enough rows to be threaded") {
+  Context ctx(2);
+  const int rows = 700, size = 64;
+  std::vector<float> in(rows * size), out(rows * size);
+  for (int i = 0; i < rows * size; ++i)
+    in[i] = float((i * 31) % 97) * 0.1f + float(i / size);
+  layerNorm(ctx, Tensor(in.data(), DType::F32, {rows, size}), Tensor(),
+            Tensor(), Tensor(out.data(), DType::F32, {rows, size}), 1, 1e-5);
+  std::vector<double> expected =
+      naiveLayerNorm(in, size, 1e-5, nullptr, nullptr);
+  for (size_t i = 0; i < out.size(); ++i)
+    REQUIRE(out[i] == Approx(expected[i]).margin(1e-5));
+}
+
+TEST_CASE("layer norm over two trailing dims without weight or bias") {
+  Context ctx(1);
+  std::vector<float> in = {1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 6}, out(12);
+  layerNorm(ctx, Tensor(in.data(), DType::F32, {2, 2, 3}), Tensor(), Tensor(),
+            Tensor(out.data(), DType::F32, {2, 2, 3}), 2, 1e-5);
+  std::vector<double> expected = naiveLayerNorm(in, 6, 1e-5, nullptr, nullptr);
+  for (size_t i = 0; i < out.size(); ++i)
+    CHECK(out[i] == Approx(expected[i]).margin(1e-5));
+}
+
+namespace {
+
+/// softmax of `line` (log-softmax with `log`), in f64.
+std::vector<double> naiveSoftmax(const std::vector<double> &line, bool log) {
+  double max = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (double x : line)
+    max = std::max(max, x);
+  for (double x : line)
+    sum += std::exp(x - max);
+  std::vector<double> out;
+  for (double x : line)
+    out.push_back(log ? x - max - std::log(sum) : std::exp(x - max) / sum);
+  return out;
+}
+
+/// Checks softmax and log-softmax of `in` [outer, length, inner] along dim
+/// 1 against naiveSoftmax, line by line.
+void checkSoftmax(const std::vector<float> &in, int64_t outer, int64_t length,
+                  int64_t inner) {
+  Context ctx(2);
+  int64_t dim = 1;
+  Shape shape{outer, length, inner};
+  std::vector<float> input = in, soft(in.size()), logSoft(in.size());
+  softmax(ctx, Tensor(input.data(), DType::F32, shape),
+          Tensor(soft.data(), DType::F32, shape), dim);
+  logSoftmax(ctx, Tensor(input.data(), DType::F32, shape),
+             Tensor(logSoft.data(), DType::F32, shape), dim);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      std::vector<double> line;
+      for (int64_t i = 0; i < length; ++i)
+        line.push_back(in[(o * length + i) * inner + j]);
+      std::vector<double> p = naiveSoftmax(line, false);
+      std::vector<double> logP = naiveSoftmax(line, true);
+      double total = 0;
+      for (int64_t i = 0; i < length; ++i) {
+        int64_t index = (o * length + i) * inner + j;
+        REQUIRE(soft[index] == Approx(p[i]).margin(1e-6));
+        REQUIRE(logSoft[index] == Approx(logP[i]).margin(1e-5));
+        total += soft[index];
+      }
+      REQUIRE(total == Approx(1.0).epsilon(1e-5));
+    }
+}
+
+} // namespace
+
+TEST_CASE("softmax and log-softmax of contiguous rows") {
+  std::vector<float> in;
+  for (int i = 0; i < 3 * 7; ++i)
+    in.push_back(float(i % 5) - 2.5f);
+  checkSoftmax(in, 3, 7, 1);
+}
+
+TEST_CASE("softmax and log-softmax along a strided dim") {
+  // inner = 70 spans two column blocks.
+  std::vector<float> in;
+  for (int i = 0; i < 2 * 5 * 70; ++i)
+    in.push_back(float((i * 13) % 17) * 0.3f - 2);
+  checkSoftmax(in, 2, 5, 70);
+}
+
+TEST_CASE("softmax over enough rows to be threaded") {
+  std::vector<float> in;
+  for (int i = 0; i < 512 * 100; ++i)
+    in.push_back(float((i * 7) % 23) * 0.5f - 5);
+  checkSoftmax(in, 512, 100, 1);
+}
+
+TEST_CASE("softmax is stable for large values") {
+  std::vector<float> in = {1000, 1001, 1002, -1000, 0, 1000};
+  checkSoftmax(in, 2, 3, 1);
+  Context ctx(1);
+  std::vector<float> out(3);
+  softmax(ctx, Tensor(in.data(), DType::F32, {3}),
+          Tensor(out.data(), DType::F32, {3}), 0);
+  double sum = 1 + std::exp(-1.0) + std::exp(-2.0);
+  CHECK(out[2] == Approx(1 / sum));
+  CHECK(out[0] == Approx(std::exp(-2.0) / sum));
+}
+
+namespace {
+
+/// -log_softmax(row)[label] in f64.
+double naiveLoss(const std::vector<float> &logits, int64_t row, int64_t classes,
+                 int64_t label) {
+  std::vector<double> line(logits.begin() + row * classes,
+                           logits.begin() + (row + 1) * classes);
+  return -naiveSoftmax(line, true)[label];
+}
+
+} // namespace
+
+TEST_CASE("cross entropy with ignored targets") {
+  Context ctx(1);
+  const int64_t rows = 3, classes = 4, ignore = -100;
+  std::vector<float> logits = {1, 2, 3, 4, 0, 0, 0, 0, -1, 0.5f, 2, -3};
+  std::vector<int64_t> target = {1, ignore, 3};
+  Tensor x(logits.data(), DType::F32, {rows, classes}),
+      t(target.data(), DType::I64, {rows});
+  double l0 = naiveLoss(logits, 0, classes, 1);
+  double l2 = naiveLoss(logits, 2, classes, 3);
+
+  std::vector<float> each(3);
+  crossEntropy(ctx, x, t, Tensor(each.data(), DType::F32, {rows}), ignore,
+               Reduction::None);
+  CHECK(each[0] == Approx(l0));
+  CHECK(each[1] == 0);
+  CHECK(each[2] == Approx(l2));
+  float total;
+  crossEntropy(ctx, x, t, Tensor(&total, DType::F32, {}), ignore,
+               Reduction::Sum);
+  CHECK(total == Approx(l0 + l2));
+  float mean;
+  crossEntropy(ctx, x, t, Tensor(&mean, DType::F32, {}), ignore,
+               Reduction::Mean);
+  CHECK(mean == Approx((l0 + l2) / 2));
+
+  std::vector<int64_t> allIgnored = {ignore, ignore, ignore};
+  crossEntropy(ctx, x, Tensor(allIgnored.data(), DType::I64, {rows}),
+               Tensor(&mean, DType::F32, {}), ignore, Reduction::Mean);
+  CHECK(std::isnan(mean));
+
+  std::vector<int64_t> outOfRange = {0, 4, 1};
+  CHECK_THROWS_WITH(
+      crossEntropy(ctx, x, Tensor(outOfRange.data(), DType::I64, {rows}),
+                   Tensor(&mean, DType::F32, {}), ignore, Reduction::Mean),
+      Catch::Contains("4") && Catch::Contains("[0, 4)"));
+}

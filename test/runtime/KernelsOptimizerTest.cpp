@@ -1,0 +1,77 @@
+// SGD and AdamW updates against torch.optim's formulas, evaluated here in
+// f64 (the kernels compute in f32, so they agree to f32 precision).
+#include "slapo/runtime/Kernels.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace slapo::rt;
+using namespace slapo::rt::cpu;
+
+TEST_CASE("sgd without momentum: param -= lr * (grad + wd * param)") {
+  Context ctx(1);
+  std::vector<float> param = {1, -2, 0.5f}, grad = {0.1f, 0.2f, -0.3f};
+  std::vector<float> before = param;
+  double lr = 0.1, weightDecay = 0.01;
+  sgdUpdate(ctx, Tensor(param.data(), DType::F32, {3}),
+            Tensor(grad.data(), DType::F32, {3}), Tensor(),
+            Tensor(&lr, DType::F64, {}), 0.0, weightDecay);
+  for (int i = 0; i < 3; ++i)
+    CHECK(param[i] ==
+          Approx(before[i] - lr * (grad[i] + weightDecay * before[i]))
+              .epsilon(1e-6));
+}
+
+TEST_CASE("sgd with momentum accumulates the buffer over steps") {
+  Context ctx(1);
+  std::vector<float> param = {1, -2}, grad = {0.5f, -0.25f}, buffer = {0, 0};
+  std::vector<double> p(param.begin(), param.end()), b(2, 0.0);
+  double lr = 0.05, momentum = 0.9, weightDecay = 0.1;
+  for (int step = 0; step < 3; ++step) {
+    sgdUpdate(ctx, Tensor(param.data(), DType::F32, {2}),
+              Tensor(grad.data(), DType::F32, {2}),
+              Tensor(buffer.data(), DType::F32, {2}),
+              Tensor(&lr, DType::F64, {}), momentum, weightDecay);
+    for (int i = 0; i < 2; ++i) {
+      double g = grad[i] + weightDecay * p[i];
+      b[i] = momentum * b[i] + g;
+      p[i] -= lr * b[i];
+      CHECK(buffer[i] == Approx(b[i]).epsilon(1e-5));
+      CHECK(param[i] == Approx(p[i]).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("adamw steps follow torch.optim.AdamW") {
+  Context ctx(1);
+  std::vector<float> param = {1, -2, 0.5f, 3}, grad = {0.1f, -0.2f, 0.3f, 0};
+  std::vector<float> m(4, 0), v(4, 0);
+  std::vector<double> p(param.begin(), param.end()), mRef(4, 0), vRef(4, 0);
+  double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.1;
+  for (int64_t step = 1; step <= 2; ++step) {
+    adamwUpdate(ctx, Tensor(param.data(), DType::F32, {4}),
+                Tensor(grad.data(), DType::F32, {4}),
+                Tensor(m.data(), DType::F32, {4}),
+                Tensor(v.data(), DType::F32, {4}), Tensor(&lr, DType::F64, {}),
+                step, beta1, beta2, eps, weightDecay);
+    double correction1 = 1 - std::pow(beta1, step);
+    double correction2 = 1 - std::pow(beta2, step);
+    for (int i = 0; i < 4; ++i) {
+      p[i] *= 1 - lr * weightDecay;
+      mRef[i] = beta1 * mRef[i] + (1 - beta1) * grad[i];
+      vRef[i] = beta2 * vRef[i] + (1 - beta2) * grad[i] * grad[i];
+      double denominator = std::sqrt(vRef[i]) / std::sqrt(correction2) + eps;
+      p[i] -= lr / correction1 * mRef[i] / denominator;
+      INFO("step " << step << " element " << i);
+      CHECK(m[i] == Approx(mRef[i]).epsilon(1e-5));
+      CHECK(v[i] == Approx(vRef[i]).epsilon(1e-5));
+      CHECK(param[i] == Approx(p[i]).epsilon(1e-6));
+    }
+  }
+  // The first step moves each parameter with a gradient by about lr.
+  CHECK(param[0] ==
+        Approx((1 * (1 - lr * weightDecay) - lr) * (1 - lr * weightDecay) - lr)
+            .epsilon(1e-4));
+}
