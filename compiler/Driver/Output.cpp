@@ -1,6 +1,7 @@
 //===- Output.cpp - slapoc's output directory -----------------------------===//
 #include "Output.h"
 
+#include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Frontend/Weights.h"
 #include "slapo/Transforms/Passes.h"
 
@@ -180,10 +181,30 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
       json.attribute("compiled", build.compile);
       json.attribute("command", compileCommand);
     });
+    // Where each state_dict entry lives, for slapo-merge: every parameter
+    // and buffer under its name, with the other names of tied tensors.
+    json.attributeArray("parameters", [&] {
+      for (ParamOp param : planned.getOps<ParamOp>())
+        json.object([&] {
+          json.attribute("name", param.getSymName());
+          json.attribute("buffer", param.getBuffer());
+          json.attributeArray("shape", [&] {
+            for (int64_t size : param.getTensorType().getShape())
+              json.value(size);
+          });
+          json.attributeArray("aliases", [&] {
+            if (auto aliases = param.getAliasesAttr())
+              for (auto alias : aliases.getAsValueRange<mlir::StringAttr>())
+                json.value(alias);
+          });
+          json.attribute("rank", 0);
+        });
+    });
     json.attributeArray("ranks", [&] {
       json.object([&] {
         json.attribute("rank", 0);
         json.attribute("dir", rankDir(0));
+        json.attribute("fingerprint", getProgramFingerprint(planned));
         json.attribute("program", build.compile ? rankDir(0) + "/train" : "");
         json.attributeObject("planned_memory_bytes", [&] {
           for (mlir::NamedAttribute entry : memory)

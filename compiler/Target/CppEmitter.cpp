@@ -28,6 +28,14 @@ using namespace mlir;
 
 namespace slapo {
 
+std::string getProgramFingerprint(ModuleOp module) {
+  std::string ir;
+  llvm::raw_string_ostream irStream(ir);
+  module->print(irStream, OpPrintingFlags().enableDebugInfo(false));
+  return llvm::utohexstr(llvm::xxHash64(irStream.str()), /*LowerCase=*/true,
+                         /*Width=*/16);
+}
+
 std::string quoteForCpp(StringRef text) {
   std::string quoted = "\"";
   for (unsigned char c : text) {
@@ -566,15 +574,9 @@ void Emitter::emitTables() {
     return rows.empty() ? std::string("nullptr, 0")
                         : llvm::formatv("{0}, {1}", name, rows.size()).str();
   };
-  // The fingerprint identifies the compiled program: its IR with the plan.
-  std::string ir;
-  llvm::raw_string_ostream irStream(ir);
-  module->print(irStream, OpPrintingFlags().enableDebugInfo(false));
   os << "\nconst ProgramDesc kProgram = {\n"
      << "    /*modelName=*/" << quoteForCpp(info.modelName) << ",\n"
-     << "    /*fingerprint=*/\""
-     << llvm::format_hex_no_prefix(llvm::xxHash64(irStream.str()), 16)
-     << "\",\n"
+     << "    /*fingerprint=*/\"" << getProgramFingerprint(module) << "\",\n"
      << "    /*rank=*/" << info.rank << ", /*worldSize=*/" << info.worldSize
      << ", /*seed=*/" << info.seed << "u,\n"
      << llvm::formatv("    /*memory=*/{{/*weights=*/{0}, /*optimizerState=*/"

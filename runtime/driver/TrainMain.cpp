@@ -290,7 +290,8 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
-    return app.exit(e);
+    // --help is a success; every other parse error is a usage error.
+    return app.exit(e) == 0 ? 0 : 1;
   }
   try {
     Trainer(program, options).run();

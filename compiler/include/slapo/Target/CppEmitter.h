@@ -28,6 +28,10 @@ mlir::LogicalResult emitRankProgram(mlir::ModuleOp module,
                                     const RankProgramInfo &info,
                                     llvm::raw_ostream &os);
 
+/// 16 hex digits identifying the compiled program (its planned IR without
+/// locations): checkpoints record it, and a program refuses another's.
+std::string getProgramFingerprint(mlir::ModuleOp module);
+
 /// `text` as a C++ string literal: every character but letters, digits and
 /// `._/-: ` is written as a three-digit octal escape, so no name can end the
 /// literal or a comment, or continue a line.

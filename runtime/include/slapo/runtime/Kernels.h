@@ -66,7 +66,7 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
 void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
             const Tensor &out);
 /// out[..., D] = weight[indices[...], :]; indices are I64 or I32 and must be
-/// in [0, V) (an index outside aborts with a message).
+/// in [0, V) (an index outside throws Error naming it).
 void embedding(Context &ctx, const Tensor &weight, const Tensor &indices,
                const Tensor &out);
 /// Normalizes over the trailing `normalizedRank` dims with biased variance;
