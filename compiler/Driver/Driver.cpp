@@ -7,6 +7,7 @@
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Frontend/ImportCheck.h"
 #include "slapo/Frontend/TorchScriptImporter.h"
+#include "slapo/Frontend/Verify.h"
 #include "slapo/Schedule/MLIRDiagnostics.h"
 #include "slapo/Schedule/Parser.h"
 #include "slapo/Schedule/Plan.h"
@@ -21,10 +22,14 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/Support/SourceMgr.h"
@@ -94,8 +99,21 @@ struct Options {
       "check-tolerance",
       cl::desc("largest relative error --check-import accepts"), cl::init(1e-5),
       cl::cat(category)};
-  cl::opt<uint64_t> seed{"seed", cl::desc("seed of --check-import's inputs"),
-                         cl::init(0), cl::cat(category)};
+  cl::opt<uint64_t> seed{
+      "seed", cl::desc("seed of --check-import's and --verify's inputs"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<bool> verify{
+      "verify",
+      cl::desc("after compiling, run one step of the program and compare its "
+               "loss and every gradient with LibTorch autograd on the model; "
+               "the output is written only if they agree (without -o, "
+               "nothing is written)"),
+      cl::cat(category)};
+  cl::opt<double> verifyTolerance{
+      "verify-tolerance",
+      cl::desc("largest relative error of the loss and of any gradient "
+               "--verify accepts"),
+      cl::init(1e-4), cl::cat(category)};
   cl::opt<bool> verifyDiagnostics{
       "verify-diagnostics",
       cl::desc("check the diagnostics against the expected-error, "
@@ -266,6 +284,9 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   bool compilesFully =
       stages.empty() && !options.summary && !options.checkImport;
   bool writesDirectory = compilesFully || emits(Stage::Cpp);
+  if (options.verify && !compilesFully)
+    return fail("--verify compiles and runs the program; it does not "
+                "combine with --emit, --summary or --check-import");
   bool lowers = writesDirectory || emits(Stage::Train);
   if (emits(Stage::Schedule) && options.schedule.empty())
     return fail("--emit=schedule needs --schedule");
@@ -273,7 +294,7 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
                           options.checkImport))
     return fail("--emit=cpp writes the output directory; it does not combine "
                 "with printing stages, --summary or --check-import");
-  if (writesDirectory && options.output == "-")
+  if (writesDirectory && options.output == "-" && !options.verify)
     return fail("compiling writes a directory: give it with -o DIR");
   if (options.cpu != "native" && options.cpu != "portable")
     return fail("--cpu must be native or portable, not '" + options.cpu + "'");
@@ -313,8 +334,22 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> output;
   std::optional<StagedDirectory> outputDir;
+  // --verify without -o compiles into a directory of its own and keeps
+  // nothing.
+  llvm::SmallString<256> scratch;
+  auto removeScratch = llvm::make_scope_exit([&] {
+    if (!scratch.empty())
+      llvm::sys::fs::remove_directories(scratch);
+  });
+  if (writesDirectory && options.output == "-") {
+    if (std::error_code code =
+            llvm::sys::fs::createUniqueDirectory("slapoc-verify", scratch))
+      return fail("cannot create a temporary directory: " + code.message());
+  }
   if (writesDirectory) {
-    auto staged = StagedDirectory::create(options.output);
+    auto staged =
+        StagedDirectory::create(scratch.empty() ? llvm::StringRef(options.output)
+                                                : llvm::StringRef(scratch));
     if (!staged)
       return fail(llvm::toString(staged.takeError()));
     outputDir.emplace(std::move(*staged));
@@ -422,6 +457,43 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   if (llvm::Error e = writeManifestAndLauncher(outputDir->getPath(), *module,
                                                manifest, build, *command))
     return fail(llvm::toString(std::move(e)));
+  if (options.verify) {
+    mlir::TimingScope verifyTiming = rootTiming.nest("verify");
+    llvm::SmallString<256> workDir(outputDir->getPath()), program;
+    llvm::sys::path::append(workDir, "verify");
+    program = outputDir->getPath();
+    llvm::sys::path::append(program, "rank0", "train");
+    if (std::error_code code = llvm::sys::fs::create_directories(workDir))
+      return fail(workDir + ": " + code.message());
+    auto runStep = [&](llvm::StringRef batch, llvm::StringRef log,
+                       llvm::StringRef grads) -> llvm::Error {
+      std::string data = batch.str(), logJson = log.str(),
+                  saveGrads = grads.str();
+      llvm::StringRef args[] = {program,     "--steps",      "1",
+                                "--data",    data,           "--log-json",
+                                logJson,     "--save-grads", saveGrads,
+                                "--quiet"};
+      std::string message;
+      int status = llvm::sys::ExecuteAndWait(program, args, std::nullopt, {},
+                                             0, 0, &message);
+      if (status != 0)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            message.empty() ? "exit status " + std::to_string(status)
+                            : message);
+      return llvm::Error::success();
+    };
+    auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+    if (mlir::failed(verifyTraining(**model, forward, options.seed,
+                                    options.verifyTolerance, workDir, runStep,
+                                    llvm::outs())))
+      return Outcome::Diagnosed;
+    llvm::sys::fs::remove_directories(workDir);
+    llvm::outs() << "verify: the compiled step computes what LibTorch "
+                    "computes\n";
+    if (!scratch.empty())
+      return Outcome::Success;
+  }
   if (llvm::Error e = outputDir->publish())
     return fail(llvm::toString(std::move(e)));
   llvm::outs() << "slapoc: wrote " << options.output << " ("

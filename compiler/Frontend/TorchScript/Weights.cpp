@@ -2,6 +2,7 @@
 #include "slapo/Frontend/Weights.h"
 
 #include "Importer.h"
+#include "RuntimeTensor.h"
 
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Reference/Interpreter.h"
@@ -10,29 +11,6 @@
 
 namespace slapo {
 namespace {
-
-std::optional<rt::DType> toRuntimeDType(at::ScalarType type) {
-  switch (type) {
-  case at::kFloat:
-    return rt::DType::F32;
-  case at::kDouble:
-    return rt::DType::F64;
-  case at::kBFloat16:
-    return rt::DType::BF16;
-  case at::kHalf:
-    return rt::DType::F16;
-  case at::kChar:
-    return rt::DType::I8;
-  case at::kInt:
-    return rt::DType::I32;
-  case at::kLong:
-    return rt::DType::I64;
-  case at::kBool:
-    return rt::DType::Bool;
-  default:
-    return std::nullopt;
-  }
-}
 
 llvm::Error error(const llvm::Twine &message) {
   return llvm::make_error<llvm::StringError>(message,
@@ -69,13 +47,7 @@ llvm::Error writeWeights(TorchScriptModel &model, mlir::ModuleOp module,
       return error("parameter '" + name + "' of the model does not have the "
                    "type the IR was compiled for");
     at::Tensor dense = value.contiguous();
-    rt::Shape shape;
-    shape.rank = dense.dim();
-    for (int d = 0; d < shape.rank; ++d)
-      shape.dims[d] = dense.size(d);
-    tensors.push_back(
-        {name, rt::Tensor(dense.data_ptr(), *toRuntimeDType(*scalarType),
-                          shape)});
+    tensors.push_back({name, viewOf(dense)});
     contiguous.push_back(std::move(dense));
   }
   try {
