@@ -10,6 +10,7 @@ config.test_exec_root = os.path.join(config.slapo_obj_root, "test")
 config.excludes = ["models", "unit", "bench", "fuzz", "Inputs", "CMakeLists.txt", "lit.cfg.py"]
 
 tool_dirs = [
+    os.path.join(config.slapo_obj_root, "tools", "slapo-merge"),
     os.path.join(config.slapo_obj_root, "tools", "slapo-opt"),
     os.path.join(config.slapo_obj_root, "tools", "slapo-translate"),
     os.path.join(config.slapo_obj_root, "tools", "slapoc"),

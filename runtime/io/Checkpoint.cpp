@@ -134,8 +134,35 @@ void commitCheckpoint(const std::string &dir, const std::string &stepDir,
   io::writeTextFileAtomically(dir + "/latest", name + "\n");
 }
 
-int64_t loadCheckpoint(const std::string &path, const std::string &fingerprint,
-                       const std::vector<NamedTensor> &tensors, int rank) {
+namespace {
+
+/// The value of `key` in the metadata of `reader`'s checkpoint file.
+const std::string &metadataField(const SafeTensorsReader &reader,
+                                 const std::string &key) {
+  const std::map<std::string, std::string> &metadata = reader.getMetadata();
+  auto it = metadata.find(key);
+  if (it == metadata.end())
+    throw Error(reader.getPath() + ": not a slapoc checkpoint (no '" + key +
+                "' in its metadata)");
+  return it->second;
+}
+
+/// The metadata's `key` as a number of at least `min`.
+int64_t metadataNumber(const SafeTensorsReader &reader, const std::string &key,
+                       int64_t min) {
+  const std::string &text = metadataField(reader, key);
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || value < min)
+    throw Error(reader.getPath() + ": the metadata's " + key + " '" + text +
+                "' is not a " + key + " number");
+  return value;
+}
+
+} // namespace
+
+CheckpointFile openCheckpoint(const std::string &path, int rank) {
   if (!io::isDirectory(path))
     throw Error(path + ": no such checkpoint directory");
   std::string stepDir = path;
@@ -148,39 +175,38 @@ int64_t loadCheckpoint(const std::string &path, const std::string &fingerprint,
     throw Error(path + ": not a checkpoint (no 'latest' file and no " +
                 rankFileName(rank) + ")");
   }
-  std::string file = stepDir + "/" + rankFileName(rank);
-  SafeTensorsReader reader(file);
-  const std::map<std::string, std::string> &metadata = reader.getMetadata();
-  auto field = [&](const std::string &key) {
-    auto it = metadata.find(key);
-    if (it == metadata.end())
-      throw Error(file + ": not a slapoc checkpoint (no '" + key +
-                  "' in its metadata)");
-    return it->second;
-  };
-  if (field("fingerprint") != fingerprint)
-    throw Error(file +
+  SafeTensorsReader reader(stepDir + "/" + rankFileName(rank));
+  std::string fingerprint = metadataField(reader, "fingerprint");
+  if (metadataField(reader, "rank") != std::to_string(rank))
+    throw Error(reader.getPath() + ": holds rank " +
+                metadataField(reader, "rank") + ", not rank " +
+                std::to_string(rank));
+  int64_t step = metadataNumber(reader, "step", 0);
+  int worldSize = static_cast<int>(metadataNumber(reader, "world_size", 1));
+  return {std::move(reader), step, std::move(fingerprint), worldSize};
+}
+
+void readCheckpointTensor(const CheckpointFile &file,
+                          const NamedTensor &named) {
+  file.reader.read(named.name, named.tensor);
+  if (checksum(named.tensor) !=
+      metadataField(file.reader, checksumKey(named.name)))
+    throw Error(file.reader.getPath() + ": tensor '" + named.name +
+                "' does not match its checksum: the file is corrupt");
+}
+
+int64_t loadCheckpoint(const std::string &path, const std::string &fingerprint,
+                       const std::vector<NamedTensor> &tensors, int rank) {
+  CheckpointFile file = openCheckpoint(path, rank);
+  if (file.fingerprint != fingerprint)
+    throw Error(file.reader.getPath() +
                 ": the checkpoint was written by a different program "
                 "(fingerprint " +
-                field("fingerprint") + ", this program's is " + fingerprint +
+                file.fingerprint + ", this program's is " + fingerprint +
                 "); resume with the program that saved it");
-  if (field("rank") != std::to_string(rank))
-    throw Error(file + ": holds rank " + field("rank") + ", not rank " +
-                std::to_string(rank));
-  std::string stepText = field("step");
-  char *end = nullptr;
-  errno = 0;
-  long long step = std::strtoll(stepText.c_str(), &end, 10);
-  if (stepText.empty() || *end != '\0' || errno != 0 || step < 0)
-    throw Error(file + ": the metadata's step '" + stepText +
-                "' is not a step number");
-  for (const NamedTensor &named : tensors) {
-    reader.read(named.name, named.tensor);
-    if (checksum(named.tensor) != field(checksumKey(named.name)))
-      throw Error(file + ": tensor '" + named.name +
-                  "' does not match its checksum: the file is corrupt");
-  }
-  return step;
+  for (const NamedTensor &named : tensors)
+    readCheckpointTensor(file, named);
+  return file.step;
 }
 
 } // namespace slapo::rt

@@ -67,6 +67,30 @@ void commitCheckpoint(const std::string &dir, const std::string &stepDir,
 int64_t loadCheckpoint(const std::string &path, const std::string &fingerprint,
                        const std::vector<NamedTensor> &tensors, int rank);
 
+/// One rank's file of a saved step, opened by openCheckpoint: what
+/// loadCheckpoint reads from, and what tools that read checkpoints without
+/// being the program that wrote them (slapo-merge) use.
+struct CheckpointFile {
+  SafeTensorsReader reader;
+  /// The metadata's step, fingerprint and world size.
+  int64_t step;
+  std::string fingerprint;
+  int worldSize;
+};
+
+/// Opens rank `rank`'s file of the checkpoint at `path` (a checkpoint
+/// directory, whose `latest` step is used, or a step directory) and checks
+/// that its metadata is a slapoc checkpoint's of rank `rank` with a step and
+/// a world size. The fingerprint is not compared: the caller knows which
+/// program's it must be. Throws Error naming the file.
+CheckpointFile openCheckpoint(const std::string &path, int rank);
+
+/// Reads tensor `named.name` of `file` into `named.tensor`, which has the
+/// tensor's dtype and shape, and checks its bytes against the FNV-1a 64
+/// checksum the file's metadata records for it: a mismatch is an Error naming
+/// the file and the tensor ("the file is corrupt").
+void readCheckpointTensor(const CheckpointFile &file, const NamedTensor &named);
+
 } // namespace slapo::rt
 
 #endif // SLAPO_RUNTIME_CHECKPOINT_H
