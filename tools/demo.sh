@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds slapoc, exports a small GPT-2
-# to TorchScript, compiles it with a shipped schedule into a rank program and
-# trains it for 100 steps on a token file, printing loss and tokens/s.
+# to TorchScript, compiles it with a shipped data-parallel schedule and trains
+# it for 100 steps on a token file on 2 CPU ranks under mpirun, printing loss
+# and tokens/s.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SLAPO_BUILD_DIR:-$root/build}
@@ -28,6 +29,14 @@ PY
 echo "wrote $work/tokens.bin (200000 tokens)"
 
 "$build/tools/slapoc/slapoc" "$work/gpt2.pt" \
-  --schedule "$root/schedules/gpt2-1rank.sched" -o "$work/out"
-"$work/out/launch" --steps "$steps" --data "$work/tokens.bin" \
-  --log-json "$work/train.json"
+  --schedule "$root/schedules/gpt2-dp2.sched" -o "$work/out"
+
+# Two ranks share the cores; OpenMPI refuses root unless asked, and more
+# ranks than cores unless oversubscribed.
+mpirun=(mpirun -np 2 --oversubscribe --bind-to none)
+if [ "$(id -u)" = 0 ]; then
+  mpirun+=(--allow-run-as-root)
+fi
+threads=$(($(nproc) / 2))
+"${mpirun[@]}" "$work/out/launch" --steps "$steps" --data "$work/tokens.bin" \
+  --threads "$((threads > 0 ? threads : 1))" --log-json "$work/train.json"

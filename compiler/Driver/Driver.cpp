@@ -25,16 +25,16 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/xxhash.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+#include "llvm/Support/xxhash.h"
 
 namespace cl = llvm::cl;
 
@@ -183,11 +183,9 @@ rejectUnimplementedTraining(const schedule::Schedule &spec,
     reporter.error(loc, message);
     ok = false;
   };
-  if (spec.mesh.getWorldSize() != 1)
-    reject(spec.mesh.loc, "a mesh of " +
-                              std::to_string(spec.mesh.getWorldSize()) +
-                              " ranks is not implemented yet: only "
-                              "mesh(dp=1, tp=1, pp=1) compiles");
+  if (spec.mesh.pp != 1)
+    reject(spec.mesh.ppLoc, "pipeline parallelism is not implemented yet: "
+                            "only mesh(dp=N, tp=M, pp=1) compiles");
   if (train.precision != "fp32")
     reject(train.loc, "precision=\"" + train.precision +
                           "\" is not implemented yet: only fp32 compiles");
@@ -201,10 +199,53 @@ rejectUnimplementedTraining(const schedule::Schedule &spec,
   return mlir::success(ok);
 }
 
+/// The passes of the schedule's primitives in schedule order, then the
+/// propagation that gives every value its sharding and its shape on one
+/// rank (which checks the primitives also where tp is 1).
+void addSchedulePasses(mlir::PassManager &pm, const schedule::Plan &plan,
+                       const schedule::Mesh &mesh) {
+  bool shards = mesh.tp > 1;
+  for (const schedule::PipelineEntry &entry : plan.pipeline) {
+    auto option = [&](llvm::StringRef name) -> std::optional<std::string> {
+      for (const auto &[key, value] : entry.options)
+        if (key == name)
+          return value;
+      return std::nullopt;
+    };
+    auto integer = [&](llvm::StringRef name, int64_t fallback) {
+      std::optional<std::string> text = option(name);
+      return text ? std::stoll(*text) : fallback;
+    };
+    if (entry.kind == schedule::PrimitiveKind::Shard) {
+      ShardOptions shard;
+      shard.modules = entry.modules;
+      shard.param = *option("param");
+      shard.axis = integer("axis", 0);
+      pm.addPass(createShard(shard));
+      shards = true;
+    } else if (entry.kind == schedule::PrimitiveKind::Sync) {
+      SyncOptions sync;
+      sync.modules = entry.modules;
+      sync.mode = *option("mode");
+      sync.op = *option("op");
+      sync.axis = integer("axis", -1);
+      pm.addPass(createSync(sync));
+      shards = true;
+    }
+  }
+  if (shards) {
+    PropagateShardingOptions propagate;
+    propagate.tp = mesh.tp;
+    pm.addPass(createPropagateSharding(propagate));
+  }
+}
+
 /// Adds the passes from the imported forward to the planned training step.
-void addTrainingPipeline(mlir::PassManager &pm,
+void addTrainingPipeline(mlir::PassManager &pm, const schedule::Mesh &mesh,
                          const schedule::TrainOptions &train) {
   pm.addPass(createAutodiffPass());
+  if (mesh.dp > 1)
+    pm.addPass(createDataParallel());
   OptimizerOptions optimizer;
   optimizer.optimizer = train.optimizer;
   optimizer.lr = train.lr;
@@ -252,18 +293,24 @@ std::string formatBytes(int64_t bytes) {
   return llvm::formatv("{0:f1} MiB", bytes / (1024.0 * 1024.0)).str();
 }
 
-/// One line per rank: the arena and what fills it at the planned peak.
-void printMemoryPlan(mlir::ModuleOp planned, int rank, llvm::raw_ostream &os) {
+/// The arena of each rank and what fills it at the planned peak; the ranks
+/// of a mesh without pipeline stages plan alike.
+void printMemoryPlan(mlir::ModuleOp planned, int64_t worldSize,
+                     llvm::raw_ostream &os) {
   auto memory = planned->getAttrOfType<mlir::DictionaryAttr>(kMemoryAttrName);
   auto bytes = [&](llvm::StringRef key) {
     return formatBytes(memory.getAs<mlir::IntegerAttr>(key).getInt());
   };
-  os << "rank " << rank << " planned memory: " << bytes("arena_bytes")
-     << " arena = weights " << bytes("weights") << ", optimizer state "
-     << bytes("optimizer_state") << ", inputs " << bytes("inputs")
-     << ", constants " << bytes("constants") << ", and at the peak gradients "
-     << bytes("gradients") << ", activations " << bytes("activations")
-     << ", temporaries " << bytes("temporaries") << "\n";
+  if (worldSize == 1)
+    os << "rank 0";
+  else
+    os << "each of ranks 0-" << worldSize - 1;
+  os << " planned memory: " << bytes("arena_bytes") << " arena = weights "
+     << bytes("weights") << ", optimizer state " << bytes("optimizer_state")
+     << ", inputs " << bytes("inputs") << ", constants " << bytes("constants")
+     << ", and at the peak gradients " << bytes("gradients") << ", activations "
+     << bytes("activations") << ", temporaries " << bytes("temporaries")
+     << "\n";
 }
 
 /// The slapoc pipeline. The schedule, if any, is the main buffer of
@@ -290,8 +337,8 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   bool lowers = writesDirectory || emits(Stage::Train);
   if (emits(Stage::Schedule) && options.schedule.empty())
     return fail("--emit=schedule needs --schedule");
-  if (writesDirectory && (stages.size() > 1 || options.summary ||
-                          options.checkImport))
+  if (writesDirectory &&
+      (stages.size() > 1 || options.summary || options.checkImport))
     return fail("--emit=cpp writes the output directory; it does not combine "
                 "with printing stages, --summary or --check-import");
   if (writesDirectory && options.output == "-" && !options.verify)
@@ -300,6 +347,8 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     return fail("--cpu must be native or portable, not '" + options.cpu + "'");
 
   // The schedule comes first: its input() declarations say how to import.
+  // Each rank's program is imported with its own share of the batch.
+  std::vector<InputSpec> rankInputs;
   schedule::MLIRDiagnosticReporter reporter(sourceMgr, context);
   std::optional<schedule::Schedule> scheduleSpec;
   if (!options.schedule.empty()) {
@@ -316,6 +365,17 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     if (!resolved)
       return Outcome::Diagnosed;
     inputs = std::move(*resolved);
+    auto local =
+        schedule::splitBatchOverDataParallel(*scheduleSpec, inputs, reporter);
+    if (!local)
+      return Outcome::Diagnosed;
+    rankInputs = std::move(*local);
+    if (options.verify && scheduleSpec->mesh.getWorldSize() > 1)
+      return fail("--verify with a mesh of " +
+                  llvm::Twine(scheduleSpec->mesh.getWorldSize()) +
+                  " ranks is not implemented yet");
+  } else {
+    rankInputs = inputs;
   }
   // With errors in the schedule, the model is still imported and checked so
   // that one run reports every problem, but nothing is printed.
@@ -347,9 +407,9 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
       return fail("cannot create a temporary directory: " + code.message());
   }
   if (writesDirectory) {
-    auto staged =
-        StagedDirectory::create(scratch.empty() ? llvm::StringRef(options.output)
-                                                : llvm::StringRef(scratch));
+    auto staged = StagedDirectory::create(scratch.empty()
+                                              ? llvm::StringRef(options.output)
+                                              : llvm::StringRef(scratch));
     if (!staged)
       return fail(llvm::toString(staged.takeError()));
     outputDir.emplace(std::move(*staged));
@@ -365,7 +425,7 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   mlir::OwningOpRef<mlir::ModuleOp> module;
   {
     mlir::TimingScope importTiming = rootTiming.nest("TorchScript import");
-    module = importTorchScript(context, **model, inputs);
+    module = importTorchScript(context, **model, rankInputs);
   }
   if (!module)
     return Outcome::Diagnosed;
@@ -387,7 +447,8 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     schedule::attachScheduleLocations(*plan, *module, sourceMgr);
     // Printing stages up to the plan runs no primitive; compiling would.
     if (lowers &&
-        (mlir::failed(schedule::rejectUnimplementedPrimitives(*plan, reporter)) |
+        (mlir::failed(
+             schedule::rejectUnimplementedPrimitives(*plan, reporter)) |
          mlir::failed(rejectUnimplementedTraining(*scheduleSpec, reporter))))
       return Outcome::Diagnosed;
   }
@@ -414,11 +475,14 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
 
   schedule::TrainOptions train =
       scheduleSpec ? scheduleSpec->train : schedule::TrainOptions();
+  schedule::Mesh mesh = scheduleSpec ? scheduleSpec->mesh : schedule::Mesh();
   {
     mlir::PassManager lowering(&context);
     mlir::applyPassManagerCLOptions(lowering);
     lowering.enableTiming(rootTiming);
-    addTrainingPipeline(lowering, train);
+    if (plan)
+      addSchedulePasses(lowering, *plan, mesh);
+    addTrainingPipeline(lowering, mesh, train);
     if (mlir::failed(lowering.run(*module)))
       return Outcome::Diagnosed;
   }
@@ -437,8 +501,10 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   RankProgramInfo info;
   info.modelName = options.model;
   info.seed = train.seed;
+  info.dp = mesh.dp;
+  info.tp = mesh.tp;
   auto command =
-      writeRank(outputDir->getPath(), *module, **model, info, build);
+      writeRanks(outputDir->getPath(), *module, **model, info, build);
   if (!command)
     return fail(llvm::toString(command.takeError()));
   ManifestInfo manifest;
@@ -469,13 +535,12 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
                        llvm::StringRef grads) -> llvm::Error {
       std::string data = batch.str(), logJson = log.str(),
                   saveGrads = grads.str();
-      llvm::StringRef args[] = {program,     "--steps",      "1",
-                                "--data",    data,           "--log-json",
-                                logJson,     "--save-grads", saveGrads,
-                                "--quiet"};
+      llvm::StringRef args[] = {
+          program, "--steps",      "1",       "--data", data, "--log-json",
+          logJson, "--save-grads", saveGrads, "--quiet"};
       std::string message;
-      int status = llvm::sys::ExecuteAndWait(program, args, std::nullopt, {},
-                                             0, 0, &message);
+      int status = llvm::sys::ExecuteAndWait(program, args, std::nullopt, {}, 0,
+                                             0, &message);
       if (status != 0)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
@@ -499,7 +564,7 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   llvm::outs() << "slapoc: wrote " << options.output << " ("
                << (build.compile ? "rank0/train" : "sources only")
                << "; run it with " << options.output << "/launch)\n";
-  printMemoryPlan(*module, 0, llvm::outs());
+  printMemoryPlan(*module, mesh.dp * mesh.tp, llvm::outs());
   return Outcome::Success;
 }
 
@@ -521,6 +586,9 @@ int runSlapocMain(int argc, char **argv) {
       "--mlir-elide-elementsattrs-if-larger work too.\n");
 
   mlir::MLIRContext context;
+  // Diagnostics name the op, its module path and its source; the op's
+  // generic form would only repeat them less readably.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   if (!options.schedule.empty()) {
     std::string error;

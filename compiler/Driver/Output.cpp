@@ -47,7 +47,8 @@ std::string rankDir(int rank) { return "rank" + std::to_string(rank); }
 
 } // namespace
 
-llvm::Expected<StagedDirectory> StagedDirectory::create(llvm::StringRef target) {
+llvm::Expected<StagedDirectory>
+StagedDirectory::create(llvm::StringRef target) {
   llvm::SmallString<256> absolute(target);
   if (std::error_code code = fs::make_absolute(absolute))
     return fileError(target, code);
@@ -58,8 +59,8 @@ llvm::Expected<StagedDirectory> StagedDirectory::create(llvm::StringRef target) 
     if (!fs::is_directory(absolute))
       return error(target + ": exists and is not a directory");
     std::error_code code;
-    bool empty = fs::directory_iterator(absolute, code) ==
-                 fs::directory_iterator();
+    bool empty =
+        fs::directory_iterator(absolute, code) == fs::directory_iterator();
     llvm::SmallString<256> manifest(absolute);
     path::append(manifest, "manifest.json");
     if (!empty && !fs::exists(manifest))
@@ -88,9 +89,9 @@ StagedDirectory::~StagedDirectory() {
 llvm::Error StagedDirectory::publish() {
   std::string previous;
   if (fs::exists(target)) {
-    previous = (target + ".old-" +
-                llvm::Twine(llvm::sys::Process::getProcessId()))
-                   .str();
+    previous =
+        (target + ".old-" + llvm::Twine(llvm::sys::Process::getProcessId()))
+            .str();
     if (std::error_code code = fs::rename(target, previous))
       return fileError(target, code);
   }
@@ -105,38 +106,46 @@ llvm::Error StagedDirectory::publish() {
   return llvm::Error::success();
 }
 
-llvm::Expected<std::string> writeRank(llvm::StringRef dir,
-                                      mlir::ModuleOp planned,
-                                      TorchScriptModel &model,
-                                      const RankProgramInfo &info,
-                                      const HostBuild &build) {
-  llvm::SmallString<256> rank(dir);
-  path::append(rank, rankDir(info.rank));
-  if (std::error_code code = fs::create_directories(rank))
-    return fileError(rank, code);
+namespace {
 
+/// rank0/: the program's source and, unless sources only, the program
+/// itself.
+llvm::Expected<std::string> writeProgram(llvm::StringRef dir,
+                                         mlir::ModuleOp planned,
+                                         const RankProgramInfo &info,
+                                         const HostBuild &build) {
+  llvm::SmallString<256> rank(dir);
+  path::append(rank, rankDir(0));
   std::string source;
   llvm::raw_string_ostream sourceStream(source);
   if (mlir::failed(emitRankProgram(planned, info, sourceStream)))
     return error("code generation failed");
-  llvm::SmallString<256> sourcePath(rank), weightsPath(rank), program(rank);
+  llvm::SmallString<256> sourcePath(rank), program(rank);
   path::append(sourcePath, "step.cpp");
-  path::append(weightsPath, "weights.safetensors");
   path::append(program, "train");
   if (llvm::Error e = writeFile(sourcePath, sourceStream.str()))
-    return std::move(e);
-  if (llvm::Error e = writeWeights(model, planned, weightsPath))
     return std::move(e);
   if (!build.compile)
     return std::string();
 
   // The runtime this slapoc was built with, found where CMake built it.
-  std::vector<std::string> args = {
-      SLAPO_HOST_CXX, "-std=c++17", "-O2",
-      build.cpu == "portable" ? "-march=x86-64-v2" : "-march=native",
-      "-fopenmp", "-I" SLAPO_RUNTIME_INCLUDE_DIR, std::string(sourcePath),
-      "-o", std::string(program), SLAPO_RUNTIME_LIBRARY, SLAPO_DNNL_LIBRARY,
-      "-lpthread"};
+  std::vector<std::string> args = {SLAPO_HOST_CXX,
+                                   "-std=c++17",
+                                   "-O2",
+                                   build.cpu == "portable" ? "-march=x86-64-v2"
+                                                           : "-march=native",
+                                   "-fopenmp",
+                                   "-I" SLAPO_RUNTIME_INCLUDE_DIR,
+                                   std::string(sourcePath),
+                                   "-o",
+                                   std::string(program),
+                                   SLAPO_RUNTIME_LIBRARY,
+                                   SLAPO_DNNL_LIBRARY};
+  llvm::SmallVector<llvm::StringRef> mpiArguments;
+  llvm::StringRef(SLAPO_MPI_LINK_ARGUMENTS)
+      .split(mpiArguments, ' ', -1, /*KeepEmpty=*/false);
+  args.insert(args.end(), mpiArguments.begin(), mpiArguments.end());
+  args.push_back("-lpthread");
   llvm::SmallString<256> log(rank);
   path::append(log, "compile.log");
   std::optional<llvm::StringRef> redirects[] = {
@@ -148,11 +157,67 @@ llvm::Expected<std::string> writeRank(llvm::StringRef dir,
   std::string command = llvm::join(args, " ");
   if (status != 0) {
     auto output = llvm::MemoryBuffer::getFile(log);
-    return error("compiling rank " + llvm::Twine(info.rank) +
-                 " failed: " + command + "\n" +
+    return error("compiling the rank program failed: " + command + "\n" +
                  (output ? (*output)->getBuffer() : llvm::StringRef(message)));
   }
   fs::remove(log);
+  return command;
+}
+
+/// rank<rank>/`name` as a hard link to rank<source>'s, if that exists: ranks
+/// share the files that are the same for them.
+llvm::Error linkFromRank(llvm::StringRef dir, int source, int rank,
+                         llvm::StringRef name) {
+  llvm::SmallString<256> sourcePath(dir), target(dir);
+  path::append(sourcePath, rankDir(source), name);
+  path::append(target, rankDir(rank), name);
+  if (!fs::exists(sourcePath))
+    return llvm::Error::success();
+  if (!fs::create_hard_link(sourcePath, target))
+    return llvm::Error::success();
+  // Another file system under the output directory: a copy is as good.
+  if (std::error_code code = fs::copy_file(sourcePath, target))
+    return fileError(target, code);
+  if (std::error_code code =
+          fs::setPermissions(target, *fs::getPermissions(sourcePath)))
+    return fileError(target, code);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<std::string>
+writeRanks(llvm::StringRef dir, mlir::ModuleOp planned, TorchScriptModel &model,
+           const RankProgramInfo &info, const HostBuild &build) {
+  // The weights first, which fail faster than compiling. World rank w is tp
+  // rank w % tp: rank<tp rank> writes that tp rank's shards, and the ranks
+  // of the other dp ranks link to them.
+  int worldSize = static_cast<int>(info.dp * info.tp);
+  for (int rank = 0; rank < worldSize; ++rank) {
+    llvm::SmallString<256> rankPath(dir);
+    path::append(rankPath, rankDir(rank));
+    if (std::error_code code = fs::create_directories(rankPath))
+      return fileError(rankPath, code);
+    int tpRank = static_cast<int>(rank % info.tp);
+    if (rank != tpRank) {
+      if (llvm::Error e =
+              linkFromRank(dir, tpRank, rank, "weights.safetensors"))
+        return std::move(e);
+      continue;
+    }
+    llvm::SmallString<256> weightsPath(rankPath);
+    path::append(weightsPath, "weights.safetensors");
+    if (llvm::Error e =
+            writeWeights(model, planned, tpRank, info.tp, weightsPath))
+      return std::move(e);
+  }
+  // Every rank runs rank0's program, on its own weights.
+  llvm::Expected<std::string> command = writeProgram(dir, planned, info, build);
+  if (!command)
+    return command.takeError();
+  for (int rank = 1; rank < worldSize; ++rank)
+    if (llvm::Error e = linkFromRank(dir, 0, rank, "train"))
+      return std::move(e);
   return command;
 }
 
@@ -182,36 +247,54 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
       json.attribute("command", compileCommand);
     });
     // Where each state_dict entry lives, for slapo-merge: every parameter
-    // and buffer under its name, with the other names of tied tensors.
+    // and buffer under its name, with the other names of tied tensors and
+    // the model's (global) shape. A sharded one's "shard" says how the tp
+    // ranks' weights and checkpoint files split it (slapo/runtime/Shard.h);
+    // the others are whole in every rank's files.
     json.attributeArray("parameters", [&] {
       for (ParamOp param : planned.getOps<ParamOp>())
         json.object([&] {
+          std::optional<uint64_t> axis = param.getShardAxis();
           json.attribute("name", param.getSymName());
           json.attribute("buffer", param.getBuffer());
           json.attributeArray("shape", [&] {
-            for (int64_t size : param.getTensorType().getShape())
-              json.value(size);
+            llvm::ArrayRef<int64_t> shape = param.getTensorType().getShape();
+            for (uint64_t dim = 0; dim < shape.size(); ++dim)
+              json.value(axis && dim == *axis ? shape[dim] * manifest.tp
+                                              : shape[dim]);
           });
           json.attributeArray("aliases", [&] {
             if (auto aliases = param.getAliasesAttr())
               for (auto alias : aliases.getAsValueRange<mlir::StringAttr>())
                 json.value(alias);
           });
-          json.attribute("rank", 0);
+          if (axis)
+            json.attributeObject("shard", [&] {
+              json.attribute("axis", static_cast<int64_t>(*axis));
+              json.attribute("chunks", static_cast<int64_t>(
+                                           param.getShardChunks().value_or(1)));
+            });
         });
     });
+    // World rank r is dp rank r / tp and tp rank r % tp (as the runtime's
+    // ProcessMesh lays them out).
     json.attributeArray("ranks", [&] {
-      json.object([&] {
-        json.attribute("rank", 0);
-        json.attribute("dir", rankDir(0));
-        json.attribute("fingerprint", getProgramFingerprint(planned));
-        json.attribute("program", build.compile ? rankDir(0) + "/train" : "");
-        json.attributeObject("planned_memory_bytes", [&] {
-          for (mlir::NamedAttribute entry : memory)
-            json.attribute(entry.getName().getValue(),
-                           entry.getValue().cast<mlir::IntegerAttr>().getInt());
+      for (int64_t rank = 0; rank < manifest.dp * manifest.tp; ++rank)
+        json.object([&] {
+          json.attribute("rank", rank);
+          json.attribute("dp_rank", rank / manifest.tp);
+          json.attribute("tp_rank", rank % manifest.tp);
+          json.attribute("dir", rankDir(rank));
+          json.attribute("fingerprint", getProgramFingerprint(planned));
+          json.attribute("program",
+                         build.compile ? rankDir(rank) + "/train" : "");
+          json.attributeObject("planned_memory_bytes", [&] {
+            for (mlir::NamedAttribute entry : memory)
+              json.attribute(
+                  entry.getName().getValue(),
+                  entry.getValue().cast<mlir::IntegerAttr>().getInt());
+          });
         });
-      });
     });
   });
   os << "\n";

@@ -55,14 +55,14 @@ struct ManifestInfo {
   std::string trainOptions;
 };
 
-/// Writes one rank's files under `dir`: rank<N>/step.cpp, its weights and,
-/// unless sources only, the compiled program rank<N>/train. Returns the
-/// compile command it ran (empty without compiling).
-llvm::Expected<std::string> writeRank(llvm::StringRef dir,
-                                      mlir::ModuleOp planned,
-                                      TorchScriptModel &model,
-                                      const RankProgramInfo &info,
-                                      const HostBuild &build);
+/// Writes every rank's files under `dir`: rank0/step.cpp and, unless sources
+/// only, the compiled program rank0/train, which the other ranks' directories
+/// link to; rank<r>/weights.safetensors for each tp rank r (its shards), which
+/// the ranks of the same tp rank link to. Returns the compile command it ran
+/// (empty without compiling).
+llvm::Expected<std::string>
+writeRanks(llvm::StringRef dir, mlir::ModuleOp planned, TorchScriptModel &model,
+           const RankProgramInfo &info, const HostBuild &build);
 
 /// Writes manifest.json and the launch script for the ranks written.
 llvm::Error writeManifestAndLauncher(llvm::StringRef dir,

@@ -431,4 +431,33 @@ resolveInputs(const Schedule &schedule,
   return declared;
 }
 
+std::optional<std::vector<InputSpec>>
+splitBatchOverDataParallel(const Schedule &schedule,
+                           llvm::ArrayRef<InputSpec> inputs,
+                           DiagnosticReporter &reporter) {
+  std::vector<InputSpec> local(inputs.begin(), inputs.end());
+  int64_t dp = schedule.mesh.dp;
+  if (dp == 1)
+    return local;
+  bool ok = true;
+  for (auto [i, input] : llvm::enumerate(local)) {
+    // Inputs from --input have no declaration to point at; the mesh has.
+    llvm::SMLoc loc =
+        i < schedule.inputs.size() ? schedule.inputs[i].loc : schedule.mesh.loc;
+    if (input.shape.empty() || input.shape[0] % dp != 0) {
+      reporter.error(loc, "input \"" + input.name + "\" of shape " +
+                              formatShape(input.shape) +
+                              " cannot be split over dp=" + llvm::Twine(dp) +
+                              ": data parallelism gives each rank an equal "
+                              "share of dim 0 (the batch)");
+      ok = false;
+      continue;
+    }
+    input.shape[0] /= dp;
+  }
+  if (!ok)
+    return std::nullopt;
+  return local;
+}
+
 } // namespace slapo::schedule

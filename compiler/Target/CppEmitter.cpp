@@ -108,6 +108,12 @@ uint32_t dimMask(ArrayRef<int64_t> dims) {
   return mask;
 }
 
+/// The communicator of a process group in the generated code.
+StringRef groupOf(ProcessGroup group) {
+  return group == ProcessGroup::dp ? "mesh.getDataParallel()"
+                                   : "mesh.getTensorParallel()";
+}
+
 enum class Phase { Forward, Backward, Optimizer };
 
 Phase getPhase(Operation *op) {
@@ -170,7 +176,8 @@ std::string Emitter::use(Value value) {
 LogicalResult Emitter::nameValues() {
   Block &block = step.getBody().front();
   for (BlockArgument arg : block.getArguments()) {
-    if (failed(getDType(arg.getType().cast<RankedTensorType>().getElementType())))
+    if (failed(
+            getDType(arg.getType().cast<RankedTensorType>().getElementType())))
       return step.emitError("code generation: argument #")
              << arg.getArgNumber() << " has an unsupported element type";
     names[arg] = "arg" + std::to_string(arg.getArgNumber());
@@ -217,8 +224,9 @@ LogicalResult Emitter::emitConstants() {
         value = dense.getSplatValue<APFloat>().convertToDouble();
       else
         value = double(dense.getSplatValue<APInt>().getSExtValue());
-      bool exact = elementType.isa<FloatType>() ||
-                   int64_t(value) == dense.getSplatValue<APInt>().getSExtValue();
+      bool exact =
+          elementType.isa<FloatType>() ||
+          int64_t(value) == dense.getSplatValue<APInt>().getSExtValue();
       if (exact) {
         body += llvm::formatv("  cpu::fill(ctx, {0}, {1});\n", names[result],
                               doubleLiteral(value));
@@ -249,12 +257,13 @@ LogicalResult Emitter::emitConstants() {
     for (auto [i, byte] : llvm::enumerate(bytes))
       constantData += (i % 16 ? " " : "\n    ") + std::to_string(byte) + ",";
     constantData += "\n};\n";
-    body += llvm::formatv("  cpu::copyFrom(ctx, {0}, {1});\n", names[result],
-                          name);
+    body +=
+        llvm::formatv("  cpu::copyFrom(ctx, {0}, {1});\n", names[result], name);
   }
   os << constantData << "\n";
   os << "/// The step's constants, written once into their arena slots.\n"
-        "void initialize(Context &ctx, uint8_t *arena) {\n"
+        "void initialize(Context &ctx, ProcessMesh &mesh, uint8_t *arena) "
+        "{\n"
      << body << "}\n\n";
   return success();
 }
@@ -265,13 +274,13 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
     return value ? use(value) : std::string("Tensor()");
   };
   auto unary = [&](StringRef kind) -> std::string {
-    return llvm::formatv("cpu::unary(ctx, cpu::UnaryKind::{0}, {1}, {2})",
-                         kind, use(op->getOperand(0)), out());
+    return llvm::formatv("cpu::unary(ctx, cpu::UnaryKind::{0}, {1}, {2})", kind,
+                         use(op->getOperand(0)), out());
   };
   auto binary = [&](StringRef kind) -> std::string {
-    return llvm::formatv("cpu::binary(ctx, cpu::BinaryKind::{0}, {1}, {2}, {3})",
-                         kind, use(op->getOperand(0)), use(op->getOperand(1)),
-                         out());
+    return llvm::formatv(
+        "cpu::binary(ctx, cpu::BinaryKind::{0}, {1}, {2}, {3})", kind,
+        use(op->getOperand(0)), use(op->getOperand(1)), out());
   };
   auto reduce = [&](StringRef kind, ArrayRef<int64_t> dims) -> std::string {
     return llvm::formatv("cpu::reduce(ctx, cpu::ReduceKind::{0}, {1}, {2}, "
@@ -307,8 +316,8 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                          : "GeluErf");
       })
       .Case([&](CastOp) -> Call {
-        return llvm::formatv("cpu::cast(ctx, {0}, {1})",
-                             use(op->getOperand(0)), out())
+        return llvm::formatv("cpu::cast(ctx, {0}, {1})", use(op->getOperand(0)),
+                             out())
             .str();
       })
       .Case([&](AddOp) { return binary("Add"); })
@@ -321,7 +330,8 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       .Case([&](CompareOp compare) -> Call {
         return llvm::formatv(
                    "cpu::compare(ctx, cpu::CompareKind::{0}, {1}, {2}, {3})",
-                   capitalize(stringifyComparePredicate(compare.getPredicate())),
+                   capitalize(
+                       stringifyComparePredicate(compare.getPredicate())),
                    use(compare.getLhs()), use(compare.getRhs()), out())
             .str();
       })
@@ -362,11 +372,12 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Case([&](LayerNormOp norm) -> Call {
-        return llvm::formatv("cpu::layerNorm(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
-                             use(norm.getInput()), optional(norm.getWeight()),
-                             optional(norm.getBias()), out(),
-                             int64_t(norm.getNormalizedRank()),
-                             doubleLiteral(norm.getEps().convertToDouble()))
+        return llvm::formatv(
+                   "cpu::layerNorm(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
+                   use(norm.getInput()), optional(norm.getWeight()),
+                   optional(norm.getBias()), out(),
+                   int64_t(norm.getNormalizedRank()),
+                   doubleLiteral(norm.getEps().convertToDouble()))
             .str();
       })
       .Case([&](SoftmaxOp softmax) -> Call {
@@ -425,6 +436,36 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                              use(broadcast.getInput()), out())
             .str();
       })
+      .Case([&](AllReduceOp allReduce) -> Call {
+        std::string inputs, outputs;
+        for (auto [input, result] :
+             llvm::zip(allReduce.getInputs(), allReduce.getResults())) {
+          StringRef separator = inputs.empty() ? "" : ", ";
+          inputs += separator.str() + use(input);
+          outputs += separator.str() + use(result);
+        }
+        return llvm::formatv(
+                   "allReduce(ctx, {0}, std::array<Tensor, {1}>{{{2}}.data(), "
+                   "std::array<Tensor, {1}>{{{3}}.data(), {1}, /*mean=*/{4})",
+                   groupOf(allReduce.getGroup()), allReduce.getNumOperands(),
+                   inputs, outputs, allReduce.getMean() ? "true" : "false")
+            .str();
+      })
+      .Case<AllGatherOp, ScatterOp, ReduceScatterOp>(
+          [&](Operation *op) -> Call {
+            StringRef function =
+                llvm::TypeSwitch<Operation *, StringRef>(op)
+                    .Case<AllGatherOp>([](auto) { return "allGather"; })
+                    .Case<ScatterOp>([](auto) { return "scatter"; })
+                    .Default([](auto) { return "reduceScatter"; });
+            auto group =
+                op->getAttrOfType<ProcessGroupAttr>("group").getValue();
+            auto dim = op->getAttrOfType<IntegerAttr>("dim").getInt();
+            return llvm::formatv("{0}(ctx, {1}, {2}, {3}, {4})", function,
+                                 groupOf(group), use(op->getOperand(0)), out(),
+                                 dim)
+                .str();
+          })
       .Case([&](SgdUpdateOp update) -> Call {
         Type type = update.getGrad().getType();
         std::string param = symbolView(update.getParamAttr(), type);
@@ -467,7 +508,8 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
 
 LogicalResult Emitter::emitOp(Operation *op) {
   // Views of other tensors' bytes, and data written once, need no call.
-  if (isa<GetParamOp, ReshapeOp, ConstantOp, ParamGradOp, func::ReturnOp>(op))
+  if (isa<GetParamOp, ConstantOp, ParamGradOp, func::ReturnOp>(op) ||
+      getSameBytesSource(op))
     return success();
   pendingViews.clear();
   FailureOr<std::string> call = getKernelCall(op);
@@ -488,7 +530,8 @@ LogicalResult Emitter::emitPhase(StringRef name, Phase phase) {
   declaredSymbols.clear();
   // Reads of persistent and earlier tensors are views too: declare them on
   // first use like any other value.
-  os << "void " << name << "(Context &ctx, uint8_t *arena) {";
+  os << "void " << name
+     << "(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {";
   for (Operation &op : step.getBody().front())
     if (getPhase(&op) == phase && failed(emitOp(&op)))
       return failure();
@@ -511,15 +554,23 @@ LogicalResult checkPhaseOrder(func::FuncOp step) {
 }
 
 void Emitter::emitTables() {
-  auto slot = [&](StringRef name, Type type, int64_t offset) {
+  auto slot = [&](StringRef name, Type type, int64_t offset,
+                  ParamOp shardOf = ParamOp()) {
     auto tensor = type.cast<RankedTensorType>();
-    return llvm::formatv("{{{0}, {1}, {2}, {3}}", quoteForCpp(name),
+    std::string shard;
+    if (shardOf && shardOf.getShardAxis())
+      shard = llvm::formatv(", /*shardAxis=*/{0}, /*shardChunks=*/{1}",
+                            *shardOf.getShardAxis(),
+                            shardOf.getShardChunks().value_or(1));
+    return llvm::formatv("{{{0}, {1}, {2}, {3}{4}}", quoteForCpp(name),
                          *getDType(tensor.getElementType()),
-                         shapeInitializer(tensor.getShape()), offset)
+                         shapeInitializer(tensor.getShape()), offset, shard)
         .str();
   };
-  auto table = [&](StringRef name, StringRef type,
-                   ArrayRef<std::string> rows) {
+  auto paramNamed = [&](StringRef name) {
+    return module.lookupSymbol<ParamOp>(name);
+  };
+  auto table = [&](StringRef name, StringRef type, ArrayRef<std::string> rows) {
     if (rows.empty())
       return;
     os << "const " << type << " " << name << "[] = {\n";
@@ -531,25 +582,27 @@ void Emitter::emitTables() {
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto param = dyn_cast<ParamOp>(op))
       params.push_back(slot(param.getSymName(), param.getType(),
-                            symbolOffsets.lookup(param.getSymNameAttr())));
+                            symbolOffsets.lookup(param.getSymNameAttr()),
+                            param));
     else if (auto state = dyn_cast<OptimizerStateOp>(op))
       states.push_back(slot(state.getSymName(), state.getType(),
-                            symbolOffsets.lookup(state.getSymNameAttr())));
+                            symbolOffsets.lookup(state.getSymNameAttr()),
+                            paramNamed(state.getOf())));
   }
   Block &block = step.getBody().front();
   for (auto grad : block.getOps<ParamGradOp>())
     grads.push_back(slot(grad.getParam(), grad.getGrad().getType(),
-                         offsets[grad.getGrad()]));
+                         offsets[grad.getGrad()], paramNamed(grad.getParam())));
   unsigned numInputs = block.getNumArguments() - 2;
   int64_t tokensPerStep = 0;
   for (BlockArgument arg : block.getArguments().take_front(numInputs)) {
-    auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  "slapo.name");
+    auto name =
+        step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "slapo.name");
     std::optional<int64_t> bound = getSmallestIndexedTable(arg);
-    inputs.push_back(llvm::formatv("{{{0}, {1}}",
-                                   slot(name ? name.getValue() : "",
-                                        arg.getType(), offsets[arg]),
-                                   bound.value_or(0)));
+    inputs.push_back(llvm::formatv(
+        "{{{0}, {1}}",
+        slot(name ? name.getValue() : "", arg.getType(), offsets[arg]),
+        bound.value_or(0)));
     auto type = arg.getType().cast<RankedTensorType>();
     // Throughput counts the tokens of the first input that indexes a table
     // (the token ids), else the samples of the first input.
@@ -577,8 +630,8 @@ void Emitter::emitTables() {
   os << "\nconst ProgramDesc kProgram = {\n"
      << "    /*modelName=*/" << quoteForCpp(info.modelName) << ",\n"
      << "    /*fingerprint=*/\"" << getProgramFingerprint(module) << "\",\n"
-     << "    /*rank=*/" << info.rank << ", /*worldSize=*/" << info.worldSize
-     << ", /*seed=*/" << info.seed << "u,\n"
+     << "    /*dp=*/" << info.dp << ", /*tp=*/" << info.tp << ", /*seed=*/"
+     << info.seed << "u,\n"
      << llvm::formatv("    /*memory=*/{{/*weights=*/{0}, /*optimizerState=*/"
                       "{1}, /*inputs=*/{2}, /*constants=*/{3}, /*gradients=*/"
                       "{4}, /*activations=*/{5}, /*temporaries=*/{6}, "
@@ -601,18 +654,19 @@ void Emitter::emitTables() {
      << slot("loss", ret.getOperand(0).getType(), offsets[ret.getOperand(0)])
      << ",\n    /*learningRate=*/"
      << slot("lr", ret.getOperand(1).getType(), offsets[ret.getOperand(1)])
-     << ",\n    /*tokensPerStep=*/" << tokensPerStep << ",\n"
+     << ",\n    /*tokensPerStep=*/" << tokensPerStep * info.dp << ",\n"
      << "    initialize, forward, backward, optimizer,\n};\n";
 }
 
 LogicalResult Emitter::emit() {
   if (failed(nameValues()) || failed(checkPhaseOrder(step)))
     return failure();
-  os << "// Generated by slapoc: the training step of rank " << info.rank
-     << " of " << info.worldSize << " for\n// "
+  os << "// Generated by slapoc: the training step of each rank of mesh dp="
+     << info.dp << " x tp=" << info.tp << " for\n// "
      << quoteForCpp(info.modelName) << ".\n"
      << "// Every tensor is a view at its planned offset of the rank's arena; "
         "the\n// runtime's driver (runTrainingMain) runs the phases.\n"
+     << "#include \"slapo/runtime/Collectives.h\"\n"
      << "#include \"slapo/runtime/Kernels.h\"\n"
      << "#include \"slapo/runtime/Program.h\"\n\n"
      << "#include <array>\n#include <cstdint>\n#include <limits>\n\n"

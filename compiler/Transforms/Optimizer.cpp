@@ -33,7 +33,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
 
   LogicalResult checkOptions(ModuleOp module);
   /// Scales every gradient by min(1, gradClip / (norm + 1e-6)).
-  void clipGradients(TensorBuilder &tb, SmallVectorImpl<Value> &grads);
+  void clipGradients(TensorBuilder &tb, SmallVectorImpl<Value> &grads,
+                     ArrayRef<ParamOp> params);
   /// The learning rate of step `step` (0-d i64) out of `totalSteps`, 0-d f64.
   Value buildLearningRate(TensorBuilder &tb, Value step, Value totalSteps);
   /// Declares the optimizer state `<param>.<suffix>` after `after` (the
@@ -62,18 +63,31 @@ LogicalResult OptimizerPass::checkOptions(ModuleOp module) {
 }
 
 void OptimizerPass::clipGradients(TensorBuilder &tb,
-                                  SmallVectorImpl<Value> &grads) {
-  Value sumOfSquares;
-  for (Value grad : grads) {
+                                  SmallVectorImpl<Value> &grads,
+                                  ArrayRef<ParamOp> params) {
+  // A tensor-parallel shard's gradient holds this rank's part of the
+  // parameter's: those squares are summed over the group, the replicated
+  // ones counted once.
+  Value replicated, sharded;
+  for (auto [grad, param] : llvm::zip(grads, params)) {
     auto dims = llvm::seq<int64_t>(0, shapeOf(grad).size());
     SmallVector<int64_t> allDims(dims.begin(), dims.end());
     Value squares = tb.sum(tb.mul(grad, grad), allDims, /*keepdim=*/false);
-    sumOfSquares = sumOfSquares ? tb.add(sumOfSquares, squares) : squares;
+    Value &total = ParamOp(param).getShardAxis() ? sharded : replicated;
+    total = total ? tb.add(total, squares) : squares;
   }
+  if (sharded)
+    sharded = tb.getBuilder()
+                  .create<AllReduceOp>(tb.getLoc(), sharded, ProcessGroup::tp,
+                                       /*mean=*/false)
+                  .getResult(0);
+  Value sumOfSquares = replicated && sharded
+                           ? tb.add(replicated, sharded)
+                           : (replicated ? replicated : sharded);
   Type f32 = elementTypeOf(sumOfSquares);
   Value norm = tb.unary<SqrtOp>(sumOfSquares);
-  Value coefficient = tb.div(tb.scalar(gradClip, f32),
-                             tb.add(norm, tb.scalar(1e-6, f32)));
+  Value coefficient =
+      tb.div(tb.scalar(gradClip, f32), tb.add(norm, tb.scalar(1e-6, f32)));
   coefficient = tb.minimum(coefficient, tb.scalar(1.0, f32));
   for (Value &grad : grads)
     grad = tb.mul(grad, coefficient);
@@ -90,20 +104,20 @@ Value OptimizerPass::buildLearningRate(TensorBuilder &tb, Value step,
   Value warmup = tb.scalar(double(warmupSteps), f64);
   Value warmupFactor =
       tb.div(current, tb.scalar(std::max<double>(1, warmupSteps), f64));
-  Value decaySteps = tb.maximum(
-      tb.sub(tb.cast(totalSteps, f64), warmup), tb.scalar(1.0, f64));
+  Value decaySteps =
+      tb.maximum(tb.sub(tb.cast(totalSteps, f64), warmup), tb.scalar(1.0, f64));
   Value progress = tb.div(tb.sub(current, warmup), decaySteps);
   Value cosine = tb.unary<CosOp>(tb.scale(progress, M_PI));
-  Value decayFactor =
-      tb.maximum(tb.scale(tb.add(cosine, tb.scalar(1.0, f64)), 0.5),
-                 tb.scalar(0.0, f64));
+  Value decayFactor = tb.maximum(
+      tb.scale(tb.add(cosine, tb.scalar(1.0, f64)), 0.5), tb.scalar(0.0, f64));
   Value inWarmup = tb.compare(ComparePredicate::lt, current, warmup);
   return tb.mul(peak, tb.where(inWarmup, warmupFactor, decayFactor));
 }
 
-FailureOr<FlatSymbolRefAttr>
-OptimizerPass::declareState(SymbolTable &symbols, Operation *&after,
-                            ParamOp param, StringRef suffix) {
+FailureOr<FlatSymbolRefAttr> OptimizerPass::declareState(SymbolTable &symbols,
+                                                         Operation *&after,
+                                                         ParamOp param,
+                                                         StringRef suffix) {
   std::string name = (param.getSymName() + "." + suffix).str();
   if (Operation *existing = symbols.lookup(name))
     return existing->emitError("slapo-optimizer: the optimizer state of @")
@@ -125,16 +139,15 @@ void OptimizerPass::runOnOperation() {
   if (failed(checkOptions(module)))
     return signalPassFailure();
   SymbolTable symbols(module);
-  auto forwardBackward =
-      symbols.lookup<func::FuncOp>(kForwardBackwardName);
+  auto forwardBackward = symbols.lookup<func::FuncOp>(kForwardBackwardName);
   if (!forwardBackward) {
     module.emitError("slapo-optimizer: there is no func.func @")
         << kForwardBackwardName << " (run slapo-autodiff first)";
     return signalPassFailure();
   }
   if (symbols.lookup(kTrainStepName)) {
-    module.emitError("slapo-optimizer: @") << kTrainStepName
-                                          << " exists already";
+    module.emitError("slapo-optimizer: @")
+        << kTrainStepName << " exists already";
     return signalPassFailure();
   }
 
@@ -154,8 +167,7 @@ void OptimizerPass::runOnOperation() {
   for (unsigned i = 0, e = gradType.getNumInputs(); i < e; ++i)
     trainStep.setArgAttrs(i, forwardBackward.getArgAttrDict(i));
   unsigned stepIndex = gradType.getNumInputs();
-  trainStep.setArgAttr(stepIndex, "slapo.name",
-                       builder.getStringAttr("step"));
+  trainStep.setArgAttr(stepIndex, "slapo.name", builder.getStringAttr("step"));
   trainStep.setArgAttr(stepIndex + 1, "slapo.name",
                        builder.getStringAttr("total_steps"));
   Value step = body->getArgument(stepIndex);
@@ -173,9 +185,8 @@ void OptimizerPass::runOnOperation() {
   SmallVector<Value> grads;
   SmallVector<ParamOp> params;
   for (unsigned i = 1, e = sourceReturn.getNumOperands(); i < e; ++i) {
-    auto name =
-        forwardBackward.getResultAttrOfType<FlatSymbolRefAttr>(i,
-                                                               kGradOfAttrName);
+    auto name = forwardBackward.getResultAttrOfType<FlatSymbolRefAttr>(
+        i, kGradOfAttrName);
     auto param = name ? symbols.lookup<ParamOp>(name.getAttr()) : ParamOp();
     if (!param) {
       forwardBackward.emitError("slapo-optimizer: result #")
@@ -197,7 +208,7 @@ void OptimizerPass::runOnOperation() {
   Operation *lastModelOp = body->empty() ? nullptr : &body->back();
   TensorBuilder tb(builder, forwardBackward.getLoc());
   if (gradClip > 0 && !grads.empty())
-    clipGradients(tb, grads);
+    clipGradients(tb, grads, params);
   Value lrValue = buildLearningRate(tb, step, totalSteps);
   for (auto [param, grad] : llvm::zip(params, grads)) {
     auto paramName = FlatSymbolRefAttr::get(param.getSymNameAttr());
@@ -234,8 +245,8 @@ void OptimizerPass::runOnOperation() {
   auto optimizerPhase = builder.getStringAttr("optimizer");
   Block::iterator firstOptimizerOp =
       lastModelOp ? std::next(Block::iterator(lastModelOp)) : body->begin();
-  for (Operation &op :
-       llvm::make_range(firstOptimizerOp, Block::iterator(body->getTerminator())))
+  for (Operation &op : llvm::make_range(firstOptimizerOp,
+                                        Block::iterator(body->getTerminator())))
     op.setAttr(kPhaseAttrName, optimizerPhase);
   forwardBackward.erase();
 }

@@ -57,7 +57,8 @@ public:
   void run();
 
 private:
-  /// The value whose buffer `value` shares, following reshapes.
+  /// The value whose buffer `value` shares, following reshapes and other
+  /// ops that keep their operand's bytes.
   Value getRoot(Value value);
   void collectBuffers();
   void placePersistent();
@@ -76,8 +77,12 @@ private:
 };
 
 Value Planner::getRoot(Value value) {
-  while (auto reshape = value.getDefiningOp<ReshapeOp>())
-    value = reshape.getInput();
+  while (Operation *def = value.getDefiningOp()) {
+    Value source = getSameBytesSource(def);
+    if (!source)
+      break;
+    value = source;
+  }
   return value;
 }
 
@@ -107,7 +112,8 @@ void Planner::collectBuffers() {
     extend(arg, 0, end)->persistent = true;
   for (Operation &op : block) {
     for (Value result : op.getResults()) {
-      Buffer *buffer = extend(result, index[&op], lastUseOf(result, index[&op]));
+      Buffer *buffer =
+          extend(result, index[&op], lastUseOf(result, index[&op]));
       if (isa<GetParamOp, ConstantOp>(op))
         buffer->persistent = true;
     }
@@ -208,8 +214,8 @@ void Planner::annotate() {
   for (Operation &op : module.getBody()->getOperations())
     if (isa<ParamOp, OptimizerStateOp>(op))
       op.setAttr(kOffsetAttrName,
-                 builder.getI64IntegerAttr(symbolOffsets.lookup(
-                     SymbolTable::getSymbolName(&op))));
+                 builder.getI64IntegerAttr(
+                     symbolOffsets.lookup(SymbolTable::getSymbolName(&op))));
   Block &block = step.getBody().front();
   for (BlockArgument arg : block.getArguments())
     step.setArgAttr(arg.getArgNumber(), kOffsetAttrName,

@@ -31,6 +31,12 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
   return result;
 }
 
+Value getSameBytesSource(Operation *op) {
+  if (isa<ReshapeOp, GradAllReduceOp>(op))
+    return op->getOperand(0);
+  return Value();
+}
+
 std::optional<int64_t> getSmallestIndexedTable(Value value) {
   std::optional<int64_t> smallest;
   auto consider = [&](int64_t rows) {
@@ -38,7 +44,8 @@ std::optional<int64_t> getSmallestIndexedTable(Value value) {
   };
   for (Operation *user : value.getUsers()) {
     if (auto embedding = dyn_cast<EmbeddingOp>(user))
-      consider(embedding.getWeight().getType().cast<ShapedType>().getDimSize(0));
+      consider(
+          embedding.getWeight().getType().cast<ShapedType>().getDimSize(0));
     else if (auto loss = dyn_cast<CrossEntropyOp>(user))
       consider(loss.getLogits().getType().cast<ShapedType>().getDimSize(1));
     else if (isa<ReshapeOp, SliceOp, PermuteOp, BroadcastOp, ConcatOp>(user))
@@ -160,6 +167,12 @@ LogicalResult ParamOp::verify() {
   // PyTorch forbids empty parameter and buffer names.
   if (getSymName().empty())
     return emitOpError("name must not be empty");
+  if (auto axis = getShardAxis();
+      axis && (*axis < 0 || *axis >= getTensorType().getRank()))
+    return emitOpError("shard_axis ")
+           << *axis << " is not a dim of " << getTensorType();
+  if (getShardChunks() && (!getShardAxis() || *getShardChunks() < 1))
+    return emitOpError("shard_chunks needs shard_axis and must be positive");
   ArrayAttr aliases = getAliasesAttr();
   if (!aliases)
     return success();
@@ -589,9 +602,8 @@ static LogicalResult verifyUpdateSymbols(Operation *op,
       return op->emitOpError("there is no 'slapo.optimizer_state' named ")
              << name;
     if (state.getOfAttr() != paramName)
-      return op->emitOpError()
-             << name << " is the state of " << state.getOfAttr() << ", not of "
-             << paramName;
+      return op->emitOpError() << name << " is the state of "
+                               << state.getOfAttr() << ", not of " << paramName;
   }
   return success();
 }
@@ -602,9 +614,9 @@ static LogicalResult verifyHyperparameter(Operation *op, StringRef name,
                                           double high) {
   if (std::isfinite(value) && value >= low && value < high)
     return success();
-  return op->emitOpError()
-         << name << " must lie in [" << numberString(low) << ", "
-         << numberString(high) << "), got " << numberString(value);
+  return op->emitOpError() << name << " must lie in [" << numberString(low)
+                           << ", " << numberString(high) << "), got "
+                           << numberString(value);
 }
 
 LogicalResult ParamGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -628,8 +640,61 @@ LogicalResult SgdUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
   SmallVector<FlatSymbolRefAttr> states;
   if (auto buffer = getMomentumBufferAttr())
     states.push_back(buffer);
-  return verifyUpdateSymbols(*this, symbols, getParamAttr(), getGrad(),
-                             states);
+  return verifyUpdateSymbols(*this, symbols, getParamAttr(), getGrad(), states);
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives.
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location>,
+                                            ValueRange operands, DictionaryAttr,
+                                            RegionRange,
+                                            SmallVectorImpl<Type> &inferred) {
+  llvm::append_range(inferred, operands.getTypes());
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor");
+  return success();
+}
+
+/// The full value's type has `dim` a whole multiple of the block's, and
+/// every other dim and the element type equal.
+static LogicalResult verifyBlocks(Operation *op, Value block, Value full,
+                                  int64_t dim) {
+  auto blockType = block.getType().cast<RankedTensorType>();
+  auto fullType = full.getType().cast<RankedTensorType>();
+  if (blockType.getElementType() != fullType.getElementType() ||
+      blockType.getRank() != fullType.getRank())
+    return op->emitOpError("block ")
+           << blockType << " and full value " << fullType
+           << " differ in element type or rank";
+  if (dim < 0 || dim >= blockType.getRank())
+    return op->emitOpError("dim ") << dim << " is not a dim of " << blockType;
+  for (int64_t d = 0; d < blockType.getRank(); ++d) {
+    int64_t blockSize = blockType.getDimSize(d);
+    int64_t fullSize = fullType.getDimSize(d);
+    bool fits = d == dim ? blockSize > 0 && fullSize % blockSize == 0
+                         : blockSize == fullSize;
+    if (!fits)
+      return op->emitOpError("block ") << blockType << " does not tile "
+                                       << fullType << " along dim " << dim;
+  }
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyBlocks(*this, getInput(), getResult(), getDim());
+}
+LogicalResult ScatterOp::verify() {
+  return verifyBlocks(*this, getResult(), getInput(), getDim());
+}
+LogicalResult ReduceScatterOp::verify() {
+  return verifyBlocks(*this, getResult(), getInput(), getDim());
 }
 
 LogicalResult AdamwUpdateOp::verify() {

@@ -19,7 +19,8 @@ static RankedTensorType withShape(Value like, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, elementTypeOf(like));
 }
 
-template <typename OpT> Value TensorBuilder::broadcasting(Value lhs, Value rhs) {
+template <typename OpT>
+Value TensorBuilder::broadcasting(Value lhs, Value rhs) {
   FailureOr<SmallVector<int64_t>> shape =
       broadcastShapes(shapeOf(lhs), shapeOf(rhs));
   assert(succeeded(shape) && "formula combines shapes that do not "
@@ -102,7 +103,7 @@ Value TensorBuilder::zeros(RankedTensorType type) {
 }
 
 Value TensorBuilder::zerosWithDim(RankedTensorType type, int64_t dim,
-                                int64_t size) {
+                                  int64_t size) {
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size;
   return zeros(RankedTensorType::get(shape, type.getElementType()));
@@ -182,7 +183,7 @@ Value TensorBuilder::transpose(Value input) {
 }
 
 Value TensorBuilder::slice(Value input, int64_t dim, int64_t start, int64_t end,
-                         int64_t step) {
+                           int64_t step) {
   SmallVector<int64_t> shape(shapeOf(input));
   shape[dim] = start == end ? 0 : (end - start - 1) / step + 1;
   return builder.create<SliceOp>(loc, withShape(input, shape), input, dim,
@@ -220,7 +221,7 @@ Value TensorBuilder::sumToShape(Value grad, RankedTensorType type) {
 }
 
 Value TensorBuilder::restoreReducedDims(Value grad, RankedTensorType inputType,
-                                      ArrayRef<int64_t> dims) {
+                                        ArrayRef<int64_t> dims) {
   SmallVector<int64_t> shape(inputType.getShape());
   for (int64_t dim : dims)
     shape[dim] = 1;

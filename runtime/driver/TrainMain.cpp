@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/runtime/Checkpoint.h"
+#include "slapo/runtime/Collectives.h"
 #include "slapo/runtime/Data.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/Program.h"
@@ -72,13 +73,64 @@ std::vector<NamedTensor> viewsOf(const Arena &arena, const ArenaSlot *slots,
   return views;
 }
 
+/// Full tensors gathered from tensor-parallel shards, for files that hold
+/// the model's tensors (--save-grads, --save-weights).
+class GatheredTensors {
+public:
+  /// The full tensors of the `views` of `slots`: the views of unsharded
+  /// ones, and shards gathered over the tp group. Every rank of the group
+  /// must gather alike.
+  GatheredTensors(cpu::Context &ctx, ProcessMesh &mesh,
+                  const std::vector<NamedTensor> &views,
+                  const ArenaSlot *slots) {
+    int tp = mesh.getTp();
+    for (size_t i = 0; i < views.size(); ++i) {
+      const ArenaSlot &slot = slots[i];
+      if (slot.shardAxis < 0) {
+        tensors.push_back(views[i]);
+        continue;
+      }
+      // Seen with the axis as [chunks, part], the rank's part of every
+      // chunk is one block along the part dim: gathering there lays the
+      // chunks out whole, in order.
+      Tensor local = views[i].tensor;
+      int axis = slot.shardAxis;
+      int64_t part = local.shape[axis] / slot.shardChunks;
+      Shape blocks, joined;
+      for (int d = 0; d < local.getRank(); ++d) {
+        if (d == axis) {
+          blocks.dims[blocks.rank++] = slot.shardChunks;
+          joined.dims[joined.rank++] = slot.shardChunks;
+          blocks.dims[blocks.rank++] = part;
+          joined.dims[joined.rank++] = part * tp;
+          continue;
+        }
+        blocks.dims[blocks.rank++] = local.shape[d];
+        joined.dims[joined.rank++] = local.shape[d];
+      }
+      storage.push_back(std::make_unique<uint8_t[]>(local.getBytes() * tp));
+      Tensor full(storage.back().get(), local.dtype, joined);
+      allGather(ctx, mesh.getTensorParallel(),
+                Tensor(local.data, local.dtype, blocks), full, axis + 1);
+      full.shape = local.shape;
+      full.shape.dims[axis] *= tp;
+      tensors.push_back({views[i].name, full});
+    }
+  }
+  const std::vector<NamedTensor> &get() const { return tensors; }
+
+private:
+  std::vector<NamedTensor> tensors;
+  std::vector<std::unique_ptr<uint8_t[]>> storage;
+};
+
 /// What checkpoints hold: parameters (and buffers), then optimizer state.
 std::vector<NamedTensor> trainingState(const ProgramDesc &program,
                                        const Arena &arena) {
   std::vector<NamedTensor> state =
       viewsOf(arena, program.params, program.numParams);
-  for (NamedTensor &tensor : viewsOf(arena, program.optimizerState,
-                                     program.numOptimizerState))
+  for (NamedTensor &tensor :
+       viewsOf(arena, program.optimizerState, program.numOptimizerState))
     state.push_back(std::move(tensor));
   return state;
 }
@@ -100,11 +152,12 @@ int64_t residentBytes() {
   return resident * sysconf(_SC_PAGESIZE);
 }
 
-/// A run of training steps on one rank.
+/// A run of training steps on one rank of the mesh.
 class Trainer {
 public:
-  Trainer(const ProgramDesc &program, const TrainOptions &options)
-      : program(program), options(options), ctx(options.threads),
+  Trainer(const ProgramDesc &program, const TrainOptions &options,
+          ProcessMesh &mesh)
+      : program(program), options(options), mesh(mesh), ctx(options.threads),
         arena(program.memory.arenaBytes) {}
   void run();
 
@@ -117,12 +170,22 @@ private:
     return *arena.view(slot).as<T>();
   }
 
+  void fillInputs(int64_t step);
+  /// Rank 0 speaks for the mesh: every rank has the same loss and learning
+  /// rate, and full parameters and gradients are gathered to it.
+  bool isReporter() const { return mesh.getRank() == 0; }
+
   const ProgramDesc &program;
   const TrainOptions &options;
+  ProcessMesh &mesh;
   cpu::Context ctx;
   Arena arena;
   std::unique_ptr<DataSource> data;
+  /// What the data source fills: the global batch. With data parallelism
+  /// it is staged in `globalBatch` and each rank copies its rows into its
+  /// inputs; otherwise the inputs are filled in place.
   std::vector<DataInput> inputs;
+  std::vector<std::unique_ptr<uint8_t[]>> globalBatch;
   std::unique_ptr<std::ofstream> logFile;
   int64_t firstStep = 1;
   std::chrono::steady_clock::time_point start;
@@ -137,7 +200,7 @@ void Trainer::prepare() {
   // Problems with where results go are found before any work is done.
   if (!options.save.empty())
     checkCheckpointDirectory(options.save);
-  if (!options.logJson.empty()) {
+  if (!options.logJson.empty() && isReporter()) {
     logFile = std::make_unique<std::ofstream>(options.logJson);
     if (!*logFile)
       throwSystemError(options.logJson);
@@ -146,10 +209,10 @@ void Trainer::prepare() {
   SafeTensorsReader weights(options.weights);
   for (int i = 0; i < program.numParams; ++i)
     weights.read(program.params[i].name, arena.view(program.params[i]));
-  program.initialize(ctx, arena.data);
+  program.initialize(ctx, mesh, arena.data);
   if (!options.resume.empty())
     firstStep = loadCheckpoint(options.resume, program.fingerprint,
-                               trainingState(program, arena), program.rank) +
+                               trainingState(program, arena), mesh.getRank()) +
                 1;
   if (firstStep > options.steps)
     throw Error("the checkpoint in " + options.resume + " is at step " +
@@ -158,26 +221,55 @@ void Trainer::prepare() {
 
   for (int i = 0; i < program.numInputs; ++i) {
     const InputSlot &input = program.inputs[i];
-    inputs.push_back(
-        {input.slot.name, arena.view(input.slot), input.indexBound});
+    Tensor local = arena.view(input.slot);
+    if (program.dp == 1) {
+      inputs.push_back({input.slot.name, local, input.indexBound});
+      continue;
+    }
+    Shape shape = local.shape;
+    shape.dims[0] *= program.dp;
+    globalBatch.push_back(
+        std::make_unique<uint8_t[]>(local.getBytes() * program.dp));
+    inputs.push_back({input.slot.name,
+                      Tensor(globalBatch.back().get(), local.dtype, shape),
+                      input.indexBound});
   }
   data = options.data.empty()
              ? makeSyntheticDataSource(program.seed)
              : openDataSource(options.data, program.seed, inputs);
 }
 
+void Trainer::fillInputs(int64_t step) {
+  data->fill(step, inputs);
+  if (program.dp == 1)
+    return;
+  // Rows [r * B, (r + 1) * B) of dim 0 are dp rank r's, contiguous in the
+  // row-major global batch.
+  for (int i = 0; i < program.numInputs; ++i) {
+    Tensor local = arena.view(program.inputs[i].slot);
+    std::memcpy(local.data,
+                inputs[i].tensor.as<uint8_t>() +
+                    mesh.getDpRank() * local.getBytes(),
+                local.getBytes());
+  }
+}
+
 void Trainer::runStep(int64_t step) {
   *arena.view(program.step).as<int64_t>() = step;
   *arena.view(program.totalSteps).as<int64_t>() = options.steps;
-  data->fill(step, inputs);
-  program.forward(ctx, arena.data);
+  fillInputs(step);
+  program.forward(ctx, mesh, arena.data);
   if (options.forwardOnly)
     return;
-  program.backward(ctx, arena.data);
-  if (step == 1 && !options.saveGrads.empty())
-    writeSafeTensors(options.saveGrads,
-                     viewsOf(arena, program.gradients, program.numGradients));
-  program.optimizer(ctx, arena.data);
+  program.backward(ctx, mesh, arena.data);
+  if (step == 1 && !options.saveGrads.empty()) {
+    GatheredTensors grads(
+        ctx, mesh, viewsOf(arena, program.gradients, program.numGradients),
+        program.gradients);
+    if (isReporter())
+      writeSafeTensors(options.saveGrads, grads.get());
+  }
+  program.optimizer(ctx, mesh, arena.data);
 }
 
 void Trainer::log(int64_t step, double seconds) {
@@ -196,10 +288,10 @@ void Trainer::log(int64_t step, double seconds) {
                   static_cast<long long>(residentBytes()));
     *logFile << line << std::flush;
   }
-  if (program.rank == 0 && !options.quiet) {
-    double elapsed = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+  if (isReporter() && !options.quiet) {
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     std::printf("step %lld/%lld  loss %.6f  %.0f tokens/s  elapsed %.1fs\n",
                 static_cast<long long>(step),
                 static_cast<long long>(options.steps), loss, tokensPerSecond,
@@ -212,18 +304,21 @@ void Trainer::save(int64_t step) {
   bool periodic = options.saveEvery > 0 && step % options.saveEvery == 0;
   if (options.save.empty() || !(periodic || step == options.steps))
     return;
-  std::string stepDir =
-      saveCheckpoint(options.save, step, program.fingerprint,
-                     trainingState(program, arena), program.rank,
-                     program.worldSize);
-  // With one rank, no other rank's file has to be complete first.
-  commitCheckpoint(options.save, stepDir, step, program.fingerprint,
-                   program.worldSize);
+  std::string stepDir = saveCheckpoint(options.save, step, program.fingerprint,
+                                       trainingState(program, arena),
+                                       mesh.getRank(), mesh.getWorldSize());
+  // Rank 0 commits once every rank's file is complete: a rank that failed
+  // to save has ended the job instead of joining this reduction.
+  int64_t saved = 1;
+  mesh.getWorld().allReduceSum(&saved, 1, DType::I64);
+  if (isReporter())
+    commitCheckpoint(options.save, stepDir, step, program.fingerprint,
+                     mesh.getWorldSize());
 }
 
 void Trainer::run() {
   prepare();
-  if (program.rank == 0 && !options.quiet) {
+  if (isReporter() && !options.quiet) {
     std::printf("%s: %lld steps from step %lld, %s, %d threads, arena %.1f "
                 "MiB\n",
                 program.modelName, static_cast<long long>(options.steps),
@@ -242,19 +337,33 @@ void Trainer::run() {
     if (!options.forwardOnly)
       save(step);
   }
-  if (!options.saveWeights.empty())
-    writeSafeTensors(options.saveWeights,
-                     viewsOf(arena, program.params, program.numParams));
+  if (!options.saveWeights.empty()) {
+    GatheredTensors weights(ctx, mesh,
+                            viewsOf(arena, program.params, program.numParams),
+                            program.params);
+    if (isReporter())
+      writeSafeTensors(options.saveWeights, weights.get());
+  }
 }
 
 } // namespace
 
 int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
+  std::unique_ptr<ProcessMesh> mesh;
+  try {
+    mesh = ProcessMesh::create(program.dp, program.tp);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  int rank = mesh->getRank();
   TrainOptions options;
   options.weights = defaultWeightsPath();
-  CLI::App app{std::string("Trains ") + program.modelName + " (rank " +
-               std::to_string(program.rank) + " of " +
-               std::to_string(program.worldSize) + "), compiled by slapoc."};
+  CLI::App app{std::string("Trains ") + program.modelName +
+               " on a mesh of dp=" + std::to_string(program.dp) +
+               " x tp=" + std::to_string(program.tp) +
+               " ranks, compiled by slapoc. Rank 0 prints progress and "
+               "writes the log, gradients and weights."};
   app.add_option("--steps", options.steps,
                  "train until this step (with --resume, counting the "
                  "checkpoint's steps); learning-rate schedules span it")
@@ -290,14 +399,19 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
-    // --help is a success; every other parse error is a usage error.
-    return app.exit(e) == 0 ? 0 : 1;
+    // --help is a success; every other parse error is a usage error. Every
+    // rank has the same command line: one of them says what is wrong.
+    int status = rank == 0 ? app.exit(e) : e.get_exit_code();
+    return status == 0 ? 0 : 1;
   }
   try {
-    Trainer(program, options).run();
+    Trainer(program, options, *mesh).run();
   } catch (const std::exception &e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "rank %d: error: %s\n", program.rank, e.what());
+    std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    // Peers may be waiting in a collective for this rank: end them too.
+    mesh->abort(2);
     return 2;
   }
   return 0;

@@ -92,14 +92,9 @@ Json parseManifestFile(const std::string &path, const std::string &outDir) {
 }
 
 ManifestParameter readParameter(const ManifestFields &fields, const Json &json,
-                                const std::string &where, int worldSize) {
+                                const std::string &where, int tp) {
   ManifestParameter param;
   param.name = fields.getString(json, where, "name");
-  if (json.contains("shard"))
-    throw Error(fields.getPath() + ": parameter '" + param.name +
-                "' is sharded (\"" + where +
-                ".shard\"): merging sharded parameters is not implemented "
-                "yet");
   param.buffer =
       fields.get(json, where, "buffer", &Json::is_boolean, "true or false")
           .get<bool>();
@@ -117,8 +112,23 @@ ManifestParameter readParameter(const ManifestFields &fields, const Json &json,
                   ", not a name");
     param.aliases.push_back(alias.get<std::string>());
   }
-  param.rank =
-      static_cast<int>(fields.getInteger(json, where, "rank", 0, worldSize));
+  if (!json.contains("shard"))
+    return param;
+  std::string shardWhere = where + ".shard";
+  const Json &shard =
+      fields.get(json, where, "shard", &Json::is_object, "an object");
+  ShardLayout layout;
+  layout.axis = static_cast<int>(
+      fields.getInteger(shard, shardWhere, "axis", 0, param.shape.rank));
+  layout.chunks = fields.getInteger(shard, shardWhere, "chunks", 1);
+  layout.tp = tp;
+  try {
+    getShardShape(param.shape, layout);
+  } catch (const Error &e) {
+    fields.fail("\"" + shardWhere + "\" does not fit parameter '" + param.name +
+                "': " + e.what());
+  }
+  param.shard = layout;
   return param;
 }
 
@@ -175,14 +185,16 @@ CheckpointFile openRankCheckpoint(const std::string &path,
   return file;
 }
 
-/// Every rank's file, rank by rank; the checkpoint's files must hold one
-/// step.
+/// The files of the tp ranks of dp rank 0, world ranks 0..tp-1, which hold
+/// every tensor (the other dp ranks' hold the same); the checkpoint's files
+/// must hold one step.
 std::vector<RankFile> openRankFiles(const std::string &outDir,
                                     const Manifest &manifest,
                                     const MergeOptions &options,
                                     MergedState &state) {
   std::vector<RankFile> files;
-  for (const ManifestRank &rank : manifest.ranks) {
+  for (int tpRank = 0; tpRank < manifest.tp; ++tpRank) {
+    const ManifestRank &rank = manifest.ranks[tpRank];
     if (options.checkpoint.empty()) {
       files.emplace_back(
           SafeTensorsReader(outDir + "/" + rank.dir + "/weights.safetensors"));
@@ -202,26 +214,50 @@ std::vector<RankFile> openRankFiles(const std::string &outDir,
   return files;
 }
 
-/// Reads `param` from its rank's file into `state`, under its name and each
-/// alias. A sharded parameter would gather its shards from their ranks here.
+/// Reads `param` into `state`, under its name and each alias: from rank 0's
+/// file or, sharded, assembled from every tp rank's shard.
 void mergeParameter(const Manifest &manifest, const ManifestParameter &param,
-                    const RankFile &file, MergedState &state) {
-  const SafeTensorsReader &reader = file.getReader();
+                    const std::vector<RankFile> &files, MergedState &state) {
   const char *kind = param.buffer ? "buffer" : "parameter";
-  if (!reader.contains(param.name))
-    throw Error(reader.getPath() + ": no tensor '" + param.name + "' (a " +
-                kind + " in " + manifest.path + ")");
-  const SafeTensorsReader::Info &info = reader.getInfo(param.name);
-  if (info.shape != param.shape)
-    throw Error(reader.getPath() + ": tensor '" + param.name + "' is " +
-                getName(info.dtype) + info.shape.str() + ", but " +
-                manifest.path + " gives the " + kind + " the shape " +
-                param.shape.str());
-  Tensor tensor = allocate(state, info.dtype, info.shape);
-  file.read({param.name, tensor});
-  state.tensors.push_back({param.name, tensor});
+  Shape fileShape =
+      param.shard ? getShardShape(param.shape, *param.shard) : param.shape;
+  int64_t sources = param.shard ? param.shard->tp : 1;
+  Tensor merged;
+  std::vector<uint8_t> shardBytes;
+  for (int64_t tpRank = 0; tpRank < sources; ++tpRank) {
+    const RankFile &file = files[tpRank];
+    const SafeTensorsReader &reader = file.getReader();
+    if (!reader.contains(param.name))
+      throw Error(reader.getPath() + ": no tensor '" + param.name + "' (a " +
+                  kind + " in " + manifest.path + ")");
+    const SafeTensorsReader::Info &info = reader.getInfo(param.name);
+    std::string what = param.shard ? "tp rank " + std::to_string(tpRank) +
+                                         "'s shard of the " + kind
+                                   : std::string("the ") + kind;
+    if (info.shape != fileShape)
+      throw Error(reader.getPath() + ": tensor '" + param.name + "' is " +
+                  getName(info.dtype) + info.shape.str() + ", but " +
+                  manifest.path + " gives " + what + " the shape " +
+                  fileShape.str());
+    if (tpRank == 0)
+      merged = allocate(state, info.dtype, param.shape);
+    else if (info.dtype != merged.dtype)
+      throw Error(reader.getPath() + ": tensor '" + param.name + "' is " +
+                  getName(info.dtype) + info.shape.str() + ", but " +
+                  state.files[0] + " holds it as " + getName(merged.dtype));
+    if (!param.shard) {
+      file.read({param.name, merged});
+      continue;
+    }
+    Tensor shard(nullptr, info.dtype, fileShape);
+    shardBytes.resize(shard.getBytes());
+    shard.data = shardBytes.data();
+    file.read({param.name, shard});
+    assembleShard(shard, merged, *param.shard, tpRank);
+  }
+  state.tensors.push_back({param.name, merged});
   for (const std::string &alias : param.aliases)
-    state.tensors.push_back({alias, tensor});
+    state.tensors.push_back({alias, merged});
 }
 
 } // namespace
@@ -234,9 +270,14 @@ Manifest readManifest(const std::string &outDir) {
 
   const Json &mesh =
       fields.get(json, "", "mesh", &Json::is_object, "an object");
-  int64_t worldSize = 1;
-  for (const char *axis : {"dp", "tp", "pp"})
-    worldSize *= fields.getInteger(mesh, "mesh", axis, 1, 1 << 16);
+  auto meshSize = [&](const char *axis) {
+    return static_cast<int>(fields.getInteger(mesh, "mesh", axis, 1, 1 << 16));
+  };
+  manifest.dp = meshSize("dp");
+  manifest.tp = meshSize("tp");
+  manifest.pp = meshSize("pp");
+  int64_t worldSize =
+      static_cast<int64_t>(manifest.dp) * manifest.tp * manifest.pp;
   const Json &ranks = fields.getList(json, "", "ranks");
   if (static_cast<int64_t>(ranks.size()) != worldSize)
     fields.fail("\"ranks\" lists " + std::to_string(ranks.size()) +
@@ -258,9 +299,9 @@ Manifest readManifest(const std::string &outDir) {
   };
   const Json &params = fields.getList(json, "", "parameters");
   for (size_t i = 0; i < params.size(); ++i) {
-    ManifestParameter param = readParameter(
-        fields, params[i], "parameters[" + std::to_string(i) + "]",
-        static_cast<int>(worldSize));
+    ManifestParameter param =
+        readParameter(fields, params[i],
+                      "parameters[" + std::to_string(i) + "]", manifest.tp);
     claim(param.name);
     for (const std::string &alias : param.aliases)
       claim(alias);
@@ -282,25 +323,33 @@ MergedState mergeState(const std::string &outDir, const MergeOptions &options) {
     throw Error("the optimizer state is in checkpoints only: merging the "
                 "initial weights of " +
                 outDir + " has none to include");
+  if (options.optimizerState)
+    for (const ManifestParameter &param : manifest.parameters)
+      if (param.shard)
+        throw Error(manifest.path + ": parameter '" + param.name +
+                    "' is sharded, and so is its optimizer state: merging "
+                    "the optimizer state of sharded parameters is not "
+                    "implemented yet (merge without it)");
   MergedState state;
   std::vector<RankFile> files = openRankFiles(outDir, manifest, options, state);
   for (const ManifestParameter &param : manifest.parameters)
-    mergeParameter(manifest, param, files[param.rank], state);
+    mergeParameter(manifest, param, files, state);
   if (!options.optimizerState)
     return state;
-  // Everything else a rank's checkpoint file holds is optimizer state.
+  // Everything else rank 0's checkpoint file holds is optimizer state, the
+  // same on every rank.
   std::set<std::string> merged;
   for (const NamedTensor &named : state.tensors)
     merged.insert(named.name);
-  for (const RankFile &file : files)
-    for (const std::string &name : file.getReader().getNames()) {
-      if (merged.count(name))
-        continue;
-      const SafeTensorsReader::Info &info = file.getReader().getInfo(name);
-      Tensor tensor = allocate(state, info.dtype, info.shape);
-      file.read({name, tensor});
-      state.tensors.push_back({name, tensor});
-    }
+  const SafeTensorsReader &reader = files[0].getReader();
+  for (const std::string &name : reader.getNames()) {
+    if (merged.count(name))
+      continue;
+    const SafeTensorsReader::Info &info = reader.getInfo(name);
+    Tensor tensor = allocate(state, info.dtype, info.shape);
+    files[0].read({name, tensor});
+    state.tensors.push_back({name, tensor});
+  }
   return state;
 }
 

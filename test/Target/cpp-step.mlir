@@ -21,11 +21,11 @@ module {
 #act = loc("layers.0.act"(#src))
 
 // CHECK: #include "slapo/runtime/Kernels.h"
-// CHECK: void initialize(Context &ctx, uint8_t *arena) {
+// CHECK: void initialize(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
 // CHECK: cpu::fill(ctx, t{{[0-9]+}}_constant, 1);
 // CHECK: cpu::fill(ctx, t{{[0-9]+}}_constant, 0.01);
 
-// CHECK-LABEL: void forward(Context &ctx, uint8_t *arena) {
+// CHECK-LABEL: void forward(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
 // CHECK: // "layers.0.fc": linear
 // CHECK-NEXT: const Tensor [[Y:t[0-9]+_linear]] = view(arena, {{[0-9]+}}, DType::F32, {2, 3});
 // CHECK-DAG: const Tensor [[B:t[0-9]+_get_param]] = view(arena, 192, DType::F32, {3});
@@ -39,9 +39,9 @@ module {
 // CHECK-NEXT: }
 
 // Backward reads the forward's tensors through views of its own.
-// CHECK-LABEL: void backward(Context &ctx, uint8_t *arena) {
+// CHECK-LABEL: void backward(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
 // CHECK: cpu::matmul(ctx,
-// CHECK-LABEL: void optimizer(Context &ctx, uint8_t *arena) {
+// CHECK-LABEL: void optimizer(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
 // CHECK: // "w": adamw_update
 // CHECK-DAG: const Tensor s0 = view(arena, 0, DType::F32, {3, 4});
 // CHECK-DAG: const Tensor s64 = view(arena, 64, DType::F32, {3, 4});
@@ -59,7 +59,7 @@ module {
 // CHECK: const InputSlot kInputs[] = {
 // CHECK-NEXT: {{[{][{]}}"x", DType::F32, {2, 4}, 384}, 0},
 // CHECK: const ProgramDesc kProgram = {
-// CHECK: /*rank=*/0, /*worldSize=*/1, /*seed=*/0u,
+// CHECK: /*dp=*/1, /*tp=*/1, /*seed=*/0u,
 // CHECK: /*step=*/{"step", DType::I64, {}, 448},
 // CHECK: /*loss=*/{"loss", DType::F32, {},
 // CHECK: /*learningRate=*/{"lr", DType::F64, {},

@@ -205,9 +205,16 @@ def build() -> GPT2LMHeadModel:
     return GPT2LMHeadModel(GPT2Config())
 
 
+def build_four_heads() -> GPT2LMHeadModel:
+    """Four heads of 8: enough to split attention over four ranks."""
+    return GPT2LMHeadModel(GPT2Config(n_head=4))
+
+
+INPUTS = [
+    InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
+    InputSpec("labels", torch.int64, [2, 16], kind="int", low=0, high=128),
+]
 SPECS = [
-    ModelSpec("gpt2", build, [
-        InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
-        InputSpec("labels", torch.int64, [2, 16], kind="int", low=0, high=128),
-    ]),
+    ModelSpec("gpt2", build, INPUTS),
+    ModelSpec("gpt2_4heads", build_four_heads, INPUTS),
 ]

@@ -22,11 +22,9 @@ const char *const kManifest = R"({
   "mesh": {"dp": 1, "tp": 1, "pp": 1},
   "parameters": [
     {"name": "wte.weight", "buffer": false, "shape": [4, 3],
-     "aliases": ["lm_head.weight"], "rank": 0},
-    {"name": "fc.bias", "buffer": false, "shape": [3], "aliases": [],
-     "rank": 0},
-    {"name": "attn.mask", "buffer": true, "shape": [2, 2], "aliases": [],
-     "rank": 0}
+     "aliases": ["lm_head.weight"]},
+    {"name": "fc.bias", "buffer": false, "shape": [3], "aliases": []},
+    {"name": "attn.mask", "buffer": true, "shape": [2, 2], "aliases": []}
   ],
   "ranks": [{"rank": 0, "dir": "rank0", "fingerprint": "fp0",
              "program": "rank0/train"}]
@@ -69,32 +67,59 @@ std::string replaced(std::string text, const std::string &from,
   return text.replace(at, from.size(), to);
 }
 
-/// A slapoc output directory with its initial weights (salt 1), and a
-/// checkpoint directory next to it.
-struct Compiled {
+/// A slapoc output directory written by hand, with a checkpoint directory
+/// next to it.
+struct OutputDir {
   ScratchDir scratch;
   std::string out = scratch / "out";
   std::string ckpt = scratch / "ckpt";
-  Weights initial{1};
 
-  Compiled() {
-    fs::create_directories(out + "/rank0");
-    writeManifest(kManifest);
-    writeSafeTensors(out + "/rank0/weights.safetensors", initial.tensors());
+  /// rank<r>/weights.safetensors holds `rankWeights[r]`.
+  OutputDir(const std::string &manifest,
+            const std::vector<std::vector<NamedTensor>> &rankWeights) {
+    writeManifest(manifest);
+    for (size_t rank = 0; rank < rankWeights.size(); ++rank)
+      writeWeights(rank, rankWeights[rank]);
   }
   void writeManifest(const std::string &text) {
+    fs::create_directories(out);
     std::ofstream(out + "/manifest.json") << text;
   }
-  /// Saves and commits `state` as step `step`; returns the rank file.
-  std::string save(int64_t step, const std::vector<NamedTensor> &state,
-                   const std::string &fingerprint = "fp0") {
-    std::string stepDir = saveCheckpoint(ckpt, step, fingerprint, state, 0, 1);
-    commitCheckpoint(ckpt, stepDir, step, fingerprint, 1);
-    return stepDir + "/rank0.safetensors";
+  std::string weightsPath(int rank) const {
+    return out + "/rank" + std::to_string(rank) + "/weights.safetensors";
+  }
+  void writeWeights(int rank, const std::vector<NamedTensor> &tensors) {
+    fs::create_directories(out + "/rank" + std::to_string(rank));
+    writeSafeTensors(weightsPath(rank), tensors);
+  }
+  /// Saves rank r's `rankStates[r]` as step `step` and commits the step;
+  /// returns its directory.
+  std::string saveRanks(int64_t step,
+                        const std::vector<std::vector<NamedTensor>> &rankStates,
+                        const std::string &fingerprint = "fp0") {
+    int worldSize = static_cast<int>(rankStates.size());
+    std::string stepDir;
+    for (int rank = 0; rank < worldSize; ++rank)
+      stepDir = saveCheckpoint(ckpt, step, fingerprint, rankStates[rank], rank,
+                               worldSize);
+    commitCheckpoint(ckpt, stepDir, step, fingerprint, worldSize);
+    return stepDir;
   }
   MergedState merge(const std::string &checkpoint = "",
                     bool optimizerState = false) {
     return mergeState(out, {checkpoint, optimizerState});
+  }
+};
+
+/// kManifest's output directory with its initial weights (salt 1).
+struct Compiled : OutputDir {
+  Weights initial{1};
+
+  Compiled() : OutputDir(kManifest, {Weights(1).tensors()}) {}
+  /// Saves and commits `state` as step `step`; returns the rank file.
+  std::string save(int64_t step, const std::vector<NamedTensor> &state,
+                   const std::string &fingerprint = "fp0") {
+    return saveRanks(step, {state}, fingerprint) + "/rank0.safetensors";
   }
 };
 
@@ -205,14 +230,22 @@ TEST_CASE("a missing or malformed manifest is refused", "[merge]") {
       {"\"buffer\": true", "\"buffer\": 1",
        "\"parameters[2].buffer\" is not true or false"},
       {"\"tp\": 1", "\"tp\": 2", "\"ranks\" lists 1 ranks, but the mesh has 2"},
-      {"\"rank\": 0}\n  ]", "\"rank\": 1}\n  ]",
-       "\"parameters[2].rank\" is 1, not in [0, 1)"},
       {"\"aliases\": [\"lm_head.weight\"]", "\"aliases\": [\"fc.bias\"]",
        "the state_dict name 'fc.bias' is given twice"},
-      {"\"fc.bias\", ",
-       "\"fc.bias\", \"shard\": {\"axis\": 0, \"ranks\": [0]}, ",
-       "parameter 'fc.bias' is sharded (\"parameters[1].shard\"): merging "
-       "sharded parameters is not implemented yet"},
+      {"\"aliases\": []},", "\"aliases\": [], \"shard\": [0]},",
+       "\"parameters[1].shard\" is not an object"},
+      {"\"aliases\": []},", "\"aliases\": [], \"shard\": {\"chunks\": 1}},",
+       "no \"parameters[1].shard.axis\""},
+      {"\"aliases\": []},",
+       "\"aliases\": [], \"shard\": {\"axis\": 1, "
+       "\"chunks\": 1}},",
+       "\"parameters[1].shard.axis\" is 1, not in [0, 1)"},
+      {"\"aliases\": []},",
+       "\"aliases\": [], \"shard\": {\"axis\": 0, "
+       "\"chunks\": 2}},",
+       "\"parameters[1].shard\" does not fit parameter 'fc.bias': cannot "
+       "shard [3] on dim 0 in 2 chunk(s) over 1 tp rank(s): 3 is not a "
+       "multiple of 2"},
   };
   for (const auto &edit : edits) {
     INFO(edit[2]);
@@ -276,4 +309,174 @@ TEST_CASE("changed bytes of a merged tensor are found", "[merge]") {
   CHECK_THROWS_WITH(compiled.merge(compiled.ckpt),
                     Contains(file + ": tensor 'wte.weight' does not match its "
                                     "checksum: the file is corrupt"));
+}
+
+namespace {
+
+/// A model compiled for mesh(tp=2): qkv.weight [12, 2] sharded on dim 0 in
+/// 3 chunks (as a fused q/k/v projection is), proj.weight [2, 4] sharded on
+/// dim 1 in one chunk, and ln.bias [2], whole on both ranks.
+const char *const kShardedManifest = R"({
+  "mesh": {"dp": 1, "tp": 2, "pp": 1},
+  "parameters": [
+    {"name": "qkv.weight", "buffer": false, "shape": [12, 2], "aliases": [],
+     "shard": {"axis": 0, "chunks": 3}},
+    {"name": "proj.weight", "buffer": false, "shape": [2, 4], "aliases": [],
+     "shard": {"axis": 1, "chunks": 1}},
+    {"name": "ln.bias", "buffer": false, "shape": [2], "aliases": []}
+  ],
+  "ranks": [{"rank": 0, "dir": "rank0", "fingerprint": "fp0"},
+            {"rank": 1, "dir": "rank1", "fingerprint": "fp0"}]
+})";
+
+/// kShardedManifest's tensors, element (i, j) salt + 100 * i + j, and each tp
+/// rank's shards of them.
+struct ShardedWeights {
+  float qkv[12][2], proj[2][4], bias[2];
+  float qkvShard[2][6][2], projShard[2][2][2];
+
+  explicit ShardedWeights(float salt) {
+    for (int i = 0; i < 12; ++i)
+      for (int j = 0; j < 2; ++j)
+        qkv[i][j] = salt + 100 * i + j;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j)
+        proj[i][j] = salt + 100 * i + j;
+    bias[0] = salt;
+    bias[1] = -salt;
+    // Three chunks of 4 rows, each split in two: rank r holds rows 2r and
+    // 2r + 1 of every chunk.
+    const int qkvRows[2][6] = {{0, 1, 4, 5, 8, 9}, {2, 3, 6, 7, 10, 11}};
+    for (int rank = 0; rank < 2; ++rank)
+      for (int k = 0; k < 6; ++k)
+        for (int j = 0; j < 2; ++j)
+          qkvShard[rank][k][j] = qkv[qkvRows[rank][k]][j];
+    // One chunk of 4 columns: rank r holds columns 2r and 2r + 1.
+    for (int rank = 0; rank < 2; ++rank)
+      for (int i = 0; i < 2; ++i)
+        for (int k = 0; k < 2; ++k)
+          projShard[rank][i][k] = proj[i][2 * rank + k];
+  }
+  std::vector<NamedTensor> rankTensors(int rank) {
+    return {{"qkv.weight", Tensor(qkvShard[rank], DType::F32, {6, 2})},
+            {"proj.weight", Tensor(projShard[rank], DType::F32, {2, 2})},
+            {"ln.bias", Tensor(bias, DType::F32, {2})}};
+  }
+  std::vector<std::vector<NamedTensor>> allRanks() {
+    return {rankTensors(0), rankTensors(1)};
+  }
+};
+
+/// Whether `state` holds exactly `weights`' model tensors.
+void checkMerged(const MergedState &state, const ShardedWeights &weights) {
+  REQUIRE(namesOf(state) ==
+          std::vector<std::string>{"qkv.weight", "proj.weight", "ln.bias"});
+  CHECK(state.tensors[0].tensor.shape == Shape{12, 2});
+  CHECK(holds(state.tensors[0].tensor, weights.qkv, sizeof weights.qkv));
+  CHECK(state.tensors[1].tensor.shape == Shape{2, 4});
+  CHECK(holds(state.tensors[1].tensor, weights.proj, sizeof weights.proj));
+  CHECK(holds(state.tensors[2].tensor, weights.bias, sizeof weights.bias));
+}
+
+} // namespace
+
+TEST_CASE("tensor-parallel shards merge into the model's tensors", "[merge]") {
+  ShardedWeights initial(1);
+  OutputDir compiled(kShardedManifest, initial.allRanks());
+  Manifest manifest = readManifest(compiled.out);
+  CHECK(manifest.tp == 2);
+  REQUIRE(manifest.parameters.size() == 3);
+  REQUIRE(manifest.parameters[0].shard);
+  CHECK(manifest.parameters[0].shard->axis == 0);
+  CHECK(manifest.parameters[0].shard->chunks == 3);
+  CHECK(manifest.parameters[0].shard->tp == 2);
+  REQUIRE(manifest.parameters[1].shard);
+  CHECK(manifest.parameters[1].shard->axis == 1);
+  CHECK(manifest.parameters[1].shard->chunks == 1);
+  CHECK(!manifest.parameters[2].shard);
+
+  MergedState weights = compiled.merge();
+  CHECK(weights.files == std::vector<std::string>{compiled.weightsPath(0),
+                                                  compiled.weightsPath(1)});
+  checkMerged(weights, initial);
+
+  ShardedWeights trained(7);
+  std::string stepDir = compiled.saveRanks(4, trained.allRanks());
+  MergedState checkpoint = compiled.merge(compiled.ckpt);
+  CHECK(checkpoint.step == 4);
+  CHECK(checkpoint.files ==
+        std::vector<std::string>{stepDir + "/rank0.safetensors",
+                                 stepDir + "/rank1.safetensors"});
+  checkMerged(checkpoint, trained);
+
+  // Under mesh(dp=2, tp=2), dp rank 1's ranks 2 and 3 hold the same tensors
+  // as ranks 0 and 1: their files are not needed.
+  std::string ranks =
+      "{\"rank\": 1, \"dir\": \"rank1\", \"fingerprint\": \"fp0\"}";
+  compiled.writeManifest(
+      replaced(replaced(kShardedManifest, "\"dp\": 1", "\"dp\": 2"), ranks,
+               ranks + ", {\"rank\": 2, \"dir\": \"rank2\", \"fingerprint\": "
+                       "\"fp0\"}, {\"rank\": 3, \"dir\": \"rank3\", "
+                       "\"fingerprint\": \"fp0\"}"));
+  MergedState dataParallel = compiled.merge();
+  CHECK(dataParallel.files.size() == 2);
+  checkMerged(dataParallel, initial);
+  compiled.writeManifest(kShardedManifest);
+
+  CHECK_THROWS_WITH(compiled.merge(compiled.ckpt, /*optimizerState=*/true),
+                    Contains(compiled.out +
+                             "/manifest.json: parameter 'qkv.weight' is "
+                             "sharded") &&
+                        Contains("not implemented"));
+}
+
+TEST_CASE("tensor-parallel rank files that do not fit the manifest are "
+          "refused",
+          "[merge]") {
+  ShardedWeights initial(1);
+  OutputDir compiled(kShardedManifest, initial.allRanks());
+  std::string manifestPath = compiled.out + "/manifest.json";
+
+  fs::remove(compiled.weightsPath(1));
+  CHECK_THROWS_WITH(compiled.merge(), Contains(compiled.weightsPath(1)));
+
+  // Rank 1 with the whole qkv.weight rather than its shard.
+  std::vector<NamedTensor> whole = initial.rankTensors(1);
+  whole[0].tensor = Tensor(initial.qkv, DType::F32, {12, 2});
+  compiled.writeWeights(1, whole);
+  CHECK_THROWS_WITH(compiled.merge(),
+                    Contains(compiled.weightsPath(1) +
+                             ": tensor 'qkv.weight' is F32[12, 2], but " +
+                             manifestPath +
+                             " gives tp rank 1's shard of the parameter the "
+                             "shape [6, 2]"));
+
+  std::vector<NamedTensor> partial = initial.rankTensors(1);
+  partial.erase(partial.begin() + 1);
+  compiled.writeWeights(1, partial);
+  CHECK_THROWS_WITH(compiled.merge(),
+                    Contains(compiled.weightsPath(1) +
+                             ": no tensor 'proj.weight' (a parameter in " +
+                             manifestPath + ")"));
+
+  // Rank 1's proj.weight of another dtype than rank 0's.
+  int32_t projInts[2][2] = {};
+  std::vector<NamedTensor> otherType = initial.rankTensors(1);
+  otherType[1].tensor = Tensor(projInts, DType::I32, {2, 2});
+  compiled.writeWeights(1, otherType);
+  CHECK_THROWS_WITH(compiled.merge(),
+                    Contains(compiled.weightsPath(1) +
+                             ": tensor 'proj.weight' is I32[2, 2], but " +
+                             compiled.weightsPath(0) + " holds it as F32"));
+
+  compiled.writeWeights(1, initial.rankTensors(1));
+  compiled.writeManifest(
+      replaced(kShardedManifest, "\"chunks\": 3", "\"chunks\": 4"));
+  CHECK_THROWS_WITH(compiled.merge(),
+                    Contains(manifestPath + ": malformed manifest: "
+                                            "\"parameters[0].shard\" does not "
+                                            "fit parameter 'qkv.weight': "
+                                            "cannot shard [12, 2] on dim 0 in "
+                                            "4 chunk(s) over 2 tp rank(s): 12 "
+                                            "is not a multiple of 8"));
 }

@@ -3,7 +3,10 @@
 #include "slapo/Frontend/ImportCheck.h"
 #include "slapo/Frontend/InputSpec.h"
 #include "slapo/Frontend/TorchScriptImporter.h"
+#include "slapo/Frontend/Weights.h"
+#include "slapo/runtime/SafeTensors.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
@@ -136,6 +139,91 @@ TEST_CASE("TorchScriptModel::load names the file it cannot read",
   REQUIRE(!bool(missing));
   CHECK(errorText(missing.takeError()) ==
         "cannot load TorchScript model '/nonexistent/model.pt': no such file");
+}
+
+/// Tensor `name` of the safetensors file `path`, as floats.
+std::vector<float> readFloats(const std::string &path,
+                              const std::string &name) {
+  slapo::rt::SafeTensorsReader reader(path);
+  const slapo::rt::SafeTensorsReader::Info &info = reader.getInfo(name);
+  REQUIRE(info.dtype == slapo::rt::DType::F32);
+  std::vector<float> values(info.shape.getNumElements());
+  reader.read(name, slapo::rt::Tensor(values.data(), info.dtype, info.shape));
+  return values;
+}
+
+TEST_CASE("writeWeights writes a tp rank's shards of the sharded params",
+          "[frontend]") {
+  LoadedModel mlp("mlp");
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlp.import({"x=f32[4,16]"});
+  REQUIRE(module);
+  llvm::SmallString<128> dir;
+  REQUIRE(!llvm::sys::fs::createUniqueDirectory("slapo-weights", dir));
+  auto file = [&](llvm::StringRef name) {
+    llvm::SmallString<128> path(dir);
+    llvm::sys::path::append(path, name);
+    return path.str().str();
+  };
+  std::string whole = file("whole.safetensors");
+  REQUIRE(errorText(slapo::writeWeights(*mlp.model, *module, 0, 1, whole)) ==
+          "");
+
+  // What slapo-shard and sharding propagation make of the params for tp = 2.
+  mlir::Builder builder(&mlp.context);
+  auto shard = [&](llvm::StringRef name, int64_t axis, int64_t chunks,
+                   llvm::ArrayRef<int64_t> shape) {
+    auto param = module->lookupSymbol<slapo::ParamOp>(name);
+    REQUIRE(param);
+    param.setShardAxisAttr(builder.getI64IntegerAttr(axis));
+    param.setShardChunksAttr(builder.getI64IntegerAttr(chunks));
+    param.setTypeAttr(mlir::TypeAttr::get(
+        mlir::RankedTensorType::get(shape, builder.getF32Type())));
+  };
+  shard("fc1.weight", 0, 2, {16, 16});
+  shard("fc1.bias", 0, 2, {16});
+  shard("fc2.weight", 1, 1, {8, 16});
+  std::vector<float> fc1Weight = readFloats(whole, "fc1.weight");
+  std::vector<float> fc1Bias = readFloats(whole, "fc1.bias");
+  std::vector<float> fc2Weight = readFloats(whole, "fc2.weight");
+  std::vector<float> fc2Bias = readFloats(whole, "fc2.bias");
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    CAPTURE(rank);
+    std::string path = file("rank" + std::to_string(rank) + ".safetensors");
+    REQUIRE(errorText(
+                slapo::writeWeights(*mlp.model, *module, rank, 2, path)) == "");
+    // fc1's 32 rows are two chunks of 16, each split in two: rank r holds
+    // rows 8r..8r+7 and 16+8r..16+8r+7.
+    auto fc1Row = [&](int64_t k) {
+      return k < 8 ? 8 * rank + k : 16 + 8 * rank + (k - 8);
+    };
+    std::vector<float> weight = readFloats(path, "fc1.weight");
+    std::vector<float> bias = readFloats(path, "fc1.bias");
+    for (int64_t k = 0; k < 16; ++k) {
+      CHECK(bias[k] == fc1Bias[fc1Row(k)]);
+      for (int64_t j = 0; j < 16; ++j)
+        CHECK(weight[k * 16 + j] == fc1Weight[fc1Row(k) * 16 + j]);
+    }
+    // fc2's 32 columns are one chunk: rank r holds columns 16r..16r+15.
+    weight = readFloats(path, "fc2.weight");
+    for (int64_t i = 0; i < 8; ++i)
+      for (int64_t k = 0; k < 16; ++k)
+        CHECK(weight[i * 16 + k] == fc2Weight[i * 32 + 16 * rank + k]);
+    CHECK(readFloats(path, "fc2.bias") == fc2Bias);
+  }
+
+  std::string rejected = file("rejected.safetensors");
+  shard("fc2.weight", 1, 1, {8, 32});
+  CHECK(errorText(slapo::writeWeights(*mlp.model, *module, 0, 2, rejected)) ==
+        "parameter 'fc2.weight' of the model is Float[8, 32], but the IR was "
+        "compiled for tensor<8x32xf32>, not for its shard [8, 16] (dim 1 "
+        "divided by tp = 2)");
+  shard("fc2.weight", 1, 1, {8, 16});
+  shard("fc1.weight", 0, 3, {16, 16});
+  CHECK(errorText(slapo::writeWeights(*mlp.model, *module, 0, 2, rejected)) ==
+        "parameter 'fc1.weight' of the model: cannot shard [32, 16] on dim 0 "
+        "in 3 chunk(s) over 2 tp rank(s): 32 is not a multiple of 6");
+  CHECK(!llvm::sys::fs::exists(rejected));
+  llvm::sys::fs::remove_directories(dir);
 }
 
 } // namespace

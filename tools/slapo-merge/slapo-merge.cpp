@@ -5,7 +5,8 @@
 // Writes the state_dict of the model slapoc compiled into OUT_DIR, from the
 // initial weights or from CHECKPOINT (a --save directory or one of its step
 // directories), as one safetensors file that PyTorch's
-// load_state_dict(strict=True) accepts.
+// load_state_dict(strict=True) accepts: tensor-parallel shards are assembled
+// into the model's tensors.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/runtime/Merge.h"
@@ -24,7 +25,7 @@ int main(int argc, char **argv) {
   CLI::App app{"slapo-merge: writes the state_dict of a model compiled by "
                "slapoc, from its initial weights or a checkpoint, as one "
                "safetensors file with PyTorch's names (tied tensors under "
-               "each of their names)."};
+               "each of their names, tensor-parallel shards assembled)."};
   app.add_option("OUT_DIR", outDir, "slapoc's output directory")->required();
   app.add_option("CHECKPOINT", options.checkpoint,
                  "a checkpoint directory (its latest step) or a step "

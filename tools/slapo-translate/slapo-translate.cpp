@@ -10,7 +10,7 @@ int main(int argc, char **argv) {
   mlir::TranslateFromMLIRRegistration toCpp(
       "slapo-to-cpp", "a planned @train_step as a rank program's step.cpp",
       [](mlir::ModuleOp module, llvm::raw_ostream &os) {
-        return slapo::emitRankProgram(module, {"model.pt", 0, 1}, os);
+        return slapo::emitRankProgram(module, {"model.pt"}, os);
       },
       [](mlir::DialectRegistry &registry) {
         registry.insert<slapo::SlapoDialect, mlir::func::FuncDialect>();

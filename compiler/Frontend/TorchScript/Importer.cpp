@@ -237,7 +237,9 @@ void Importer::declareParameters() {
       return;
     }
     it->second = builder.create<ParamOp>(paramLocation(name), name, type,
-                                         isBuffer, nullptr);
+                                         isBuffer, /*aliases=*/nullptr,
+                                         /*shard_axis=*/nullptr,
+                                         /*shard_chunks=*/nullptr);
   };
   for (const auto &param : root.named_parameters(/*recurse=*/true))
     declare(param.name, param.value, /*isBuffer=*/false);
@@ -504,9 +506,10 @@ Known Importer::paramAccess(const at::Tensor &value,
                               std::prev(module.getBody()->end()));
     it = params
              .try_emplace(value.unsafeGetTensorImpl(),
-                          builder.create<ParamOp>(paramLocation(fullName),
-                                                  fullName, type,
-                                                  /*buffer=*/true, nullptr))
+                          builder.create<ParamOp>(
+                              paramLocation(fullName), fullName, type,
+                              /*buffer=*/true, /*aliases=*/nullptr,
+                              /*shard_axis=*/nullptr, /*shard_chunks=*/nullptr))
              .first;
   }
   ParamOp param = it->second;

@@ -1,4 +1,4 @@
-//===- Weights.h - a model's parameters as the rank program reads them -*- C++ -*-===//
+//===- Weights.h - the parameters rank programs read ------------*- C++ -*-===//
 #ifndef SLAPO_FRONTEND_WEIGHTS_H
 #define SLAPO_FRONTEND_WEIGHTS_H
 
@@ -8,10 +8,14 @@ namespace slapo {
 
 /// Writes the value of every slapo.param of `module` (parameters and
 /// buffers, by state_dict name) from `model` to the safetensors file `path`,
-/// as the rank program loads them at start. A parameter missing from the
-/// model or of another shape or dtype than the IR says is an error.
+/// as tp rank `tpRank` of `tp` loads them at start: a param with a
+/// `shard_axis` as that rank's shard of the model's tensor (the layout of
+/// slapo/runtime/Shard.h), every other param whole. A parameter missing from
+/// the model, of another dtype than the IR says, or whose IR shape is not the
+/// model's (for a shard: with dim `shard_axis` divided by tp) is an error
+/// naming it.
 llvm::Error writeWeights(TorchScriptModel &model, mlir::ModuleOp module,
-                         llvm::StringRef path);
+                         int64_t tpRank, int64_t tp, llvm::StringRef path);
 
 } // namespace slapo
 

@@ -94,8 +94,8 @@ void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
 void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
                const Plan &plan, llvm::raw_ostream &os);
 
-/// None of the transformation passes exist yet: reports each primitive of
-/// the plan as not implemented. Fails if there is any.
+/// Reports each primitive of the plan whose pass does not exist yet (all
+/// but shard and sync) as not implemented. Fails if there is any.
 mlir::LogicalResult rejectUnimplementedPrimitives(const Plan &plan,
                                                   DiagnosticReporter &reporter);
 

@@ -119,6 +119,14 @@ resolveInputs(const Schedule &schedule,
               llvm::ArrayRef<InputSpec> commandLineInputs,
               DiagnosticReporter &reporter);
 
+/// The inputs of one rank: with mesh(dp=N), the `inputs` declare the global
+/// batch and each rank of a dp group gets rows [r * B/N, (r+1) * B/N) of dim
+/// 0 of every input. A dim 0 that does not divide by N is reported.
+std::optional<std::vector<InputSpec>>
+splitBatchOverDataParallel(const Schedule &schedule,
+                           llvm::ArrayRef<InputSpec> inputs,
+                           DiagnosticReporter &reporter);
+
 } // namespace slapo::schedule
 
 #endif // SLAPO_SCHEDULE_SCHEDULE_H

@@ -12,7 +12,9 @@ namespace slapo {
 struct RankProgramInfo {
   /// The model file, recorded in the program (and its checkpoints).
   std::string modelName;
-  int rank = 0, worldSize = 1;
+  /// The mesh: every rank runs the same program on its own shards; the
+  /// runtime knows which rank it is.
+  int64_t dp = 1, tp = 1;
   /// train(seed=): data sampling and dropout masks derive from it.
   uint64_t seed = 0;
 };

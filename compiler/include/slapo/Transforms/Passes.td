@@ -28,6 +28,120 @@ def Autodiff : Pass<"slapo-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def Shard : Pass<"slapo-shard", "::mlir::ModuleOp"> {
+  let summary = "schedule primitive shard(param, axis): a tensor-parallel parameter";
+  let description = [{
+    Marks the parameter `param` of each module in `modules` (the state_dict
+    name `<module>.<param>`, or an alias of it) as split along `axis` over
+    the tensor-parallel group: `shard_axis` on its `slapo.param`. Types are
+    left as they are: slapo-propagate-sharding gives every value its shape
+    on one rank. A parameter split along two axes is an error.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    ListOption<"modules", "modules", "std::string", "module paths">,
+    Option<"param", "param", "std::string", "\"weight\"",
+           "the parameter's name on each module">,
+    Option<"axis", "axis", "int64_t", "0", "the dim to split">,
+  ];
+}
+
+def Sync : Pass<"slapo-sync", "::mlir::ModuleOp"> {
+  let summary = "schedule primitive sync(mode, op[, axis]): a collective at a module's boundary";
+  let description = [{
+    For each module in `modules` (the ops of @forward at that module path or
+    below), inserts a collective over the tensor-parallel group, as Slapo
+    means it:
+
+    - `fwd_pre`: on the module's input, in the forward;
+    - `fwd_post`: on the module's output, in the forward;
+    - `bwd_post`: on the gradient of the module's input, in the backward
+      (only `all_reduce`: slapo.grad_all_reduce on the input).
+
+    with `op` one of all_reduce (slapo.all_reduce), all_gather, scatter and
+    reduce_scatter (along `axis`). The module's input is the one value its
+    ops use that an op outside it computes (parameters and constants do not
+    count); its output is the one value it computes that an op outside it
+    uses; for `bwd_post`, inputs without a gradient (masks, rotary tables,
+    token ids) do not count. A module with several of either is an error
+    that names them. Types
+    are left as they are: slapo-propagate-sharding gives the collectives
+    their shapes and checks that each one fits the sharding it meets.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    ListOption<"modules", "modules", "std::string", "module paths">,
+    Option<"mode", "mode", "std::string", "\"fwd_post\"",
+           "fwd_pre, fwd_post or bwd_post">,
+    Option<"op", "op", "std::string", "\"all_reduce\"",
+           "all_reduce, all_gather, scatter or reduce_scatter">,
+    Option<"axis", "axis", "int64_t", "-1",
+           "the dim of all_gather, scatter and reduce_scatter">,
+  ];
+}
+
+def PropagateSharding : Pass<"slapo-propagate-sharding", "::mlir::ModuleOp"> {
+  let summary = "gives every value of @forward its tensor-parallel sharding and its shape on one rank";
+  let description = [{
+    Follows the shardings of the parameters (slapo-shard) through @forward
+    in program order: every value is replicated, split along a dim (the
+    dim is `chunks` equal chunks, each split over the `tp` ranks), or a
+    partial sum (each rank holds one term of it). Each op has a rule: a
+    column-split weight makes its matmul's result split, a row-split one
+    makes it a partial sum, elementwise ops, reshapes (splitting or merging
+    the split dim: the heads of attention follow the split hidden size),
+    permutes, slices, reductions, softmax and layer norm carry splits of
+    other dims through, and the collectives of slapo-sync change them
+    (all_reduce: partial to replicated, all_gather: split to replicated,
+    scatter: replicated to split, reduce_scatter: partial to split). Then
+    every value gets its shape on one rank (the split dim divided by `tp`),
+    parameters too.
+
+    Everything that would compute a wrong value is an error at the op, with
+    its module path and the sync that fixes it: a partial sum reaching an op
+    that needs the whole value (a nonlinear op, a norm, the loss); a split
+    tensor meeting a replicated one along the split dim; a collective that
+    does not fit its operand (all_reduce of a split tensor, all_gather of a
+    partial sum or along another dim); a replicated value that needs a
+    gradient entering split computation without `sync("bwd_post",
+    "all_reduce")` (its gradient would stay a partial sum on each rank).
+
+    A bias added to a partial sum is added once, after the all_reduce that
+    completes the sum. A slice of a split dim that takes whole chunks (a
+    fused q/k/v projection split into q, k and v) makes the parameters it
+    comes from sharded per chunk (`shard_chunks`), so that each rank holds
+    its heads of each; a slice that cannot be aligned is an error.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    Option<"tp", "tp", "int64_t", "2", "ranks of the tensor-parallel group">,
+  ];
+}
+
+def DataParallel : Pass<"slapo-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "averages the gradients and the loss over the data-parallel group";
+  let description = [{
+    Data parallelism gives every rank of a dp group its own rows of the
+    global batch (dim 0 of every input). In `@forward_backward`
+    (slapo-autodiff), each rank computed the loss and the gradients of its
+    rows; this pass makes every returned gradient the mean over the dp group
+    with `slapo.all_reduce ... <dp> mean`, and the returned loss too, so that
+    every rank reports and applies the global batch's values. For a loss that
+    is a mean over equally many rows per rank, the mean of the ranks' losses
+    and gradients is exactly the global batch's.
+
+    Gradients are reduced in buckets of at least `bucket-bytes` (the last
+    one may be smaller), taken in the order the backward finishes them: each
+    bucket is one collective, placed right after the op that computes its
+    last gradient. The ops it adds carry `slapo.phase = "backward"`.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "25 * 1024 * 1024",
+           "bytes of gradients to reduce together (PyTorch DDP's 25 MiB)">,
+  ];
+}
+
 def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
   let summary = "builds @train_step: forward, backward and the optimizer update";
   let description = [{

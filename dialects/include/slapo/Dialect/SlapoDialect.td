@@ -72,4 +72,15 @@ def Slapo_ComparePredicateAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Slapo_ProcessGroup : I32EnumAttr<"ProcessGroup",
+    "the ranks a collective runs over", [
+    I32EnumAttrCase<"dp", 0>, I32EnumAttrCase<"tp", 1>]> {
+  let cppNamespace = "::slapo";
+  let genSpecializedAttr = 0;
+}
+def Slapo_ProcessGroupAttr
+    : EnumAttr<Slapo_Dialect, Slapo_ProcessGroup, "group"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // SLAPO_DIALECT

@@ -13,11 +13,18 @@
 #include <optional>
 
 #include "slapo/Dialect/SlapoDialect.h"
-#include "slapo/Dialect/SlapoInterfaces.h"
 #include "slapo/Dialect/SlapoEnums.h.inc"
+#include "slapo/Dialect/SlapoInterfaces.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "slapo/Dialect/SlapoAttrs.h.inc"
+
+namespace slapo::OpTrait {
+/// Collectives (SlapoOps.td): they run on every rank of their group at once,
+/// so they are never evaluated or checked one process alone.
+template <typename ConcreteType>
+class Collective : public mlir::OpTrait::TraitBase<ConcreteType, Collective> {};
+} // namespace slapo::OpTrait
 
 #define GET_OP_CLASSES
 #include "slapo/Dialect/SlapoOps.h.inc"
@@ -37,6 +44,11 @@ broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 /// only move or reshape data; none if it indexes no table. Valid values of
 /// such an input lie in [0, rows).
 std::optional<int64_t> getSmallestIndexedTable(mlir::Value value);
+
+/// The operand whose bytes `op`'s result is, unchanged (a reshape's input,
+/// a grad_all_reduce's input), or null: such a result needs no buffer and
+/// no kernel of its own.
+mlir::Value getSameBytesSource(mlir::Operation *op);
 } // namespace slapo
 
 #endif // SLAPO_DIALECT_SLAPOOPS_H

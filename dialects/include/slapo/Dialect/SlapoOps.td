@@ -47,15 +47,25 @@ def Slapo_ParamOp : Slapo_Op<"param",
     `aliases` list the other state_dict names of the same tensor. Names and
     aliases are not empty, and no alias repeats or names another symbol.
 
+    A tensor-parallel shard (`shard_axis`, set by slapo-shard) is this
+    rank's part of the model's tensor: the tensor's dim `shard_axis` is
+    `shard_chunks` (default 1) equal chunks, each split evenly over the tp
+    ranks, and tp rank r holds the r-th part of every chunk, in chunk order.
+    `type` is the model's shape until slapo-propagate-sharding gives the
+    rank's (dim `shard_axis` divided by tp).
+
     ```mlir
     slapo.param @"transformer.wte.weight" : tensor<128x32xf32> {aliases = ["lm_head.weight"]}
     slapo.param buffer @"attn.bias" : tensor<1x1x16x16xi1>
+    slapo.param @"h.0.attn.c_attn.weight" : tensor<32x48xf32> {shard_axis = 1 : i64, shard_chunks = 3 : i64}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        Slapo_TypeAttrOf<Slapo_Tensor>:$type,
                        UnitAttr:$buffer,
-                       OptionalAttr<StrArrayAttr>:$aliases);
+                       OptionalAttr<StrArrayAttr>:$aliases,
+                       OptionalAttr<I64Attr>:$shard_axis,
+                       OptionalAttr<I64Attr>:$shard_chunks);
   let assemblyFormat = "(`buffer` $buffer^)? $sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -341,6 +351,92 @@ def Slapo_BroadcastOp : Slapo_Op<"broadcast", [Pure, Slapo_Differentiable]> {
   let results = (outs Slapo_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives: every rank of the group runs the same op on tensors of the
+// same types. They are not Pure: no rank may drop or merge one on its own.
+//===----------------------------------------------------------------------===//
+
+// Marks the ops that communicate within a process group (`group`).
+def Slapo_Collective : NativeOpTrait<"Collective"> {
+  let cppNamespace = "::slapo::OpTrait";
+}
+
+def Slapo_AllReduceOp : Slapo_Op<"all_reduce",
+    [Slapo_Collective, DeclareOpInterfaceMethods<InferTypeOpInterface>,
+     Slapo_Differentiable]> {
+  let summary = "sums tensors over a process group, all of them in one collective";
+  let description = [{
+    Result i is the sum of operand i over the ranks of `group` (with `mean`,
+    divided by the group's size). Several operands form one bucket: the
+    runtime reduces them with a single collective call.
+
+    Tensor parallelism's partial sums become full values with it (Megatron's
+    "g"): each rank's operand is one term of the value, so the gradient of
+    every term is the result's gradient, unchanged.
+
+    ```mlir
+    %r:2 = slapo.all_reduce %a, %b <dp> mean : tensor<32x16xf32>, tensor<32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<StaticShapeTensorOf<[F32]>>:$inputs,
+                       Slapo_ProcessGroupAttr:$group, UnitAttr:$mean);
+  let results = (outs Variadic<StaticShapeTensorOf<[F32]>>:$results);
+  let assemblyFormat =
+      "$inputs $group (`mean` $mean^)? attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def Slapo_GradAllReduceOp : Slapo_Op<"grad_all_reduce",
+    [Slapo_Collective, SameOperandsAndResultType, Slapo_Differentiable]> {
+  let summary = "the identity, whose gradient is summed over a process group";
+  let description = [{
+    Megatron's "f": a replicated value entering tensor-parallel computation.
+    Every rank uses its copy for its own shard, so each rank's gradient of it
+    is one term of the whole; the backward all-reduces them. The result
+    shares the operand's bytes.
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
+                       Slapo_ProcessGroupAttr:$group);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "$input $group attr-dict `:` type($result)";
+}
+
+// Collectives that move blocks along one dim: rank r of the group holds
+// block r of the full value.
+class Slapo_BlockCollectiveOp<string mnemonic>
+    : Slapo_Op<mnemonic, [Slapo_Collective, Slapo_Differentiable]> {
+  let arguments = (ins Slapo_Tensor:$input, Slapo_ProcessGroupAttr:$group,
+                       I64Attr:$dim);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input $group attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Slapo_AllGatherOp : Slapo_BlockCollectiveOp<"all_gather"> {
+  let summary = "joins the group's blocks along dim, in rank order";
+  let description = [{
+    The result's dim `dim` is the group size times the operand's. Its
+    gradient is the rank's block of the result's gradient (slapo.scatter).
+  }];
+}
+
+def Slapo_ScatterOp : Slapo_BlockCollectiveOp<"scatter"> {
+  let summary = "this rank's block along dim of a value every rank holds";
+  let description = [{
+    No communication: each rank keeps its block. The operand's dim `dim` is
+    the group size times the result's. Its gradient is the all-gather of the
+    blocks' gradients.
+  }];
+}
+
+def Slapo_ReduceScatterOp : Slapo_BlockCollectiveOp<"reduce_scatter"> {
+  let summary = "this rank's block along dim of the group's sum";
+  let description = [{
+    The operand's dim `dim` is the group size times the result's. Its
+    gradient is the all-gather of the result's gradient.
+  }];
 }
 
 //===----------------------------------------------------------------------===//

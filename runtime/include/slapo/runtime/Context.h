@@ -1,4 +1,5 @@
-//===- Context.h - where kernels run -----------------------------*- C++ -*-===//
+//===- Context.h - where kernels run -----------------------------*- C++
+//-*-===//
 //
 // Every kernel takes the execution context of its device. On the CPU it holds
 // the thread count and the oneDNN engine, stream and primitive cache; a CUDA

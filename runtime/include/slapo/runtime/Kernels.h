@@ -1,4 +1,5 @@
-//===- Kernels.h - the CPU kernels generated code calls ----------*- C++ -*-===//
+//===- Kernels.h - the CPU kernels generated code calls ----------*- C++
+//-*-===//
 //
 // One kernel per slapo op family, with the op's meaning (dialects/include/
 // slapo/Dialect/SlapoOps.td): shapes are static and already checked by the
@@ -30,8 +31,20 @@ void arange(Context &ctx, const Tensor &out, double start, double step);
 
 // Elementwise.
 enum class UnaryKind {
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Silu, Sin, Cos,
-  GeluErf, GeluTanh,
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Silu,
+  Sin,
+  Cos,
+  GeluErf,
+  GeluTanh,
 };
 void unary(Context &ctx, UnaryKind kind, const Tensor &input,
            const Tensor &out);
@@ -41,8 +54,8 @@ void cast(Context &ctx, const Tensor &input, const Tensor &out);
 
 enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
 /// lhs, rhs and out have one dtype; integer Div truncates toward zero.
-void binary(Context &ctx, BinaryKind kind, const Tensor &lhs,
-            const Tensor &rhs, const Tensor &out);
+void binary(Context &ctx, BinaryKind kind, const Tensor &lhs, const Tensor &rhs,
+            const Tensor &out);
 
 enum class CompareKind { Eq, Ne, Lt, Le, Gt, Ge };
 /// `out` is Bool; lhs and rhs have one dtype.
@@ -74,8 +87,7 @@ void embedding(Context &ctx, const Tensor &weight, const Tensor &indices,
 void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
                const Tensor &bias, const Tensor &out, int64_t normalizedRank,
                double eps);
-void softmax(Context &ctx, const Tensor &input, const Tensor &out,
-             int64_t dim);
+void softmax(Context &ctx, const Tensor &input, const Tensor &out, int64_t dim);
 void logSoftmax(Context &ctx, const Tensor &input, const Tensor &out,
                 int64_t dim);
 enum class Reduction { None, Sum, Mean };
@@ -83,8 +95,7 @@ enum class Reduction { None, Sum, Mean };
 /// `ignoreIndex` count nothing, Mean divides by the targets not ignored
 /// (0/0 gives NaN, as PyTorch). `out` is [N] for None, else 0-d.
 void crossEntropy(Context &ctx, const Tensor &logits, const Tensor &target,
-                  const Tensor &out, int64_t ignoreIndex,
-                  Reduction reduction);
+                  const Tensor &out, int64_t ignoreIndex, Reduction reduction);
 
 // Reductions.
 enum class ReduceKind { Sum, Mean, Max };
@@ -115,15 +126,15 @@ void copy(Context &ctx, const Tensor &input, const Tensor &out);
 /// g = grad + weightDecay * param; buf = momentum * buf + g (if
 /// `momentumBuffer` is not null); param -= lr * (buf or g).
 void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
-               const Tensor &momentumBuffer, const Tensor &lr,
-               double momentum, double weightDecay);
+               const Tensor &momentumBuffer, const Tensor &lr, double momentum,
+               double weightDecay);
 /// param *= 1 - lr * weightDecay; m = b1 m + (1 - b1) g;
 /// v = b2 v + (1 - b2) g^2; param -= lr / (1 - b1^t) * m /
 /// (sqrt(v) / sqrt(1 - b2^t) + eps).
 void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
-                 const Tensor &expAvg, const Tensor &expAvgSq,
-                 const Tensor &lr, int64_t step, double beta1, double beta2,
-                 double eps, double weightDecay);
+                 const Tensor &expAvg, const Tensor &expAvgSq, const Tensor &lr,
+                 int64_t step, double beta1, double beta2, double eps,
+                 double weightDecay);
 
 } // namespace slapo::rt::cpu
 

@@ -1,4 +1,5 @@
-//===- Program.h - what a generated rank program tells the runtime -*- C++ -*-===//
+//===- Program.h - what a generated rank program tells the runtime -*- C++
+//-*-===//
 //
 // slapoc emits, per rank, a step.cpp whose tables describe the rank's arena
 // (where every persistent tensor lives) and whose functions run the phases of
@@ -11,6 +12,7 @@
 #ifndef SLAPO_RUNTIME_PROGRAM_H
 #define SLAPO_RUNTIME_PROGRAM_H
 
+#include "slapo/runtime/Comm.h"
 #include "slapo/runtime/Context.h"
 #include "slapo/runtime/Tensor.h"
 
@@ -24,6 +26,11 @@ struct ArenaSlot {
   DType dtype;
   Shape shape;
   int64_t offset;
+  /// A tensor-parallel shard (parameters, their gradients and optimizer
+  /// state): the full tensor's dim `shardAxis` is `shardChunks` equal chunks,
+  /// and this rank holds its part of each, in chunk order. -1: not sharded.
+  int shardAxis = -1;
+  int shardChunks = 1;
 };
 
 /// A forward input: filled by the driver from the data source before each
@@ -46,8 +53,9 @@ struct MemoryPlan {
 };
 
 /// One phase of the step (forward, backward, optimizer): reads and writes
-/// tensors in `arena` at planned offsets.
-using PhaseFn = void (*)(cpu::Context &ctx, uint8_t *arena);
+/// tensors in `arena` at planned offsets, and communicates within the groups
+/// of `mesh`.
+using PhaseFn = void (*)(cpu::Context &ctx, ProcessMesh &mesh, uint8_t *arena);
 
 struct ProgramDesc {
   /// The model file slapoc compiled and a fingerprint of the compiled program
@@ -55,7 +63,9 @@ struct ProgramDesc {
   /// refused.
   const char *modelName;
   const char *fingerprint;
-  int rank, worldSize;
+  /// The mesh every rank runs this program in; which rank a process is,
+  /// MPI says at start (ProcessMesh).
+  int dp, tp;
   /// train(seed=): the seed of sampled data and of dropout masks.
   uint64_t seed;
   MemoryPlan memory;
@@ -81,8 +91,8 @@ struct ProgramDesc {
   /// 0-d slots the step writes: the loss (F32, by forward) and the learning
   /// rate it used (F64, by optimizer).
   ArenaSlot loss, learningRate;
-  /// Tokens one step consumes (the product of the token inputs' shape), for
-  /// throughput; 0 when the model has no token input.
+  /// Tokens one step consumes over all ranks (the product of the token
+  /// input's global shape), for throughput.
   int64_t tokensPerStep;
 
   /// Writes the step's constants into their arena slots; run once.
@@ -90,9 +100,10 @@ struct ProgramDesc {
   PhaseFn forward, backward, optimizer;
 };
 
-/// The rank program's main: parses the command line (--steps, --data, ...),
-/// runs the training loop and returns the process exit status (0, or 2 with
-/// a message naming the rank on any failure).
+/// The rank program's main: joins the mesh, parses the command line
+/// (--steps, --data, ...), runs the training loop and returns the process
+/// exit status (0, or 2 with a message naming the rank on any failure; in a
+/// mesh of several ranks a failure ends every rank's process).
 int runTrainingMain(const ProgramDesc &program, int argc, char **argv);
 
 } // namespace slapo::rt

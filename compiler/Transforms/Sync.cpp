@@ -1,0 +1,186 @@
+//===- Sync.cpp - schedule primitive sync(mode, op[, axis]) ---------------===//
+//
+// A module boundary in the IR is where values cross between the ops at the
+// module's path and the others. The collectives are inserted with the
+// model's (global) types; slapo-propagate-sharding gives them their shapes
+// on one rank and checks each against the sharding it meets.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+
+#include "slapo/Dialect/ModulePath.h"
+#include "slapo/Dialect/SlapoOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace slapo {
+#define GEN_PASS_DEF_SYNC
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+bool isInModule(Operation *op, StringRef path) {
+  std::string opPath = getModulePath(op->getLoc());
+  return StringRef(opPath) == path ||
+         (StringRef(opPath).startswith(path) && opPath.size() > path.size() &&
+          opPath[path.size()] == '.');
+}
+
+/// The float values of `forward` that depend on a trained parameter: the
+/// ones with a gradient.
+llvm::DenseSet<Value> getValuesWithGradient(func::FuncOp forward) {
+  llvm::DenseSet<Value> withGradient;
+  for (Operation &op : forward.getBody().front()) {
+    bool fromParam = false;
+    if (auto getParam = dyn_cast<GetParamOp>(op)) {
+      auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+          getParam, getParam.getNameAttr());
+      fromParam = param && !param.getBuffer();
+    }
+    bool depends = fromParam || llvm::any_of(op.getOperands(), [&](Value v) {
+                     return withGradient.contains(v);
+                   });
+    for (Value result : op.getResults())
+      if (depends &&
+          mlir::getElementTypeOrSelf(result.getType()).isa<FloatType>())
+        withGradient.insert(result);
+  }
+  return withGradient;
+}
+
+/// "%3 (layer_norm in transformer.h.0)", for errors listing boundary values.
+std::string describe(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return "argument #" +
+           std::to_string(value.cast<BlockArgument>().getArgNumber());
+  std::string path = getModulePath(def->getLoc());
+  return "'" + def->getName().stripDialect().str() + "' in " +
+         (path.empty() ? std::string("the root module") : "'" + path + "'");
+}
+
+struct SyncPass : impl::SyncBase<SyncPass> {
+  using SyncBase::SyncBase;
+
+  void runOnOperation() override {
+    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      getOperation().emitError("slapo-sync needs @forward");
+      return signalPassFailure();
+    }
+    StringRef modes[] = {"fwd_pre", "fwd_post", "bwd_post"};
+    StringRef ops[] = {"all_reduce", "all_gather", "scatter", "reduce_scatter"};
+    if (!llvm::is_contained(modes, StringRef(mode)) ||
+        !llvm::is_contained(ops, StringRef(op))) {
+      getOperation().emitError("slapo-sync: unknown mode '")
+          << mode << "' or op '" << op << "'";
+      return signalPassFailure();
+    }
+    withGradient = getValuesWithGradient(forward);
+    for (const std::string &path : modules)
+      if (failed(syncModule(forward, path)))
+        signalPassFailure();
+  }
+
+  /// Values with a gradient; bwd_post concerns only those inputs.
+  llvm::DenseSet<Value> withGradient;
+
+  LogicalResult syncModule(func::FuncOp forward, StringRef path) {
+    SmallVector<Operation *> ops;
+    for (Operation &candidate : forward.getBody().front().without_terminator())
+      if (isInModule(&candidate, path))
+        ops.push_back(&candidate);
+    if (ops.empty())
+      return forward.emitError("slapo-sync: module '")
+             << path << "' has no ops in @forward";
+    Location loc = ops.front()->getLoc();
+    llvm::SmallPtrSet<Operation *, 16> inside(ops.begin(), ops.end());
+    llvm::SetVector<Value> boundary;
+    if (mode == "fwd_post") {
+      for (Operation *inner : ops)
+        for (Value result : inner->getResults())
+          if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+                return !inside.contains(user);
+              }))
+            boundary.insert(result);
+    } else {
+      for (Operation *inner : ops)
+        for (Value operand : inner->getOperands()) {
+          Operation *def = operand.getDefiningOp();
+          if (def && (inside.contains(def) || isa<GetParamOp, ConstantOp>(def)))
+            continue;
+          if (mode == "bwd_post" && !withGradient.contains(operand))
+            continue;
+          boundary.insert(operand);
+        }
+    }
+    // The module's input has no gradient (it is the model's data): there
+    // is nothing for the backward to all-reduce.
+    if (mode == "bwd_post" && boundary.empty())
+      return success();
+    StringRef side = mode == "fwd_post" ? "output" : "input";
+    if (boundary.size() != 1) {
+      auto diag = emitError(loc, "sync(\"")
+                  << mode << "\", \"" << op << "\") needs one " << side
+                  << " of module '" << path << "', which has "
+                  << boundary.size();
+      for (Value value : boundary)
+        diag.attachNote(value.getLoc()) << side << ": " << describe(value);
+      return diag;
+    }
+    Value value = boundary.front();
+    auto type = value.getType().cast<RankedTensorType>();
+    int64_t dim = axis < 0 ? axis + type.getRank() : axis;
+    if (op != "all_reduce" && (dim < 0 || dim >= type.getRank()))
+      return emitError(loc, "sync axis ")
+             << axis << " is not a dim of the " << side << " of '" << path
+             << "' (" << type << ")";
+    if (mode == "bwd_post" && op != "all_reduce")
+      return emitError(loc, "sync(\"bwd_post\", \"")
+             << op << "\") is not supported: the backward of a module's "
+             << "input is all-reduced (\"all_reduce\") or left alone";
+
+    OpBuilder builder(&getContext());
+    if (mode == "fwd_post")
+      builder.setInsertionPointAfterValue(value);
+    else
+      builder.setInsertionPoint(*llvm::find_if(ops, [&](Operation *inner) {
+        return llvm::is_contained(inner->getOperands(), value);
+      }));
+    Value synced = buildCollective(builder, loc, value, type, dim);
+    value.replaceUsesWithIf(synced, [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      if (user == synced.getDefiningOp())
+        return false;
+      return mode == "fwd_post" ? !inside.contains(user)
+                                : inside.contains(user);
+    });
+    return success();
+  }
+
+  Value buildCollective(OpBuilder &builder, Location loc, Value value,
+                        RankedTensorType type, int64_t dim) {
+    if (mode == "bwd_post")
+      return builder.create<GradAllReduceOp>(loc, value, ProcessGroup::tp);
+    if (op == "all_reduce")
+      return builder
+          .create<AllReduceOp>(loc, value, ProcessGroup::tp, /*mean=*/false)
+          .getResult(0);
+    if (op == "all_gather")
+      return builder.create<AllGatherOp>(loc, type, value, ProcessGroup::tp,
+                                         dim);
+    if (op == "scatter")
+      return builder.create<ScatterOp>(loc, type, value, ProcessGroup::tp, dim);
+    return builder.create<ReduceScatterOp>(loc, type, value, ProcessGroup::tp,
+                                           dim);
+  }
+};
+
+} // namespace
+} // namespace slapo

@@ -1,0 +1,284 @@
+//===- ProcessMesh.cpp - groups of ranks over MPI -------------------------===//
+//
+// The mesh's groups: MPI communicators split from a duplicate of
+// MPI_COMM_WORLD (so the runtime's messages never mix with a host program's),
+// and a local group for every group of one member, which never calls MPI.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/runtime/Comm.h"
+#include "slapo/runtime/Error.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace slapo::rt {
+
+Communicator::~Communicator() = default;
+
+std::byte *Communicator::getScratch(size_t bytes) {
+  if (bytes > scratchBytes) {
+    // The old contents are dead (staging never spans calls): free them
+    // before allocating, and leave the new bytes uninitialised.
+    scratch.reset();
+    scratch.reset(new std::byte[bytes]);
+    scratchBytes = bytes;
+  }
+  return scratch.get();
+}
+
+namespace {
+
+/// Sums are defined for these dtypes only: the ones gradients, losses and
+/// counters use. bf16 gradients are reduced in an f32 copy by generated code.
+void checkSummable(DType dtype, const char *operation) {
+  if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::I64)
+    throw Error(std::string(operation) + " of " + getName(dtype) +
+                " elements is not supported (F32, F64, I64)");
+}
+
+/// The MPI type of one element, for moving elements (any dtype) and for
+/// MPI_SUM (the summable dtypes).
+MPI_Datatype getMpiType(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return MPI_FLOAT;
+  case DType::F64:
+    return MPI_DOUBLE;
+  case DType::BF16:
+  case DType::F16:
+    return MPI_UINT16_T;
+  case DType::I8:
+    return MPI_INT8_T;
+  case DType::I32:
+    return MPI_INT32_T;
+  case DType::I64:
+    return MPI_INT64_T;
+  case DType::Bool:
+    return MPI_UINT8_T;
+  }
+  throw Error("unknown dtype in a collective");
+}
+
+std::string getMpiErrorText(int status) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(status, text, &length) != MPI_SUCCESS)
+    return "MPI error code " + std::to_string(status);
+  return std::string(text, length);
+}
+
+/// Throws "<operation> failed: <MPI's text>" unless `status` is success.
+void checkMpi(int status, const std::string &operation) {
+  if (status != MPI_SUCCESS)
+    throw Error(operation + " failed: " + getMpiErrorText(status));
+}
+
+/// "3 ranks", "1 rank".
+std::string countRanks(int64_t ranks) {
+  return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+}
+
+void checkWorldSize(int64_t launched, int dp, int tp) {
+  if (launched != int64_t(dp) * tp)
+    throw Error("launched with " + countRanks(launched) +
+                ", but the program was compiled for mesh dp=" +
+                std::to_string(dp) + " x tp=" + std::to_string(tp) + " (" +
+                countRanks(int64_t(dp) * tp) + ")");
+}
+
+/// The world size a launcher announces to the processes it starts (Open
+/// MPI's mpirun; MPICH's Hydra and Slurm's PMI), or 1 when none did. A mesh
+/// of one reads it because it does not initialise MPI to ask.
+int64_t getAnnouncedWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char *value = std::getenv(name)) {
+      int64_t size = std::atoll(value);
+      if (size > 0)
+        return size;
+    }
+  return 1;
+}
+
+/// A group of one member: every collective is a copy (or nothing in place).
+class LocalCommunicator final : public Communicator {
+public:
+  int getRank() const override { return 0; }
+  int getSize() const override { return 1; }
+
+  void allReduceSum(void *, int64_t, DType dtype) override {
+    checkSummable(dtype, "all-reduce");
+  }
+  void allGather(const void *local, void *gathered, int64_t count,
+                 DType dtype) override {
+    copy(local, gathered, count, dtype);
+  }
+  void reduceScatterSum(const void *full, void *local, int64_t count,
+                        DType dtype) override {
+    checkSummable(dtype, "reduce-scatter");
+    copy(full, local, count, dtype);
+  }
+
+private:
+  static void copy(const void *from, void *to, int64_t count, DType dtype) {
+    if (from != to)
+      std::memcpy(to, from, count * rt::getSize(dtype));
+  }
+};
+
+/// A group of several ranks: one MPI communicator, owned.
+class MpiCommunicator final : public Communicator {
+public:
+  /// `name` completes "MPI_Allreduce over the ..." in error messages.
+  MpiCommunicator(MPI_Comm comm, const char *name) : comm(comm), name(name) {
+    checkMpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN),
+             "MPI_Comm_set_errhandler on the " + this->name);
+    checkMpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank of the " + this->name);
+    checkMpi(MPI_Comm_size(comm, &size), "MPI_Comm_size of the " + this->name);
+  }
+  ~MpiCommunicator() override {
+    // A host program that finalised MPI has freed every communicator.
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (!finalised)
+      MPI_Comm_free(&comm);
+  }
+
+  int getRank() const override { return rank; }
+  int getSize() const override { return size; }
+
+  void allReduceSum(void *data, int64_t count, DType dtype) override {
+    checkSummable(dtype, "all-reduce");
+    // MPI counts are ints: a bucket beyond 2^31 elements goes in pieces.
+    auto *elements = static_cast<std::byte *>(data);
+    size_t elementBytes = rt::getSize(dtype);
+    for (int64_t done = 0; done < count;) {
+      int piece = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
+      check(MPI_Allreduce(MPI_IN_PLACE, elements + done * elementBytes, piece,
+                          getMpiType(dtype), MPI_SUM, comm),
+            "MPI_Allreduce");
+      done += piece;
+    }
+  }
+
+  void allGather(const void *local, void *gathered, int64_t count,
+                 DType dtype) override {
+    int mpiCount = toMpiCount(count, "MPI_Allgather");
+    MPI_Datatype type = getMpiType(dtype);
+    check(MPI_Allgather(local, mpiCount, type, gathered, mpiCount, type, comm),
+          "MPI_Allgather");
+  }
+
+  void reduceScatterSum(const void *full, void *local, int64_t count,
+                        DType dtype) override {
+    checkSummable(dtype, "reduce-scatter");
+    check(MPI_Reduce_scatter_block(
+              full, local, toMpiCount(count, "MPI_Reduce_scatter_block"),
+              getMpiType(dtype), MPI_SUM, comm),
+          "MPI_Reduce_scatter_block");
+  }
+
+private:
+  void check(int status, const char *operation) const {
+    checkMpi(status, std::string(operation) + " over the " + name);
+  }
+  int toMpiCount(int64_t count, const char *operation) const {
+    if (count > INT_MAX)
+      throw Error(std::string(operation) + " over the " + name + ": " +
+                  std::to_string(count) +
+                  " elements per rank exceed MPI's int count");
+    return static_cast<int>(count);
+  }
+
+  MPI_Comm comm;
+  std::string name;
+  int rank = 0;
+  int size = 0;
+};
+
+} // namespace
+
+std::unique_ptr<ProcessMesh> ProcessMesh::create(int dp, int tp) {
+  if (dp < 1 || tp < 1)
+    throw Error("invalid mesh dp=" + std::to_string(dp) +
+                " x tp=" + std::to_string(tp) + ": both must be at least 1");
+  std::unique_ptr<ProcessMesh> mesh(new ProcessMesh(dp, tp));
+  if (dp * tp == 1) {
+    checkWorldSize(getAnnouncedWorldSize(), dp, tp);
+    mesh->world = std::make_unique<LocalCommunicator>();
+    mesh->dataParallel = std::make_unique<LocalCommunicator>();
+    mesh->tensorParallel = std::make_unique<LocalCommunicator>();
+    return mesh;
+  }
+  // On a throw the half-built mesh's destructor frees what it made.
+  mesh->joinMpiWorld();
+  return mesh;
+}
+
+void ProcessMesh::joinMpiWorld() {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  if (finalised)
+    throw Error("MPI was finalised already: a process initialises MPI once, "
+                "so it creates at most one multi-rank mesh");
+  int provided = MPI_THREAD_SINGLE;
+  if (initialised) {
+    checkMpi(MPI_Query_thread(&provided), "MPI_Query_thread");
+  } else {
+    checkMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
+             "MPI_Init_thread");
+    initialisedMpi = true;
+  }
+  usesMpi = true;
+  if (provided < MPI_THREAD_FUNNELED)
+    throw Error("MPI provides no MPI_THREAD_FUNNELED support, which the "
+                "runtime needs (OpenMP kernels run beside MPI calls)");
+  checkMpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+           "MPI_Comm_set_errhandler on MPI_COMM_WORLD");
+  int worldSize = 0;
+  checkMpi(MPI_Comm_size(MPI_COMM_WORLD, &worldSize), "MPI_Comm_size");
+  checkMpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+  checkWorldSize(worldSize, dp, tp);
+
+  MPI_Comm comm;
+  checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup of the world");
+  world = std::make_unique<MpiCommunicator>(comm, "world");
+  // Every rank takes the same branches: dp and tp are the same everywhere.
+  if (dp == 1) {
+    dataParallel = std::make_unique<LocalCommunicator>();
+  } else {
+    checkMpi(MPI_Comm_split(MPI_COMM_WORLD, getTpRank(), getDpRank(), &comm),
+             "MPI_Comm_split into data-parallel groups");
+    dataParallel =
+        std::make_unique<MpiCommunicator>(comm, "data-parallel group");
+  }
+  if (tp == 1) {
+    tensorParallel = std::make_unique<LocalCommunicator>();
+  } else {
+    checkMpi(MPI_Comm_split(MPI_COMM_WORLD, getDpRank(), getTpRank(), &comm),
+             "MPI_Comm_split into tensor-parallel groups");
+    tensorParallel =
+        std::make_unique<MpiCommunicator>(comm, "tensor-parallel group");
+  }
+}
+
+ProcessMesh::~ProcessMesh() {
+  // The communicators go first: MPI_Comm_free is illegal after MPI_Finalize.
+  world.reset();
+  dataParallel.reset();
+  tensorParallel.reset();
+  if (initialisedMpi)
+    MPI_Finalize();
+}
+
+void ProcessMesh::abort(int exitCode) {
+  if (usesMpi)
+    MPI_Abort(MPI_COMM_WORLD, exitCode);
+}
+
+} // namespace slapo::rt

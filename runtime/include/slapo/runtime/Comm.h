@@ -1,0 +1,118 @@
+//===- Comm.h - groups of ranks and the process mesh ------------*- C++ -*-===//
+//
+// A job's ranks form a dp x tp mesh; each rank communicates within its
+// data-parallel group (gradient all-reduce), its tensor-parallel group
+// (sharded activations) or the whole world. On the CPU the groups are MPI
+// communicators; a group of one member never calls MPI, so a one-rank program
+// runs without mpirun. This header does not include mpi.h: generated code
+// compiles without MPI's include directories.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_COMM_H
+#define SLAPO_RUNTIME_COMM_H
+
+#include "slapo/runtime/Tensor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace slapo::rt {
+
+/// A group of ranks that exchange tensors: the data-parallel or the
+/// tensor-parallel group of this rank, or the world. Every member must make
+/// the same calls with the same counts and dtypes in the same order; a
+/// failing call throws Error naming the operation and the group.
+class Communicator {
+public:
+  Communicator() = default;
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+  virtual ~Communicator();
+
+  /// This rank's rank within the group.
+  virtual int getRank() const = 0;
+  virtual int getSize() const = 0;
+  /// In place: `count` elements of `dtype` at `data` become their elementwise
+  /// sum over the group. F32, F64, I64.
+  virtual void allReduceSum(void *data, int64_t count, DType dtype) = 0;
+  /// `gathered` (getSize() * count elements) = every rank's `count` elements
+  /// of `local`, in group-rank order. Any dtype; the buffers do not overlap
+  /// unless they are the same (a group of one then copies nothing).
+  virtual void allGather(const void *local, void *gathered, int64_t count,
+                         DType dtype) = 0;
+  /// `local` (count elements) = block getRank() of the elementwise sum over
+  /// the group of `full` (getSize() * count elements). F32, F64, I64.
+  virtual void reduceScatterSum(const void *full, void *local, int64_t count,
+                                DType dtype) = 0;
+
+  /// Staging memory of the collectives in Collectives.h (packing a bucket of
+  /// tensors into one message, reordering blocks along a non-leading dim):
+  /// one grow-only buffer per group, allocated on first use outside the
+  /// planned arena, as large as the largest message staged so far. Its
+  /// contents do not survive the next call.
+  std::byte *getScratch(size_t bytes);
+
+private:
+  std::unique_ptr<std::byte[]> scratch;
+  size_t scratchBytes = 0;
+};
+
+/// The ranks of a job as a dp x tp mesh: world rank = dpRank * tp + tpRank,
+/// so the ranks of one tensor-parallel group are neighbours (as Megatron
+/// places them on a node). The dp group of a rank = ranks with the same
+/// tpRank; the tp group = ranks with the same dpRank.
+class ProcessMesh {
+public:
+  /// dp * tp == 1: a mesh of one rank, whose groups have one member; MPI is
+  /// not initialised at all (so a one-rank program runs without mpirun and
+  /// without MPI's singleton start-up). It throws Error when a launcher says
+  /// it started several ranks (two copies would write the same files).
+  /// Otherwise initialises MPI (MPI_Init_thread, MPI_THREAD_FUNNELED: kernels
+  /// use OpenMP, only the main thread communicates) unless the program did,
+  /// sets MPI_ERRORS_RETURN, and throws Error when the world size is not
+  /// dp * tp. MPI can be initialised once per process, so a program creates
+  /// at most one multi-rank mesh unless it initialises MPI itself (as the
+  /// tests do).
+  static std::unique_ptr<ProcessMesh> create(int dp, int tp);
+  /// Frees the groups and calls MPI_Finalize when create() initialised MPI.
+  /// After a failure call abort() instead: MPI_Finalize would wait for peers
+  /// that are stuck in a collective.
+  ~ProcessMesh();
+  ProcessMesh(const ProcessMesh &) = delete;
+  ProcessMesh &operator=(const ProcessMesh &) = delete;
+
+  int getRank() const { return rank; }
+  int getWorldSize() const { return dp * tp; }
+  int getDpRank() const { return rank / tp; }
+  int getTpRank() const { return rank % tp; }
+  int getDp() const { return dp; }
+  int getTp() const { return tp; }
+  Communicator &getWorld() { return *world; }
+  Communicator &getDataParallel() { return *dataParallel; }
+  Communicator &getTensorParallel() { return *tensorParallel; }
+
+  /// After a failure on this rank: ends the job on every rank (MPI_Abort
+  /// with `exitCode`) so that no peer waits forever in a collective. For a
+  /// mesh of one it returns (the caller then returns the exit code).
+  void abort(int exitCode);
+
+private:
+  ProcessMesh(int dp, int tp) : dp(dp), tp(tp) {}
+  void joinMpiWorld();
+
+  int dp;
+  int tp;
+  int rank = 0;
+  /// Whether this mesh called MPI_Init_thread (and so must finalise MPI).
+  bool initialisedMpi = false;
+  /// Whether the groups are MPI communicators (dp * tp > 1).
+  bool usesMpi = false;
+  std::unique_ptr<Communicator> world;
+  std::unique_ptr<Communicator> dataParallel;
+  std::unique_ptr<Communicator> tensorParallel;
+};
+
+} // namespace slapo::rt
+
+#endif // SLAPO_RUNTIME_COMM_H
