@@ -36,6 +36,8 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/xxhash.h"
 
+#include <unistd.h>
+
 namespace cl = llvm::cl;
 
 namespace slapo {
@@ -216,7 +218,11 @@ void addSchedulePasses(mlir::PassManager &pm, const schedule::Plan &plan,
       std::optional<std::string> text = option(name);
       return text ? std::stoll(*text) : fallback;
     };
-    if (entry.kind == schedule::PrimitiveKind::Shard) {
+    if (entry.kind == schedule::PrimitiveKind::Decompose) {
+      DecomposeOptions decompose;
+      decompose.modules = entry.modules;
+      pm.addPass(createDecompose(decompose));
+    } else if (entry.kind == schedule::PrimitiveKind::Shard) {
       ShardOptions shard;
       shard.modules = entry.modules;
       shard.param = *option("param");
@@ -230,6 +236,11 @@ void addSchedulePasses(mlir::PassManager &pm, const schedule::Plan &plan,
       sync.op = *option("op");
       sync.axis = integer("axis", -1);
       pm.addPass(createSync(sync));
+      shards = true;
+    } else if (entry.kind == schedule::PrimitiveKind::ForkRng) {
+      ForkRngOptions forkRng;
+      forkRng.modules = entry.modules;
+      pm.addPass(createForkRng(forkRng));
       shards = true;
     }
   }
@@ -370,10 +381,6 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     if (!local)
       return Outcome::Diagnosed;
     rankInputs = std::move(*local);
-    if (options.verify && scheduleSpec->mesh.getWorldSize() > 1)
-      return fail("--verify with a mesh of " +
-                  llvm::Twine(scheduleSpec->mesh.getWorldSize()) +
-                  " ranks is not implemented yet");
   } else {
     rankInputs = inputs;
   }
@@ -525,22 +532,32 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     return fail(llvm::toString(std::move(e)));
   if (options.verify) {
     mlir::TimingScope verifyTiming = rootTiming.nest("verify");
-    llvm::SmallString<256> workDir(outputDir->getPath()), program;
+    llvm::SmallString<256> workDir(outputDir->getPath()), launch;
     llvm::sys::path::append(workDir, "verify");
-    program = outputDir->getPath();
-    llvm::sys::path::append(program, "rank0", "train");
+    launch = outputDir->getPath();
+    llvm::sys::path::append(launch, "launch");
     if (std::error_code code = llvm::sys::fs::create_directories(workDir))
       return fail(workDir + ": " + code.message());
+    int64_t worldSize = mesh.getWorldSize();
     auto runStep = [&](llvm::StringRef batch, llvm::StringRef log,
                        llvm::StringRef grads) -> llvm::Error {
-      std::string data = batch.str(), logJson = log.str(),
-                  saveGrads = grads.str();
-      llvm::StringRef args[] = {
-          program, "--steps",      "1",       "--data", data, "--log-json",
-          logJson, "--save-grads", saveGrads, "--quiet"};
+      // A mesh runs under the MPI this slapoc was built with (OpenMPI's
+      // mpiexec), its ranks sharing this machine's cores.
+      std::vector<std::string> args;
+      if (worldSize > 1) {
+        args = {SLAPO_MPIEXEC,     "-n",        std::to_string(worldSize),
+                "--oversubscribe", "--bind-to", "none"};
+        if (geteuid() == 0)
+          args.push_back("--allow-run-as-root");
+      }
+      args.insert(args.end(),
+                  {launch.str().str(), "--steps", "1", "--data", batch.str(),
+                   "--log-json", log.str(), "--save-grads", grads.str(),
+                   "--quiet", "--threads", worldSize > 1 ? "1" : "0"});
+      std::vector<llvm::StringRef> argRefs(args.begin(), args.end());
       std::string message;
-      int status = llvm::sys::ExecuteAndWait(program, args, std::nullopt, {}, 0,
-                                             0, &message);
+      int status = llvm::sys::ExecuteAndWait(args[0], argRefs, std::nullopt, {},
+                                             0, 0, &message);
       if (status != 0)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
@@ -548,7 +565,13 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
                             : message);
       return llvm::Error::success();
     };
-    auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+    // The reference sees the global batch, the schedule's inputs, which the
+    // ranks of a mesh share.
+    mlir::OwningOpRef<mlir::ModuleOp> reference =
+        importTorchScript(context, **model, inputs);
+    if (!reference)
+      return Outcome::Diagnosed;
+    auto forward = reference->lookupSymbol<mlir::func::FuncOp>("forward");
     if (mlir::failed(verifyTraining(**model, forward, options.seed,
                                     options.verifyTolerance, workDir, runStep,
                                     llvm::outs())))

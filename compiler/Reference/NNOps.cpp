@@ -28,6 +28,16 @@ void registerNNOps(OpTable &table) {
     return at::embedding(x[0], x[1], paddingIdx);
   });
 
+  add<EmbeddingGradOp>(
+      table, [](EmbeddingGradOp op, Operands x, EvalContext &) {
+        auto rows = op.getType().cast<mlir::ShapedType>().getDimSize(0);
+        int64_t paddingIdx = -1;
+        if (auto padding = op.getPaddingIdx())
+          paddingIdx = static_cast<int64_t>(*padding);
+        return at::embedding_dense_backward(x[0], x[1], rows, paddingIdx,
+                                            /*scale_grad_by_freq=*/false);
+      });
+
   add<LayerNormOp>(table, [](LayerNormOp op, Operands x, EvalContext &) {
     const at::Tensor &input = x[0];
     auto rank = static_cast<int64_t>(op.getNormalizedRank());

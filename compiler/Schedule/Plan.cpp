@@ -524,7 +524,10 @@ mlir::LogicalResult
 rejectUnimplementedPrimitives(const Plan &plan, DiagnosticReporter &reporter) {
   bool ok = true;
   for (const PipelineEntry &entry : plan.pipeline) {
-    if (entry.kind == PrimitiveKind::Shard || entry.kind == PrimitiveKind::Sync)
+    if (entry.kind == PrimitiveKind::Decompose ||
+        entry.kind == PrimitiveKind::Shard ||
+        entry.kind == PrimitiveKind::Sync ||
+        entry.kind == PrimitiveKind::ForkRng)
       continue;
     reporter.error(entry.loc, "'" + getPrimitiveName(entry.kind) +
                                   "' is not implemented yet; --emit=schedule "

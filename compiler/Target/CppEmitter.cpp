@@ -348,6 +348,30 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                              int64_t(tri.getDiagonal()))
             .str();
       })
+      .Case([&](DropoutOp dropout) -> Call {
+        if (!dropout.getStep())
+          return dropout.emitError(
+              "code generation: the dropout has no step number (slapo-"
+              "optimizer gives every dropout of @train_step its %step)");
+        // The rank's place in the whole tensor the mask is drawn for: its
+        // rows of the batch, and its part of a tensor-parallel split.
+        std::string placement = "{mesh.getDpRank()}";
+        if (std::optional<uint64_t> axis = dropout.getShardAxis())
+          placement = llvm::formatv("{{mesh.getDpRank(), {{/*axis=*/{0}, "
+                                    "/*chunks=*/{1}, mesh.getTp()}, "
+                                    "mesh.getTpRank()}",
+                                    *axis, dropout.getShardChunks().value_or(1))
+                          .str();
+        return llvm::formatv(
+                   "cpu::dropout(ctx, {0}, {1}, {2}, {{kSeed, "
+                   "*{3}.as<int64_t>(), /*stream=*/{4}, /*rankStream=*/{5}}, "
+                   "{6})",
+                   use(dropout.getInput()), out(),
+                   doubleLiteral(dropout.getP().convertToDouble()),
+                   use(dropout.getStep()), dropout.getStream(),
+                   dropout.getForkRng() ? "mesh.getTpRank()" : "0", placement)
+            .str();
+      })
       .Case([&](ArangeOp arange) -> Call {
         return llvm::formatv("cpu::arange(ctx, {0}, {1}, {2})", out(),
                              doubleLiteral(arange.getStart().convertToDouble()),
@@ -369,6 +393,13 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         return llvm::formatv("cpu::embedding(ctx, {0}, {1}, {2})",
                              use(embedding.getWeight()),
                              use(embedding.getIndices()), out())
+            .str();
+      })
+      .Case([&](EmbeddingGradOp grad) -> Call {
+        std::optional<uint64_t> padding = grad.getPaddingIdx();
+        return llvm::formatv("cpu::embeddingGrad(ctx, {0}, {1}, {2}, {3})",
+                             use(grad.getGrad()), use(grad.getIndices()), out(),
+                             padding ? int64_t(*padding) : -1)
             .str();
       })
       .Case([&](LayerNormOp norm) -> Call {
@@ -466,6 +497,11 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                                  dim)
                 .str();
           })
+      .Case([&](GroupRankOp rank) -> Call {
+        return llvm::formatv("cpu::fill(ctx, {0}, {1}.getRank())", out(),
+                             groupOf(rank.getGroup()))
+            .str();
+      })
       .Case([&](SgdUpdateOp update) -> Call {
         Type type = update.getGrad().getType();
         std::string param = symbolView(update.getParamAttr(), type);
@@ -630,8 +666,8 @@ void Emitter::emitTables() {
   os << "\nconst ProgramDesc kProgram = {\n"
      << "    /*modelName=*/" << quoteForCpp(info.modelName) << ",\n"
      << "    /*fingerprint=*/\"" << getProgramFingerprint(module) << "\",\n"
-     << "    /*dp=*/" << info.dp << ", /*tp=*/" << info.tp << ", /*seed=*/"
-     << info.seed << "u,\n"
+     << "    /*dp=*/" << info.dp << ", /*tp=*/" << info.tp
+     << ", /*seed=*/kSeed,\n"
      << llvm::formatv("    /*memory=*/{{/*weights=*/{0}, /*optimizerState=*/"
                       "{1}, /*inputs=*/{2}, /*constants=*/{3}, /*gradients=*/"
                       "{4}, /*activations=*/{5}, /*temporaries=*/{6}, "
@@ -672,6 +708,8 @@ LogicalResult Emitter::emit() {
      << "#include <array>\n#include <cstdint>\n#include <limits>\n\n"
      << "namespace {\n\nusing namespace slapo::rt;\n"
      << "using slapo::rt::cpu::Context;\n\n"
+     << "/// train(seed=): the seed of sampled data and of dropout masks.\n"
+     << "constexpr uint64_t kSeed = " << info.seed << "u;\n\n"
      << "Tensor view(uint8_t *arena, int64_t offset, DType dtype, Shape "
         "shape) {\n"
      << "  return Tensor(arena + offset, dtype, shape);\n}\n\n";

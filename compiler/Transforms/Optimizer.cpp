@@ -180,6 +180,10 @@ void OptimizerPass::runOnOperation() {
   builder.setInsertionPointToEnd(body);
   for (Operation &op : source.without_terminator())
     builder.clone(op, mapping);
+  // Masks are drawn per step: the forward's dropouts and their gradients'
+  // read this step's number, so they draw one mask.
+  for (auto dropout : body->getOps<DropoutOp>())
+    dropout.getStepMutable().assign(step);
   auto sourceReturn = cast<func::ReturnOp>(source.getTerminator());
   Value loss = mapping.lookup(sourceReturn.getOperand(0));
   SmallVector<Value> grads;

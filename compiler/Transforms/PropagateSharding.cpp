@@ -14,6 +14,7 @@
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -125,6 +126,10 @@ public:
   /// that completes their partial sum, and the biases each all_reduce adds.
   SmallVector<Operation *> deferredBiasOps;
   DenseMap<Operation *, SmallVector<Value, 1>> biasesAfter;
+  /// Embeddings of a vocabulary split over the ranks, and cross-entropies
+  /// of logits split along the classes: each rank computes with its block.
+  SmallVector<EmbeddingOp> vocabParallelEmbeddings;
+  SmallVector<CrossEntropyOp> vocabParallelLosses;
 
 private:
   LogicalResult visit(Operation *op);
@@ -140,6 +145,7 @@ private:
   LogicalResult checkGradientsSynced(Operation *op);
 
   LogicalResult visitElementwise(Operation *op, ValueRange operands);
+  LogicalResult visitDropout(DropoutOp op);
   LogicalResult visitMatmul(MatmulOp op);
   LogicalResult visitLinear(LinearOp op);
   LogicalResult visitReshape(ReshapeOp op);
@@ -268,10 +274,11 @@ LogicalResult Analysis::visit(Operation *op) {
             return visitElementwise(op, op->getOperands());
           })
           .Case<NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp,
-                ReluOp, SiluOp, SinOp, CosOp, GeluOp, CastOp, DropoutOp>(
+                ReluOp, SiluOp, SinOp, CosOp, GeluOp, CastOp>(
               [&](Operation *op) {
                 return visitElementwise(op, op->getOperands());
               })
+          .Case([&](DropoutOp dropout) { return visitDropout(dropout); })
           .Case([&](MatmulOp matmul) { return visitMatmul(matmul); })
           .Case([&](LinearOp linear) { return visitLinear(linear); })
           .Case([&](ReshapeOp reshape) { return visitReshape(reshape); })
@@ -341,10 +348,17 @@ LogicalResult Analysis::visit(Operation *op) {
           })
           .Case([&](EmbeddingOp embedding) -> LogicalResult {
             Sharding weight = splitOf(embedding.getWeight());
-            if (weight.isSplit() && weight.dim == 0)
-              return error(embedding)
-                     << "a vocabulary-parallel embedding (weight split along "
-                        "dim 0) is not supported yet";
+            // Vocabulary-parallel: each rank looks up the rows it holds and
+            // gives zeros for the others; the sum over the ranks is whole.
+            if (weight.isSplit() && weight.dim == 0) {
+              if (weight.chunks != 1 || embedding.getPaddingIdx())
+                return error(embedding)
+                       << "a vocabulary-parallel embedding needs its rows "
+                          "split in one chunk and no padding_idx";
+              vocabParallelEmbeddings.push_back(embedding);
+              setResult(embedding, Sharding::partial());
+              return success();
+            }
             setResult(embedding,
                       weight.isSplit()
                           ? Sharding::split(rankOf(embedding.getResult()) - 1,
@@ -356,10 +370,15 @@ LogicalResult Analysis::visit(Operation *op) {
             Sharding logits = splitOf(loss.getLogits());
             if (logits.isPartial())
               return partialReaches(loss, loss.getLogits());
-            if (logits.isSplit())
-              return error(loss) << "cross-entropy of logits " << logits.str()
-                                 << " (a vocabulary-parallel loss) is not "
-                                    "supported yet";
+            // Vocabulary-parallel: the ranks combine their blocks' log-sum-
+            // exps and the owner's target logit; no rank holds all logits.
+            if (logits.isSplit()) {
+              if (logits.dim != 1 || logits.chunks != 1)
+                return error(loss) << "cross-entropy of logits " << logits.str()
+                                   << ": only classes (dim 1) split in one "
+                                      "chunk are vocabulary-parallel";
+              vocabParallelLosses.push_back(loss);
+            }
             setResult(loss, Sharding::replicated());
             return success();
           })
@@ -512,6 +531,8 @@ LogicalResult Analysis::visitElementwise(Operation *op, ValueRange operands) {
           })
           .Case<NegOp>([](Operation *) { return true; })
           .Case([](CastOp cast) { return isFloat(cast.getResult()); })
+          // Every rank draws the mask of the whole value (visitDropout).
+          .Case<DropoutOp>([](Operation *) { return true; })
           .Default([](Operation *) { return false; });
   if (linear) {
     setResult(op, Sharding::partial());
@@ -531,6 +552,24 @@ LogicalResult Analysis::visitElementwise(Operation *op, ValueRange operands) {
     return success();
   }
   return partialReaches(op, partials.front());
+}
+
+/// Without fork_rng every rank draws its part of the whole value's mask,
+/// which suits every sharding: a replicated value stays so, and the terms
+/// of a partial sum are dropped alike. Forked masks differ per rank: only a
+/// split value, whose elements differ per rank anyway, takes them.
+LogicalResult Analysis::visitDropout(DropoutOp op) {
+  Sharding input = shardingOf(op.getInput());
+  if (op.getForkRng() && !input.isSplit())
+    return error(op) << "fork_rng() gives each rank its own dropout mask, "
+                        "but the input of 'dropout' in "
+                     << modulePathOf(op) << " is " << input.str()
+                     << (input.isPartial()
+                             ? ": the ranks' terms would be dropped unalike"
+                             : ": the ranks' copies would differ")
+                     << "; fork only modules whose dropouts meet split "
+                        "activations";
+  return visitElementwise(op, op.getInput());
 }
 
 LogicalResult Analysis::visitMatmul(MatmulOp op) {
@@ -749,6 +788,96 @@ RankedTensorType localType(Type type, Sharding sharding, int64_t tp) {
   return RankedTensorType::get(shape, tensor.getElementType());
 }
 
+/// The first index of this rank's block of `size` indices, of `type`.
+Value blockStart(TensorBuilder &g, int64_t size, Type type) {
+  OpBuilder &builder = g.getBuilder();
+  Value rank = builder.create<GroupRankOp>(
+      g.getLoc(), RankedTensorType::get({}, builder.getI64Type()),
+      ProcessGroup::tp);
+  return g.mul(g.cast(rank, type), g.integerScalar(size, type));
+}
+
+/// `indices - start` where that lies in [0, size), else 0; `inRange` says
+/// where.
+Value localIndices(TensorBuilder &g, Value indices, Value start, int64_t size,
+                   Value &inRange) {
+  Type type = elementTypeOf(indices);
+  Value local = g.sub(indices, start);
+  Value atLeastZero =
+      g.compare(ComparePredicate::ge, local, g.integerScalar(0, type));
+  Value belowSize =
+      g.compare(ComparePredicate::lt, local, g.integerScalar(size, type));
+  inRange = g.where(atLeastZero, belowSize, atLeastZero);
+  return g.where(inRange, local, g.integerScalar(0, type));
+}
+
+/// A lookup in this rank's rows: zero rows for the other ranks' indices.
+void lowerVocabParallelEmbedding(EmbeddingOp embedding) {
+  OpBuilder builder(embedding);
+  TensorBuilder g(builder, embedding.getLoc());
+  Value weight = embedding.getWeight(), indices = embedding.getIndices();
+  int64_t rows = shapeOf(weight)[0];
+  Value inRange;
+  Value local = localIndices(
+      g, indices, blockStart(g, rows, elementTypeOf(indices)), rows, inRange);
+  Value looked = builder.create<EmbeddingOp>(
+      embedding.getLoc(), embedding.getType(), weight, local, IntegerAttr());
+  SmallVector<int64_t> maskShape(shapeOf(indices));
+  maskShape.push_back(1);
+  Value kept =
+      g.where(g.reshape(inRange, maskShape), looked, g.scalarLike(0, looked));
+  embedding.replaceAllUsesWith(kept);
+  embedding.erase();
+}
+
+/// Cross-entropy of logits [N, C/tp], this rank's classes: each row's
+/// log-sum-exp from the ranks' own (N values per rank, gathered), minus the
+/// target's logit, which only its owner adds to an all_reduce. As PyTorch's,
+/// targets equal to ignore_index count neither in the sum nor in the mean.
+void lowerVocabParallelCrossEntropy(CrossEntropyOp loss, int64_t tp) {
+  OpBuilder builder(loss);
+  Location loc = loss.getLoc();
+  TensorBuilder g(builder, loc);
+  Value logits = loss.getLogits(), target = loss.getTarget();
+  Type type = elementTypeOf(logits), indexType = elementTypeOf(target);
+  int64_t rows = shapeOf(logits)[0], classes = shapeOf(logits)[1];
+  auto logSumExp = [&](Value value) {
+    Value largest = g.max(value, {1}, /*keepdim=*/true);
+    Value sum = g.sum(g.unary<ExpOp>(g.sub(value, largest)), {1}, true);
+    return g.add(g.unary<LogOp>(sum), largest);
+  };
+  Value ranksLogSumExp =
+      builder.create<AllGatherOp>(loc, RankedTensorType::get({rows, tp}, type),
+                                  logSumExp(logits), ProcessGroup::tp, 1);
+  Value rowLogSumExp = g.reshape(logSumExp(ranksLogSumExp), {rows});
+  Value inRange;
+  Value local = localIndices(g, target, blockStart(g, classes, indexType),
+                             classes, inRange);
+  Value ownTargetLogit = g.sum(
+      g.mul(logits,
+            g.oneHot(g.where(inRange, local, g.integerScalar(-1, indexType)),
+                     classes, type)),
+      {1}, /*keepdim=*/false);
+  Value targetLogit =
+      builder
+          .create<AllReduceOp>(loc, ownTargetLogit, ProcessGroup::tp,
+                               /*mean=*/false)
+          .getResult(0);
+  Value counted =
+      g.cast(g.compare(ComparePredicate::ne, target,
+                       g.integerScalar(loss.getIgnoreIndex(), indexType)),
+             type);
+  Value perRow = g.mul(g.sub(rowLogSumExp, targetLogit), counted);
+  Value result = perRow;
+  if (loss.getReduction() != Reduction::none) {
+    result = g.sum(perRow, {0}, /*keepdim=*/false);
+    if (loss.getReduction() == Reduction::mean)
+      result = g.div(result, g.sum(counted, {0}, /*keepdim=*/false));
+  }
+  loss.replaceAllUsesWith(result);
+  loss.erase();
+}
+
 /// Gives every value its shape on one rank, slices their local bounds, and
 /// moves biases of partial sums after the all_reduce that completes them.
 void rewrite(ModuleOp module, func::FuncOp forward, Analysis &analysis,
@@ -768,7 +897,20 @@ void rewrite(ModuleOp module, func::FuncOp forward, Analysis &analysis,
         slice.setEnd(it->second.second);
       }
     }
+    // A split operand's mask is its part of the whole value's.
+    if (auto dropout = dyn_cast<DropoutOp>(op)) {
+      Sharding input = analysis.states[dropout.getInput()].sharding;
+      if (input.isSplit()) {
+        dropout.setShardAxis(input.dim);
+        if (input.chunks > 1)
+          dropout.setShardChunks(input.chunks);
+      }
+    }
   }
+  for (EmbeddingOp embedding : analysis.vocabParallelEmbeddings)
+    lowerVocabParallelEmbedding(embedding);
+  for (CrossEntropyOp loss : analysis.vocabParallelLosses)
+    lowerVocabParallelCrossEntropy(loss, tp);
   OpBuilder builder(module.getContext());
   for (Operation *op : analysis.deferredBiasOps) {
     if (auto linear = dyn_cast<LinearOp>(op)) {
@@ -807,11 +949,9 @@ struct PropagateShardingPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
-    if (!forward) {
-      module.emitError("slapo-propagate-sharding needs @forward");
+    auto forward = lookupForward(module, "slapo-propagate-sharding");
+    if (!forward)
       return signalPassFailure();
-    }
     for (ParamOp param : module.getOps<ParamOp>())
       if (std::optional<uint64_t> axis = param.getShardAxis();
           axis && param.getTensorType().getDimSize(*axis) % tp != 0) {

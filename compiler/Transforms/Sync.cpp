@@ -25,13 +25,6 @@ using namespace mlir;
 namespace slapo {
 namespace {
 
-bool isInModule(Operation *op, StringRef path) {
-  std::string opPath = getModulePath(op->getLoc());
-  return StringRef(opPath) == path ||
-         (StringRef(opPath).startswith(path) && opPath.size() > path.size() &&
-          opPath[path.size()] == '.');
-}
-
 /// The float values of `forward` that depend on a trained parameter: the
 /// ones with a gradient.
 llvm::DenseSet<Value> getValuesWithGradient(func::FuncOp forward) {
@@ -69,11 +62,9 @@ struct SyncPass : impl::SyncBase<SyncPass> {
   using SyncBase::SyncBase;
 
   void runOnOperation() override {
-    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
-    if (!forward) {
-      getOperation().emitError("slapo-sync needs @forward");
+    auto forward = lookupForward(getOperation(), "slapo-sync");
+    if (!forward)
       return signalPassFailure();
-    }
     StringRef modes[] = {"fwd_pre", "fwd_post", "bwd_post"};
     StringRef ops[] = {"all_reduce", "all_gather", "scatter", "reduce_scatter"};
     if (!llvm::is_contained(modes, StringRef(mode)) ||
@@ -94,7 +85,7 @@ struct SyncPass : impl::SyncBase<SyncPass> {
   LogicalResult syncModule(func::FuncOp forward, StringRef path) {
     SmallVector<Operation *> ops;
     for (Operation &candidate : forward.getBody().front().without_terminator())
-      if (isInModule(&candidate, path))
+      if (isInModule(candidate.getLoc(), path))
         ops.push_back(&candidate);
     if (ops.empty())
       return forward.emitError("slapo-sync: module '")
@@ -103,12 +94,15 @@ struct SyncPass : impl::SyncBase<SyncPass> {
     llvm::SmallPtrSet<Operation *, 16> inside(ops.begin(), ops.end());
     llvm::SetVector<Value> boundary;
     if (mode == "fwd_post") {
+      // A parameter the module owns is not its output, even where other
+      // modules share it (a tied lm_head).
       for (Operation *inner : ops)
         for (Value result : inner->getResults())
-          if (llvm::any_of(result.getUsers(), [&](Operation *user) {
-                return !inside.contains(user);
-              }))
-            boundary.insert(result);
+          if (!isa<GetParamOp>(inner))
+            if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+                  return !inside.contains(user);
+                }))
+              boundary.insert(result);
     } else {
       for (Operation *inner : ops)
         for (Value operand : inner->getOperands()) {

@@ -20,6 +20,14 @@ std::string getModulePath(mlir::Location loc) {
   return "";
 }
 
+bool isInModule(mlir::Location loc, llvm::StringRef modulePath) {
+  std::string path = getModulePath(loc);
+  llvm::StringRef opPath(path);
+  return opPath == modulePath ||
+         (opPath.startswith(modulePath) && opPath.size() > modulePath.size() &&
+          opPath[modulePath.size()] == '.');
+}
+
 mlir::Location withModulePath(llvm::StringRef modulePath,
                               mlir::Location sourceLoc) {
   if (modulePath.empty())

@@ -159,6 +159,21 @@ static LogicalResult verifySameElementType(Operation *op, Value a,
   return success();
 }
 
+/// Checks a tensor-parallel layout (`shard_axis`, `shard_chunks`) of a
+/// tensor of `type`, as slapo.param and slapo.dropout carry it.
+static LogicalResult verifyShardLayout(Operation *op,
+                                       std::optional<uint64_t> axis,
+                                       std::optional<uint64_t> chunks,
+                                       RankedTensorType type) {
+  if (axis && *axis >= uint64_t(type.getRank()))
+    return op->emitOpError("shard_axis ")
+           << *axis << " is not a dim of " << type;
+  if (chunks && (!axis || *chunks < 1))
+    return op->emitOpError(
+        "shard_chunks needs shard_axis and must be positive");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Parameters and constants.
 //===----------------------------------------------------------------------===//
@@ -167,12 +182,9 @@ LogicalResult ParamOp::verify() {
   // PyTorch forbids empty parameter and buffer names.
   if (getSymName().empty())
     return emitOpError("name must not be empty");
-  if (auto axis = getShardAxis();
-      axis && (*axis < 0 || *axis >= getTensorType().getRank()))
-    return emitOpError("shard_axis ")
-           << *axis << " is not a dim of " << getTensorType();
-  if (getShardChunks() && (!getShardAxis() || *getShardChunks() < 1))
-    return emitOpError("shard_chunks needs shard_axis and must be positive");
+  if (failed(verifyShardLayout(*this, getShardAxis(), getShardChunks(),
+                               getTensorType())))
+    return failure();
   ArrayAttr aliases = getAliasesAttr();
   if (!aliases)
     return success();
@@ -273,7 +285,8 @@ LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p > 0 && p < 1))
     return emitOpError("p must be in (0, 1), got ") << numberString(p);
-  return success();
+  return verifyShardLayout(*this, getShardAxis(), getShardChunks(),
+                           tensorType(getInput()));
 }
 
 LogicalResult TriangularOp::verify() {
@@ -653,6 +666,20 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *,
                                             RegionRange,
                                             SmallVectorImpl<Type> &inferred) {
   llvm::append_range(inferred, operands.getTypes());
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto grad = getGrad().getType().cast<RankedTensorType>();
+  auto indices = getIndices().getType().cast<RankedTensorType>();
+  auto result = getResult().getType().cast<RankedTensorType>();
+  SmallVector<int64_t> lookups(indices.getShape());
+  lookups.push_back(result.getRank() == 2 ? result.getDimSize(1) : -1);
+  if (result.getRank() != 2 || grad.getShape() != ArrayRef<int64_t>(lookups) ||
+      grad.getElementType() != result.getElementType())
+    return emitOpError("grad ")
+           << grad << " must be the indices' shape then the rows' width of "
+           << result << " ([rows, width])";
   return success();
 }
 

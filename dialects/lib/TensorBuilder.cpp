@@ -152,6 +152,13 @@ Value TensorBuilder::mean(Value input, ArrayRef<int64_t> dims, bool keepdim) {
                                 dims, keepdim);
 }
 
+Value TensorBuilder::max(Value input, ArrayRef<int64_t> dims, bool keepdim) {
+  if (dims.empty())
+    return input;
+  return builder.create<MaxOp>(loc, reducedType(input, dims, keepdim), input,
+                               dims, keepdim);
+}
+
 Value TensorBuilder::matmul(Value lhs, Value rhs) {
   ArrayRef<int64_t> lhsShape = shapeOf(lhs), rhsShape = shapeOf(rhs);
   FailureOr<SmallVector<int64_t>> shape =

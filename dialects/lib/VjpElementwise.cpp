@@ -8,8 +8,6 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Dialect/TensorBuilder.h"
 
-#include "slapo/Dialect/ModulePath.h"
-
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
@@ -316,16 +314,17 @@ LogicalResult WhereOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 // Dropout and masks.
 //===----------------------------------------------------------------------===//
 
-LogicalResult DropoutOp::buildVjp(OpBuilder &, ValueRange,
-                                  SmallVectorImpl<Value> &) {
-  // The backward must multiply by the forward's mask, which the random-stream
-  // op cannot recompute: refuse rather than draw a second, different mask.
-  std::string path = getModulePath(getLoc());
-  return emitOpError("in ")
-         << (path.empty() ? std::string("the root module")
-                          : "module '" + path + "'")
-         << ": dropout is not differentiable yet: export the model in eval "
-            "mode";
+LogicalResult DropoutOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // For a fixed mask dropout is linear in its input, and a dropout of the
+  // same stream and step draws the same mask: the gradient is this dropout
+  // of the result's gradient, its mask recomputed rather than kept.
+  Operation *backward = builder.clone(*getOperation());
+  backward->setOperand(0, singleResultGrad(resultGrads));
+  operandGrads.push_back(backward->getResult(0));
+  if (getStep())
+    operandGrads.push_back(nullptr);
+  return success();
 }
 
 LogicalResult TriangularOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,

@@ -55,27 +55,11 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult EmbeddingOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  // weight'[v] = the sum of grad rows whose index is v: a scatter-add,
-  // written as one_hot(indices)^T grad (exact, as each product is x * 1 or
-  // x * 0). The padding row gets no gradient.
-  TensorBuilder g(builder, getLoc());
-  Value grad = singleResultGrad(resultGrads), indices = getIndices();
-  RankedTensorType weightType = tensorType(getWeight());
-  int64_t vocabulary = weightType.getDimSize(0),
-          features = weightType.getDimSize(1);
-  int64_t lookups = product(shapeOf(indices));
-  Value oneHot = g.oneHot(g.reshape(indices, {lookups}), vocabulary,
-                          weightType.getElementType());
-  Value gradRows = g.reshape(grad, {lookups, features});
-  Value weightGrad = g.matmul(g.transpose(oneHot), gradRows);
-  if (IntegerAttr padding = getPaddingIdxAttr()) {
-    Type indexType = elementTypeOf(indices);
-    Value rowIds = g.reshape(g.arange(vocabulary, indexType), {vocabulary, 1});
-    Value isPadding = g.compare(ComparePredicate::eq, rowIds,
-                                g.integerScalar(padding.getInt(), indexType));
-    weightGrad = g.where(isPadding, g.scalarLike(0, weightGrad), weightGrad);
-  }
-  operandGrads.push_back(weightGrad);
+  // weight'[v] = the sum of grad rows whose index is v; the padding row
+  // gets no gradient.
+  operandGrads.push_back(builder.create<EmbeddingGradOp>(
+      getLoc(), getWeight().getType(), singleResultGrad(resultGrads),
+      getIndices(), getPaddingIdxAttr()));
   operandGrads.push_back(nullptr);
   return success();
 }

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -104,6 +105,24 @@ int64_t getAnnouncedWorldSize() {
   return 1;
 }
 
+/// Adds the wall time of its scope to `seconds`.
+class ScopedTimer {
+public:
+  explicit ScopedTimer(double &seconds)
+      : seconds(seconds), start(std::chrono::steady_clock::now()) {}
+  ~ScopedTimer() {
+    seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  }
+  ScopedTimer(const ScopedTimer &) = delete;
+  ScopedTimer &operator=(const ScopedTimer &) = delete;
+
+private:
+  double &seconds;
+  std::chrono::steady_clock::time_point start;
+};
+
 /// A group of one member: every collective is a copy (or nothing in place).
 class LocalCommunicator final : public Communicator {
 public:
@@ -153,6 +172,7 @@ public:
 
   void allReduceSum(void *data, int64_t count, DType dtype) override {
     checkSummable(dtype, "all-reduce");
+    ScopedTimer timer(commSeconds);
     // MPI counts are ints: a bucket beyond 2^31 elements goes in pieces.
     auto *elements = static_cast<std::byte *>(data);
     size_t elementBytes = rt::getSize(dtype);
@@ -169,6 +189,7 @@ public:
                  DType dtype) override {
     int mpiCount = toMpiCount(count, "MPI_Allgather");
     MPI_Datatype type = getMpiType(dtype);
+    ScopedTimer timer(commSeconds);
     check(MPI_Allgather(local, mpiCount, type, gathered, mpiCount, type, comm),
           "MPI_Allgather");
   }
@@ -176,6 +197,7 @@ public:
   void reduceScatterSum(const void *full, void *local, int64_t count,
                         DType dtype) override {
     checkSummable(dtype, "reduce-scatter");
+    ScopedTimer timer(commSeconds);
     check(MPI_Reduce_scatter_block(
               full, local, toMpiCount(count, "MPI_Reduce_scatter_block"),
               getMpiType(dtype), MPI_SUM, comm),
@@ -274,6 +296,11 @@ ProcessMesh::~ProcessMesh() {
   tensorParallel.reset();
   if (initialisedMpi)
     MPI_Finalize();
+}
+
+double ProcessMesh::getCommSeconds() const {
+  return world->getCommSeconds() + dataParallel->getCommSeconds() +
+         tensorParallel->getCommSeconds();
 }
 
 void ProcessMesh::abort(int exitCode) {

@@ -47,6 +47,38 @@ void embedding(Context &ctx, const Tensor &weight, const Tensor &indices,
   });
 }
 
+void embeddingGrad(Context &ctx, const Tensor &grad, const Tensor &indices,
+                   const Tensor &out, int64_t paddingIdx) {
+  int64_t vocabulary = out.shape.dims[0], width = out.shape.dims[1];
+  int64_t count = indices.getNumElements();
+  dispatch(IndexTypes(), indices.dtype, "embeddingGrad", [&](auto indexTag) {
+    using I = typename decltype(indexTag)::type;
+    const I *index = indices.as<I>();
+    checkIndices("embedding index", index, count, vocabulary);
+    dispatch(FloatTypes(), out.dtype, "embeddingGrad", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *in = grad.as<T>();
+      T *result = out.as<T>();
+      // Each thread owns a block of columns of every row: repeated indices
+      // never race, and every sum runs in lookup order, so the result does
+      // not depend on the thread count.
+      parallelFor(ctx, width, grainFor(count), [&](int64_t begin, int64_t end) {
+        for (int64_t v = 0; v < vocabulary; ++v)
+          for (int64_t c = begin; c < end; ++c)
+            result[v * width + c] = store<T>(0);
+        for (int64_t i = 0; i < count; ++i) {
+          if (int64_t(index[i]) == paddingIdx)
+            continue;
+          T *row = result + int64_t(index[i]) * width;
+          const T *from = in + i * width;
+          for (int64_t c = begin; c < end; ++c)
+            row[c] = store<T>(load(row[c]) + load(from[c]));
+        }
+      });
+    });
+  });
+}
+
 void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
                const Tensor &bias, const Tensor &out, int64_t normalizedRank,
                double eps) {

@@ -164,7 +164,7 @@ public:
 private:
   void prepare();
   void runStep(int64_t step);
-  void log(int64_t step, double seconds);
+  void log(int64_t step, double seconds, double commSeconds);
   void save(int64_t step);
   template <typename T> T read(const ArenaSlot &slot) const {
     return *arena.view(slot).as<T>();
@@ -272,7 +272,7 @@ void Trainer::runStep(int64_t step) {
   program.optimizer(ctx, mesh, arena.data);
 }
 
-void Trainer::log(int64_t step, double seconds) {
+void Trainer::log(int64_t step, double seconds, double commSeconds) {
   float loss = read<float>(program.loss);
   double lr = options.forwardOnly ? 0 : read<double>(program.learningRate);
   double tokensPerSecond = program.tokensPerStep / seconds;
@@ -280,9 +280,10 @@ void Trainer::log(int64_t step, double seconds) {
     char line[512];
     std::snprintf(line, sizeof line,
                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.17g, "
-                  "\"step_time_s\": %.6f, \"tokens_per_s\": %.3f, "
-                  "\"arena_bytes\": %lld, \"rss_bytes\": %lld}\n",
-                  static_cast<long long>(step), loss, lr, seconds,
+                  "\"step_time_s\": %.6f, \"comm_time_s\": %.6f, "
+                  "\"tokens_per_s\": %.3f, \"arena_bytes\": %lld, "
+                  "\"rss_bytes\": %lld}\n",
+                  static_cast<long long>(step), loss, lr, seconds, commSeconds,
                   tokensPerSecond,
                   static_cast<long long>(program.memory.arenaBytes),
                   static_cast<long long>(residentBytes()));
@@ -329,11 +330,12 @@ void Trainer::run() {
   start = std::chrono::steady_clock::now();
   for (int64_t step = firstStep; step <= options.steps; ++step) {
     auto stepStart = std::chrono::steady_clock::now();
+    double commBefore = mesh.getCommSeconds();
     runStep(step);
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - stepStart)
                          .count();
-    log(step, seconds);
+    log(step, seconds, mesh.getCommSeconds() - commBefore);
     if (!options.forwardOnly)
       save(step);
   }

@@ -317,7 +317,7 @@ func.func @where_result_shape(%c: tensor<4x1xi1>, %a: tensor<8xf32>) {
 
 func.func @dropout_p_zero(%x: tensor<4xf32>) {
   // expected-error @+1 {{p must be in (0, 1), got 0}}
-  %0 = slapo.dropout %x {p = 0.0} : tensor<4xf32>
+  %0 = slapo.dropout %x {p = 0.0, stream = 0} : tensor<4xf32>
   return
 }
 
@@ -325,7 +325,7 @@ func.func @dropout_p_zero(%x: tensor<4xf32>) {
 
 func.func @dropout_p_one(%x: tensor<4xf32>) {
   // expected-error @+1 {{p must be in (0, 1), got 1}}
-  %0 = slapo.dropout %x {p = 1.0} : tensor<4xf32>
+  %0 = slapo.dropout %x {p = 1.0, stream = 0} : tensor<4xf32>
   return
 }
 
@@ -333,7 +333,7 @@ func.func @dropout_p_one(%x: tensor<4xf32>) {
 
 func.func @dropout_p_negative(%x: tensor<4xf32>) {
   // expected-error @+1 {{p must be in (0, 1), got -0.25}}
-  %0 = slapo.dropout %x {p = -0.25} : tensor<4xf32>
+  %0 = slapo.dropout %x {p = -0.25, stream = 0} : tensor<4xf32>
   return
 }
 
@@ -341,7 +341,7 @@ func.func @dropout_p_negative(%x: tensor<4xf32>) {
 
 func.func @dropout_p_nan(%x: tensor<4xf32>) {
   // expected-error @+1 {{p must be in (0, 1), got nan}}
-  %0 = slapo.dropout %x {p = 0x7FF8000000000000 : f64} : tensor<4xf32>
+  %0 = slapo.dropout %x {p = 0x7FF8000000000000 : f64, stream = 0} : tensor<4xf32>
   return
 }
 
@@ -349,7 +349,7 @@ func.func @dropout_p_nan(%x: tensor<4xf32>) {
 
 func.func @dropout_p_f32(%x: tensor<4xf32>) {
   // expected-error @+1 {{attribute 'p' failed to satisfy constraint: 64-bit float attribute}}
-  %0 = slapo.dropout %x {p = 0.5 : f32} : tensor<4xf32>
+  %0 = slapo.dropout %x {p = 0.5 : f32, stream = 0} : tensor<4xf32>
   return
 }
 
@@ -357,7 +357,40 @@ func.func @dropout_p_f32(%x: tensor<4xf32>) {
 
 func.func @dropout_missing_p(%x: tensor<4xf32>) {
   // expected-error @+1 {{requires attribute 'p'}}
-  %0 = slapo.dropout %x : tensor<4xf32>
+  %0 = slapo.dropout %x {stream = 0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_missing_stream(%x: tensor<4xf32>) {
+  // expected-error @+1 {{requires attribute 'stream'}}
+  %0 = slapo.dropout %x {p = 0.5} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-note @+1 {{prior use here}}
+func.func @dropout_step_f64(%x: tensor<4xf32>, %step: tensor<f64>) {
+  // expected-error @+1 {{use of value '%step' expects different type than prior uses: 'tensor<i64>' vs 'tensor<f64>'}}
+  %0 = slapo.dropout %x step %step {p = 0.5, stream = 0} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_shard_axis(%x: tensor<4xf32>) {
+  // expected-error @+1 {{shard_axis 1 is not a dim of 'tensor<4xf32>'}}
+  %0 = slapo.dropout %x {p = 0.5, stream = 0, shard_axis = 1} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_shard_chunks(%x: tensor<4xf32>) {
+  // expected-error @+1 {{shard_chunks needs shard_axis and must be positive}}
+  %0 = slapo.dropout %x {p = 0.5, stream = 0, shard_chunks = 2} : tensor<4xf32>
   return
 }
 
@@ -365,7 +398,7 @@ func.func @dropout_missing_p(%x: tensor<4xf32>) {
 
 func.func @dropout_int(%x: tensor<4xi64>) {
   // expected-error @+1 {{operand #0 must be statically shaped tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<4xi64>'}}
-  %0 = slapo.dropout %x {p = 0.5} : tensor<4xi64>
+  %0 = slapo.dropout %x {p = 0.5, stream = 0} : tensor<4xi64>
   return
 }
 

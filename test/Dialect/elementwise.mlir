@@ -134,12 +134,15 @@ func.func @where(%mask: tensor<1x1x4x4xi1>, %x: tensor<2x3x4x4xf32>, %fill: tens
 }
 
 // CHECK-LABEL: func.func @dropout
-func.func @dropout(%x: tensor<4x8xf32>, %h: tensor<2xbf16>) {
-  // CHECK-NEXT: slapo.dropout %{{.*}} {p = 1.000000e-01 : f64} : tensor<4x8xf32>
-  // CHECK-NEXT: slapo.dropout %{{.*}} {p = 9.900000e-02 : f64} : tensor<2xbf16>
-  // GENERIC: "slapo.dropout"(%{{.*}}) {p = 1.000000e-01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %0 = slapo.dropout %x {p = 0.1} : tensor<4x8xf32>
-  %1 = slapo.dropout %h {p = 0.099} : tensor<2xbf16>
+func.func @dropout(%x: tensor<4x8xf32>, %h: tensor<2xbf16>, %step: tensor<i64>) {
+  // CHECK-NEXT: slapo.dropout %{{.*}} {p = 1.000000e-01 : f64, stream = 0 : i64} : tensor<4x8xf32>
+  // CHECK-NEXT: slapo.dropout %{{.*}} {p = 9.900000e-02 : f64, stream = 1 : i64} : tensor<2xbf16>
+  // CHECK-NEXT: slapo.dropout %{{.*}} step %{{.*}} {fork_rng, p = 1.000000e-01 : f64, shard_axis = 1 : i64, shard_chunks = 2 : i64, stream = 0 : i64} : tensor<4x8xf32>
+  // GENERIC: "slapo.dropout"(%{{.*}}) {p = 1.000000e-01 : f64, stream = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // GENERIC: "slapo.dropout"(%{{.*}}, %{{.*}}) {fork_rng, p = 1.000000e-01 : f64, shard_axis = 1 : i64, shard_chunks = 2 : i64, stream = 0 : i64} : (tensor<4x8xf32>, tensor<i64>) -> tensor<4x8xf32>
+  %0 = slapo.dropout %x {p = 0.1, stream = 0} : tensor<4x8xf32>
+  %1 = slapo.dropout %h {p = 0.099, stream = 1} : tensor<2xbf16>
+  %2 = slapo.dropout %x step %step {p = 0.1, stream = 0, fork_rng, shard_axis = 1, shard_chunks = 2} : tensor<4x8xf32>
   return
 }
 

@@ -21,6 +21,7 @@ module {
 #act = loc("layers.0.act"(#src))
 
 // CHECK: #include "slapo/runtime/Kernels.h"
+// CHECK: constexpr uint64_t kSeed = 0u;
 // CHECK: void initialize(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
 // CHECK: cpu::fill(ctx, t{{[0-9]+}}_constant, 1);
 // CHECK: cpu::fill(ctx, t{{[0-9]+}}_constant, 0.01);
@@ -59,7 +60,7 @@ module {
 // CHECK: const InputSlot kInputs[] = {
 // CHECK-NEXT: {{[{][{]}}"x", DType::F32, {2, 4}, 384}, 0},
 // CHECK: const ProgramDesc kProgram = {
-// CHECK: /*dp=*/1, /*tp=*/1, /*seed=*/0u,
+// CHECK: /*dp=*/1, /*tp=*/1, /*seed=*/kSeed,
 // CHECK: /*step=*/{"step", DType::I64, {}, 448},
 // CHECK: /*loss=*/{"loss", DType::F32, {},
 // CHECK: /*learningRate=*/{"lr", DType::F64, {},

@@ -4,23 +4,6 @@
 // here are module paths around source lines, as the frontend writes them, so
 // they are checked with FileCheck rather than --verify-diagnostics).
 
-// Dropout draws from the random stream: its backward could not reuse the
-// forward's mask, so autodiff refuses it.
-// CHECK: model.py:3:0: error: 'slapo.dropout' op in module 'encoder.drop': dropout is not differentiable yet: export the model in eval mode
-module {
-  slapo.param @w : tensor<4xf32>
-  func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
-    %w = slapo.get_param @w : tensor<4xf32>
-    %y = slapo.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-    %d = slapo.dropout %y {p = 1.000000e-01 : f64} : tensor<4xf32> loc(#drop)
-    %loss = slapo.sum %d {dims = array<i64: 0>, keepdim = false} : tensor<4xf32> -> tensor<f32>
-    return %loss : tensor<f32>
-  }
-}
-#drop = loc("encoder.drop"("model.py":3:0))
-
-// -----
-
 // An op without a gradient rule on the path from a parameter to the loss.
 // CHECK: model.py:12:0: error: 'func.call' in module 'blocks.0.mlp' has no gradient rule (VjpOpInterface), but the loss depends on a parameter through it
 module {

@@ -147,6 +147,8 @@ TEST_CASE("a mesh of one rank runs without MPI") {
   CHECK(result == grid);
 
   checkMismatchesThrow(ctx, group);
+  // A group of one passes no messages, so it spends no time communicating.
+  CHECK(mesh->getCommSeconds() == 0);
 
   int initialised = 1;
   MPI_Initialized(&initialised);
@@ -331,7 +333,39 @@ TEST_CASE("the mesh places tensor-parallel peers next to each other") {
       CHECK(dataParallel[j] == j * tp + tpRank);
     for (int j = 0; j < tp; ++j)
       CHECK(tensorParallel[j] == dpRank * tp + j);
+    // The world (of several ranks) passed messages.
+    CHECK(mesh->getCommSeconds() > 0);
   }
+}
+
+TEST_CASE("a group of several ranks counts the time of its collectives") {
+  cpu::Context ctx(1);
+  forEachGroup([&](Communicator &group, int size, int rank) {
+    std::vector<float> local(4, float(rank)), whole(4 * size);
+    Tensor block(local.data(), DType::F32, {4});
+    Tensor full(whole.data(), DType::F32, {4 * size});
+    // The group's seconds when new and after each call.
+    std::vector<double> seconds = {group.getCommSeconds()};
+    allReduce(ctx, group, &block, &block, 1, false);
+    seconds.push_back(group.getCommSeconds());
+    allGather(ctx, group, block, full, 0);
+    seconds.push_back(group.getCommSeconds());
+    reduceScatter(ctx, group, full, block, 0);
+    seconds.push_back(group.getCommSeconds());
+    // Scattering keeps a block of what every rank holds: no messages.
+    scatter(ctx, group, full, block, 0);
+    seconds.push_back(group.getCommSeconds());
+
+    CHECK(seconds[0] == 0);
+    for (int call = 1; call <= 3; ++call) {
+      INFO("after call " << call);
+      if (size == 1)
+        CHECK(seconds[call] == 0);
+      else
+        CHECK(seconds[call] > seconds[call - 1]);
+    }
+    CHECK(seconds[4] == seconds[3]);
+  });
 }
 
 TEST_CASE("allReduce sums and averages a bucket of three tensors") {

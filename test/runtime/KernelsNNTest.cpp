@@ -29,6 +29,21 @@ TEST_CASE("embedding gathers rows by I64 and I32 indices") {
   CHECK(pair == std::vector<float>{20, 21, 22, 10, 11, 12});
 }
 
+TEST_CASE("embeddingGrad sums the rows of repeated indices, not padding") {
+  // Rows of grad: lookup i has (i+1, 10*(i+1)); lookups 0 and 2 hit row 3,
+  // lookup 1 row 0, lookup 3 row 1 (the padding row).
+  std::vector<float> grad = {1, 10, 2, 20, 3, 30, 4, 40};
+  std::vector<int64_t> indices = {3, 0, 3, 1};
+  for (int threads : {1, 2}) {
+    Context ctx(threads);
+    std::vector<float> out(8, -1);
+    embeddingGrad(ctx, Tensor(grad.data(), DType::F32, {2, 2, 2}),
+                  Tensor(indices.data(), DType::I64, {2, 2}),
+                  Tensor(out.data(), DType::F32, {4, 2}), /*paddingIdx=*/1);
+    CHECK(out == std::vector<float>{2, 20, 0, 0, 0, 0, 1 + 3, 10 + 30});
+  }
+}
+
 TEST_CASE("an embedding index out of range is an error naming it") {
   Context ctx(1);
   std::vector<float> weight(12), out(6);

@@ -45,3 +45,19 @@ TEST_CASE("uniform01 maps the 53 high bits into [0, 1)", "[random]") {
   // The mean of n uniforms has standard deviation 1 / sqrt(12 n) ~ 0.0009.
   CHECK(sum / count == Approx(0.5).margin(0.005));
 }
+
+TEST_CASE("dropoutStream gives every step, op and rank stream its own stream",
+          "[random]") {
+  CHECK(dropoutStream(3, 1, 0) ==
+        splitmix64(splitmix64(splitmix64(0x64726f706f7574ull ^ 3) ^ 1) ^ 0));
+  std::set<uint64_t> seen;
+  for (uint64_t step = 1; step <= 8; ++step)
+    for (uint64_t stream = 0; stream < 8; ++stream)
+      for (uint64_t rank = 0; rank < 4; ++rank) {
+        uint64_t value = dropoutStream(step, stream, rank);
+        // The data's streams are the step numbers themselves.
+        CHECK(value > 1000000);
+        seen.insert(value);
+      }
+  CHECK(seen.size() == 8 * 8 * 4);
+}

@@ -548,7 +548,10 @@ TEST_CASE("every op with a gradient rule has a gradient check", "[autodiff]") {
       checked.insert(op->getName().getStringRef());
     });
   }
-  // Dropout's rule only refuses (see the lit test autodiff-errors.mlir).
+  // The interpreter draws dropout masks as PyTorch does, afresh for each
+  // op, so it cannot replay the forward's mask in the backward: dropout's
+  // rule (the same dropout of the gradient) is checked by the lit test
+  // autodiff-dropout.mlir and the runtime's KernelsDropoutTest.
   checked.insert(slapo::DropoutOp::getOperationName());
   for (mlir::RegisteredOperationName name :
        diagnosed.context.getRegisteredOperations()) {

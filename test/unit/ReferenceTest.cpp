@@ -424,8 +424,8 @@ TEST_CASE("dropout draws the masks at::dropout draws under the same seed",
           "[reference][elementwise]") {
   const char *source = R"mlir(
 func.func @main(%x: tensor<50x200xf32>) -> (tensor<50x200xf32>, tensor<50x200xf32>) {
-  %a = slapo.dropout %x {p = 3.000000e-01 : f64} : tensor<50x200xf32>
-  %b = slapo.dropout %a {p = 1.000000e-01 : f64} : tensor<50x200xf32>
+  %a = slapo.dropout %x {p = 3.000000e-01 : f64, stream = 0 : i64} : tensor<50x200xf32>
+  %b = slapo.dropout %a {p = 1.000000e-01 : f64, stream = 1 : i64} : tensor<50x200xf32>
   return %a, %b : tensor<50x200xf32>, tensor<50x200xf32>
 }
 )mlir";
@@ -1382,8 +1382,8 @@ func.func @main(%x: tensor<3x2xf32>) -> tensor<3x3xf32> {
     at::Tensor expected = doubles(numbers(text[1]), {4, 50}).to(at::kFloat);
     Program program(R"mlir(
 func.func @main(%x: tensor<4x50xf32>) -> tensor<4x50xf32> {
-  %a = slapo.dropout %x {p = 3.000000e-01 : f64} : tensor<4x50xf32>
-  %b = slapo.dropout %a {p = 1.000000e-01 : f64} : tensor<4x50xf32>
+  %a = slapo.dropout %x {p = 3.000000e-01 : f64, stream = 0 : i64} : tensor<4x50xf32>
+  %b = slapo.dropout %a {p = 1.000000e-01 : f64, stream = 1 : i64} : tensor<4x50xf32>
   return %b : tensor<4x50xf32>
 }
 )mlir");

@@ -124,6 +124,8 @@ public:
   mlir::Value cast(mlir::Value value, mlir::Type elementType);
   /// A 0-d constant of `elementType` holding `number`.
   mlir::Value scalar(double number, mlir::Type elementType);
+  /// See Importer::takeRandomStream.
+  int64_t takeRandomStream();
 
   template <typename OpTy, typename... Args>
   mlir::Value create(mlir::Type resultType, Args &&...args) {
@@ -167,6 +169,9 @@ public:
   /// equal.
   mlir::Value materialize(const at::Tensor &value, mlir::Location loc);
   void error(mlir::Location loc, const llvm::Twine &message);
+  /// The `stream` of the next dropout: the model's dropouts are numbered in
+  /// program order, so the numbers stay the same whatever passes run later.
+  int64_t takeRandomStream() { return nextRandomStream++; }
 
 private:
   std::vector<Known> importGraph(jit::Graph &graph, std::vector<Known> args,
@@ -198,6 +203,7 @@ private:
   llvm::DenseMap<const c10::TensorImpl *, slapo::ParamOp> params;
   bool failed = false;
   std::set<std::string> reportedUnsupported;
+  int64_t nextRandomStream = 0;
 };
 
 } // namespace slapo::torchscript

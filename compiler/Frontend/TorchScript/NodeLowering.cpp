@@ -13,6 +13,7 @@ NodeLowering::NodeLowering(Importer &importer, jit::Node *node, Frame &frame,
 
 mlir::OpBuilder &NodeLowering::getBuilder() { return importer.getBuilder(); }
 mlir::MLIRContext *NodeLowering::getContext() { return &importer.getContext(); }
+int64_t NodeLowering::takeRandomStream() { return importer.takeRandomStream(); }
 
 const Known &NodeLowering::input(size_t i) const {
   return frame.values[node->input(i)];

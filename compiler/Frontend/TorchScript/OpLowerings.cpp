@@ -190,9 +190,14 @@ LogicalResult lowerDropout(NodeLowering &lower) {
     return finish(lower, input);
   if (*p >= 1)
     return lower.error("dropout with p >= 1 zeroes everything");
-  return finish(
-      lower, lower.create<DropoutOp>(lower.outputType(), input,
-                                     lower.getBuilder().getF64FloatAttr(*p)));
+  mlir::OpBuilder &b = lower.getBuilder();
+  return finish(lower, lower.create<DropoutOp>(
+                           lower.outputType(), input, /*step=*/mlir::Value(),
+                           b.getF64FloatAttr(*p),
+                           b.getI64IntegerAttr(lower.takeRandomStream()),
+                           /*fork_rng=*/mlir::UnitAttr(),
+                           /*shard_axis=*/mlir::IntegerAttr(),
+                           /*shard_chunks=*/mlir::IntegerAttr()));
 }
 
 template <bool lower_> LogicalResult lowerTriangular(NodeLowering &lower) {

@@ -50,6 +50,12 @@ mlir::LogicalResult verifyTraining(TorchScriptModel &model,
     mlir::emitError(forward.getLoc()) << "verify: " << message;
     return mlir::failure();
   };
+  // The program draws its own masks (slapo.dropout), not PyTorch's: the two
+  // steps would differ by design.
+  if (!forward.getBody().front().getOps<DropoutOp>().empty())
+    return fail("the model has dropout in training mode, whose masks the "
+                "compiled program draws otherwise than PyTorch; verify an "
+                "eval-mode export");
   at::manual_seed(seed);
   std::vector<at::Tensor> inputs = reference::randomInputs(forward);
 

@@ -95,7 +95,8 @@ void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
                const Plan &plan, llvm::raw_ostream &os);
 
 /// Reports each primitive of the plan whose pass does not exist yet (all
-/// but shard and sync) as not implemented. Fails if there is any.
+/// but decompose, shard, sync and fork_rng) as not implemented. Fails if
+/// there is any.
 mlir::LogicalResult rejectUnimplementedPrimitives(const Plan &plan,
                                                   DiagnosticReporter &reporter);
 

@@ -34,6 +34,16 @@ constexpr llvm::StringLiteral kOffsetAttrName = "slapo.offset";
 constexpr llvm::StringLiteral kOffsetsAttrName = "slapo.offsets";
 constexpr llvm::StringLiteral kMemoryAttrName = "slapo.memory";
 
+/// The model's @forward, or null after an error at `module` saying that
+/// `pass` needs it.
+inline mlir::func::FuncOp lookupForward(mlir::ModuleOp module,
+                                        llvm::StringRef pass) {
+  auto forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
+  if (!forward)
+    module.emitError(pass) << " needs @forward";
+  return forward;
+}
+
 /// See Passes.td (slapo-optimizer is created by the generated
 /// createOptimizer(OptimizerOptions)).
 std::unique_ptr<mlir::Pass> createAutodiffPass();

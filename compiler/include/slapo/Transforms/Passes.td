@@ -28,6 +28,19 @@ def Autodiff : Pass<"slapo-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def Decompose : Pass<"slapo-decompose", "::mlir::ModuleOp"> {
+  let summary = "schedule primitive decompose(): a linear layer as product and bias add";
+  let description = [{
+    Each `slapo.linear` with a bias of the modules in `modules` becomes a
+    linear without bias followed by `slapo.add` of the bias, at the same
+    location. A selected module without such a linear is an error.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    ListOption<"modules", "modules", "std::string", "module paths">,
+  ];
+}
+
 def Shard : Pass<"slapo-shard", "::mlir::ModuleOp"> {
   let summary = "schedule primitive shard(param, axis): a tensor-parallel parameter";
   let description = [{
@@ -80,6 +93,26 @@ def Sync : Pass<"slapo-sync", "::mlir::ModuleOp"> {
   ];
 }
 
+def ForkRng : Pass<"slapo-fork-rng", "::mlir::ModuleOp"> {
+  let summary = "schedule primitive fork_rng(): each tp rank draws its own dropout masks in a module";
+  let description = [{
+    Marks every slapo.dropout of @forward at the path of a module in
+    `modules`, or below it, with `fork_rng`: each tensor-parallel rank then
+    draws its own masks (its tp rank is in the mask's stream), as Slapo's
+    fork_rng() and Megatron's model-parallel RNG region mean it for
+    activations split over the ranks. Without it the ranks draw the masks
+    of the whole tensor, each its part (see slapo.dropout).
+    slapo-propagate-sharding checks that a forked dropout's operand is
+    split: forked masks of a replicated value would make the ranks' copies
+    differ. A module without dropout (an eval-mode export has none) gets a
+    warning: fork_rng() changes nothing there.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    ListOption<"modules", "modules", "std::string", "module paths">,
+  ];
+}
+
 def PropagateSharding : Pass<"slapo-propagate-sharding", "::mlir::ModuleOp"> {
   let summary = "gives every value of @forward its tensor-parallel sharding and its shape on one rank";
   let description = [{
@@ -104,7 +137,13 @@ def PropagateSharding : Pass<"slapo-propagate-sharding", "::mlir::ModuleOp"> {
     does not fit its operand (all_reduce of a split tensor, all_gather of a
     partial sum or along another dim); a replicated value that needs a
     gradient entering split computation without `sync("bwd_post",
-    "all_reduce")` (its gradient would stay a partial sum on each rank).
+    "all_reduce")` (its gradient would stay a partial sum on each rank);
+    a dropout marked by fork_rng() (slapo-fork-rng) whose operand is not
+    split (its ranks' masks would differ where the values must not).
+
+    A dropout of a split value records the split (`shard_axis`,
+    `shard_chunks`), so that each rank draws its part of the whole value's
+    mask.
 
     A bias added to a partial sum is added once, after the all_reduce that
     completes the sum. A slice of a split dim that takes whole chunks (a
@@ -152,7 +191,9 @@ def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
     every trained parameter in place with `slapo.sgd_update` or
     `slapo.adamw_update`; the optimizer's state is declared with
     `slapo.optimizer_state` (`<param>.exp_avg`, `<param>.exp_avg_sq`,
-    `<param>.momentum_buffer`). Formulas are PyTorch's:
+    `<param>.momentum_buffer`). Every `slapo.dropout` of the step, forward
+    and backward, gets `%step` as its step operand, so that it draws this
+    step's mask. Formulas are PyTorch's:
 
     - gradient clipping (`grad-clip` > 0) as `clip_grad_norm_`: every
       gradient is scaled by `min(1, grad-clip / (norm + 1e-6))`, where `norm`

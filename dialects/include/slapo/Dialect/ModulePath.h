@@ -17,6 +17,10 @@ namespace slapo {
 /// The module path recorded in `loc`, or "" for the root module.
 std::string getModulePath(mlir::Location loc);
 
+/// Whether the op at `loc` belongs to the module `modulePath` or to one of
+/// its submodules.
+bool isInModule(mlir::Location loc, llvm::StringRef modulePath);
+
 /// `sourceLoc` tagged with `modulePath` (unchanged when the path is empty).
 mlir::Location withModulePath(llvm::StringRef modulePath,
                               mlir::Location sourceLoc);

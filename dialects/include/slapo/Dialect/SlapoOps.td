@@ -24,6 +24,16 @@ def Slapo_Differentiable : DeclareOpInterfaceMethods<Slapo_VjpOpInterface>;
 // rejects neg, abs and sub on bool tensors and never sums them as bool.
 def Slapo_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I32, I64]>;
 
+// The scalar operands of updates and dropout (the step's learning rate and
+// number), implied by the assembly format.
+def Slapo_F64Scalar : 0DTensorOf<[F64]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF64Type())";
+}
+def Slapo_I64Scalar : 0DTensorOf<[I64]> {
+  let builderCall =
+      "::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))";
+}
+
 // A TypeAttr holding a type of `ty`. MLIR 16's TypeAttrOf checks only the C++
 // class (TensorType), so it would accept unranked tensors and any element type.
 class Slapo_TypeAttrOf<Type ty> : TypeAttrOf<ty> {
@@ -190,17 +200,52 @@ def Slapo_WhereOp : Slapo_Op<"where", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Slapo_DropoutOp : Slapo_Op<"dropout", [SameOperandsAndResultType,
+def Slapo_DropoutOp : Slapo_Op<"dropout", [AllTypesMatch<["input", "result"]>,
                                           Slapo_Differentiable]> {
   let summary = "training-mode dropout: zeroes with probability p, scales by 1/(1-p)";
   let description = [{
     Only training-mode dropout with p > 0 is represented; in eval mode the
-    frontend imports dropout as the identity. Not Pure: each instance draws
-    from the random stream.
+    frontend imports dropout as the identity.
+
+    Masks are counter-based, recomputed rather than stored: element e of
+    the whole tensor is kept iff `uniform01(randomBits(seed,
+    dropoutStream(step, stream, rankStream), e)) >= p`
+    (runtime/include/slapo/runtime/Random.h), where `seed` is train(seed=),
+    `step` the 1-based step number and `stream` the op's own number, which
+    the importer gives the model's dropouts in program order. Dropouts of
+    one stream and step draw one mask: the gradient of a dropout is the
+    same dropout of its result's gradient (for a fixed mask it is linear),
+    and a step resumed from a checkpoint draws what it drew before.
+
+    The whole tensor is the value one device computes for the global batch,
+    so that meshes train alike: on a data-parallel rank the operand is
+    block dp-rank of it along dim 0 (the batch), and a tensor-parallel split
+    operand (`shard_axis`, `shard_chunks`: the layout of slapo.param's,
+    set by slapo-propagate-sharding) is the tp rank's part of that dim. So
+    tp ranks draw one mask for a replicated value, and dp ranks draw
+    disjoint parts (the one device's mask where dim 0 is the batch, as for
+    every activation of the test models). Inside the modules of
+    fork_rng() (`fork_rng`, set by slapo-fork-rng) `rankStream` is the tp
+    rank instead of 0: every rank draws its own masks.
+
+    `step` is absent in the imported @forward: the reference interpreter
+    draws those masks from PyTorch's generator in program order, as
+    TorchScript does (so the op is not Pure: dropping or merging one would
+    shift the draws of the others). slapo-optimizer gives every dropout of
+    @train_step the step's %step.
+
+    ```mlir
+    %y = slapo.dropout %x {p = 1.000000e-01 : f64, stream = 0 : i64} : tensor<2x16x32xf32>
+    %z = slapo.dropout %w step %step {fork_rng, p = 1.000000e-01 : f64, shard_axis = 1 : i64, stream = 1 : i64} : tensor<2x1x16x16xf32>
+    ```
   }];
-  let arguments = (ins Slapo_FloatTensor:$input, F64Attr:$p);
+  let arguments = (ins Slapo_FloatTensor:$input,
+                       Optional<Slapo_I64Scalar>:$step, F64Attr:$p,
+                       I64Attr:$stream, UnitAttr:$fork_rng,
+                       OptionalAttr<I64Attr>:$shard_axis,
+                       OptionalAttr<I64Attr>:$shard_chunks);
   let results = (outs Slapo_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat = "$input (`step` $step^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
@@ -242,6 +287,22 @@ def Slapo_EmbeddingOp : Slapo_Op<"embedding", [Pure, Slapo_Differentiable]> {
                        OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Slapo_FloatTensor:$result);
   let assemblyFormat = "$weight `,` $indices attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_EmbeddingGradOp : Slapo_Op<"embedding_grad", [Pure]> {
+  let summary = "the gradient of an embedding's weight: grad rows summed by index";
+  let description = [{
+    Result row v is the sum of the rows of grad[..., D] whose index is v
+    (zero for indices that occur nowhere, and for `padding_idx`): what
+    slapo.embedding's gradient rule builds, a scatter-add instead of a
+    one-hot matrix product.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$grad, Slapo_IndexTensor:$indices,
+                       OptionalAttr<I64Attr>:$padding_idx);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $indices attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -403,6 +464,18 @@ def Slapo_GradAllReduceOp : Slapo_Op<"grad_all_reduce",
   let assemblyFormat = "$input $group attr-dict `:` type($result)";
 }
 
+def Slapo_GroupRankOp : Slapo_Op<"group_rank", [Slapo_Collective, Pure]> {
+  let summary = "this process's rank in a process group";
+  let description = [{
+    A tensor-parallel rank's block of a split dim starts at its rank times
+    the block's size: the vocabulary-parallel embedding and cross-entropy
+    offset their indices with it.
+  }];
+  let arguments = (ins Slapo_ProcessGroupAttr:$group);
+  let results = (outs 0DTensorOf<[I64]>:$result);
+  let assemblyFormat = "$group attr-dict `:` type($result)";
+}
+
 // Collectives that move blocks along one dim: rank r of the group holds
 // block r of the full value.
 class Slapo_BlockCollectiveOp<string mnemonic>
@@ -481,15 +554,6 @@ def Slapo_ParamGradOp : Slapo_Op<"param_grad",
   let arguments = (ins FlatSymbolRefAttr:$param,
                        StaticShapeTensorOf<[F32]>:$grad);
   let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
-}
-
-// The scalar operands of updates, implied by the assembly format.
-def Slapo_F64Scalar : 0DTensorOf<[F64]> {
-  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF64Type())";
-}
-def Slapo_I64Scalar : 0DTensorOf<[I64]> {
-  let builderCall =
-      "::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))";
 }
 
 // Updates write their parameter and state in place: they have no results and

@@ -93,6 +93,8 @@ public:
                   bool keepdim);
   mlir::Value mean(mlir::Value input, llvm::ArrayRef<int64_t> dims,
                    bool keepdim);
+  mlir::Value max(mlir::Value input, llvm::ArrayRef<int64_t> dims,
+                  bool keepdim);
   mlir::Value matmul(mlir::Value lhs, mlir::Value rhs);
   mlir::Value reshape(mlir::Value input, llvm::ArrayRef<int64_t> shape);
   mlir::Value permute(mlir::Value input, llvm::ArrayRef<int64_t> permutation);

@@ -53,6 +53,17 @@ public:
   /// contents do not survive the next call.
   std::byte *getScratch(size_t bytes);
 
+  /// Wall seconds this rank has spent in the group's message passing so far:
+  /// inside allReduceSum, allGather and reduceScatterSum of a group of
+  /// several ranks, waiting for slower peers included. A group of one passes
+  /// no messages and stays at 0. Always counted: it costs two clock reads per
+  /// call.
+  double getCommSeconds() const { return commSeconds; }
+
+protected:
+  /// What getCommSeconds() returns; the groups that pass messages add to it.
+  double commSeconds = 0;
+
 private:
   std::unique_ptr<std::byte[]> scratch;
   size_t scratchBytes = 0;
@@ -91,6 +102,8 @@ public:
   Communicator &getWorld() { return *world; }
   Communicator &getDataParallel() { return *dataParallel; }
   Communicator &getTensorParallel() { return *tensorParallel; }
+  /// The getCommSeconds() of this rank's groups together.
+  double getCommSeconds() const;
 
   /// After a failure on this rank: ends the job on every rank (MPI_Abort
   /// with `exitCode`) so that no peer waits forever in a collective. For a

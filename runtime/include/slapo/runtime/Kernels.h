@@ -15,6 +15,7 @@
 #define SLAPO_RUNTIME_KERNELS_H
 
 #include "slapo/runtime/Context.h"
+#include "slapo/runtime/Shard.h"
 #include "slapo/runtime/Tensor.h"
 
 #include <cstdint>
@@ -69,6 +70,34 @@ void where(Context &ctx, const Tensor &condition, const Tensor &onTrue,
 void triangular(Context &ctx, const Tensor &input, const Tensor &out,
                 bool lower, int64_t diagonal);
 
+/// What a dropout's mask is drawn from (slapo.dropout): train(seed=), the
+/// 1-based step, the op's stream, and the rank stream (0 where the tp ranks
+/// share masks, the tp rank inside fork_rng()).
+struct DropoutKey {
+  uint64_t seed;
+  int64_t step;
+  int64_t stream;
+  int64_t rankStream;
+};
+
+/// Which elements of the whole tensor (the value one device computes for the
+/// global batch) a rank's operand holds: block `dpRank` of its dim 0 and, for
+/// a tensor-parallel split (shard.tp > 1), tp rank `tpRank`'s part of dim
+/// shard.axis as Shard.h lays it out. The default is the whole tensor.
+struct DropoutPlacement {
+  int64_t dpRank = 0;
+  ShardLayout shard;
+  int64_t tpRank = 0;
+};
+
+/// Training-mode dropout: out = input * keep / (1 - p), where element e of
+/// the whole tensor is kept iff uniform01(randomBits(key.seed,
+/// dropoutStream(key.step, key.stream, key.rankStream), e)) >= p (Random.h).
+/// Equal keys and placements give equal masks, so the backward applies the
+/// forward's mask to the gradient without storing it. Float dtypes.
+void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
+             const DropoutKey &key, const DropoutPlacement &placement);
+
 // Contractions and neural-network ops (float dtypes: f32, bf16).
 /// out[..., N] = input[..., K] * weight[N, K]^T + bias[N]; `bias` may be
 /// null. Runs as one oneDNN matmul primitive, created once per shape.
@@ -82,6 +111,10 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
 /// in [0, V) (an index outside throws Error naming it).
 void embedding(Context &ctx, const Tensor &weight, const Tensor &indices,
                const Tensor &out);
+/// out[v] = the sum of the rows of grad[..., D] whose index is v, zero for
+/// v == paddingIdx (pass -1 for none): an embedding's weight gradient.
+void embeddingGrad(Context &ctx, const Tensor &grad, const Tensor &indices,
+                   const Tensor &out, int64_t paddingIdx);
 /// Normalizes over the trailing `normalizedRank` dims with biased variance;
 /// `weight` and `bias` may be null.
 void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,

@@ -27,6 +27,17 @@ inline uint64_t randomBits(uint64_t seed, uint64_t stream, uint64_t counter) {
   return splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ counter);
 }
 
+/// The stream of dropout number `opStream` (slapo.dropout's `stream`) at step
+/// `step` for ranks of `rankStream` (0, or the tp rank inside fork_rng()):
+/// its masks are uniform01(randomBits(seed, this, element)) >= p. The tag
+/// keeps dropout streams apart from the data's, whose stream is the step.
+inline uint64_t dropoutStream(uint64_t step, uint64_t opStream,
+                              uint64_t rankStream) {
+  constexpr uint64_t kDropoutTag = 0x64726f706f7574ull; // "dropout"
+  return splitmix64(splitmix64(splitmix64(kDropoutTag ^ step) ^ opStream) ^
+                    rankStream);
+}
+
 /// A double in [0, 1) from the 53 high bits.
 inline double uniform01(uint64_t bits) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;

@@ -1,0 +1,48 @@
+//===- ForkRng.cpp - schedule primitive fork_rng() ------------------------===//
+//
+// Only marks dropouts: which mask a rank draws is the kernel's (see
+// slapo.dropout), and whether forking suits the value a dropout meets is
+// slapo-propagate-sharding's, which knows every value's sharding.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+
+#include "slapo/Dialect/ModulePath.h"
+#include "slapo/Dialect/SlapoOps.h"
+
+namespace slapo {
+#define GEN_PASS_DEF_FORKRNG
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+struct ForkRngPass : impl::ForkRngBase<ForkRngPass> {
+  using ForkRngBase::ForkRngBase;
+
+  void runOnOperation() override {
+    auto forward = lookupForward(getOperation(), "slapo-fork-rng");
+    if (!forward)
+      return signalPassFailure();
+    for (const std::string &path : modules) {
+      bool forked = false;
+      for (auto dropout : forward.getBody().front().getOps<DropoutOp>()) {
+        if (!isInModule(dropout.getLoc(), path))
+          continue;
+        dropout.setForkRng(true);
+        forked = true;
+      }
+      if (!forked)
+        forward.emitWarning("slapo-fork-rng: module '")
+            << path
+            << "' has no dropout (an eval-mode export has none): "
+               "fork_rng() changes nothing there";
+    }
+  }
+};
+
+} // namespace
+} // namespace slapo
