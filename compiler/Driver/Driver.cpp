@@ -188,9 +188,6 @@ rejectUnimplementedTraining(const schedule::Schedule &spec,
   if (spec.mesh.pp != 1)
     reject(spec.mesh.ppLoc, "pipeline parallelism is not implemented yet: "
                             "only mesh(dp=N, tp=M, pp=1) compiles");
-  if (train.precision != "fp32")
-    reject(train.loc, "precision=\"" + train.precision +
-                          "\" is not implemented yet: only fp32 compiles");
   if (train.microbatches != 1)
     reject(train.loc, "microbatches=" + std::to_string(train.microbatches) +
                           " is not implemented yet");
@@ -254,6 +251,8 @@ void addSchedulePasses(mlir::PassManager &pm, const schedule::Plan &plan,
 /// Adds the passes from the imported forward to the planned training step.
 void addTrainingPipeline(mlir::PassManager &pm, const schedule::Mesh &mesh,
                          const schedule::TrainOptions &train) {
+  if (train.precision == "bf16")
+    pm.addPass(createMixedPrecision());
   pm.addPass(createAutodiffPass());
   if (mesh.dp > 1)
     pm.addPass(createDataParallel());

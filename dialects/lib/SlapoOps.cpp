@@ -297,6 +297,21 @@ LogicalResult TriangularOp::verify() {
 // Contractions and neural-network ops.
 //===----------------------------------------------------------------------===//
 
+/// The operands of a contraction have one element type; its result has it
+/// too, or f32 when they are bf16 (mixed precision accumulates in f32).
+static LogicalResult verifyContractionTypes(Operation *op, Value lhs,
+                                            StringRef lhsName, Value rhs,
+                                            StringRef rhsName, Value result) {
+  Type operand = tensorType(lhs).getElementType();
+  Type produced = tensorType(result).getElementType();
+  if (operand.isBF16() && produced.isF32())
+    return verifySameElementType(op, rhs, rhsName, lhs, lhsName);
+  if (failed(verifySameElementType(op, lhs, lhsName, result, "result")) ||
+      failed(verifySameElementType(op, rhs, rhsName, result, "result")))
+    return failure();
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
   if (failed(verifyRank(*this, getInput(), "input", 1, /*atLeast=*/true)) ||
       failed(verifyRank(*this, getWeight(), "weight", 2)))
@@ -309,10 +324,8 @@ LogicalResult LinearOp::verify() {
            << input.getShape().back() << " features, weight "
            << shapeString(weight.getShape()) << " expects "
            << weight.getDimSize(1);
-  if (failed(verifySameElementType(*this, getInput(), "input", getResult(),
-                                   "result")) ||
-      failed(verifySameElementType(*this, getWeight(), "weight", getResult(),
-                                   "result")))
+  if (failed(verifyContractionTypes(*this, getInput(), "input", getWeight(),
+                                    "weight", getResult())))
     return failure();
   if (Value bias = getBias())
     if (failed(verifyShape(*this, bias, "bias", {weight.getDimSize(0)})) ||
@@ -327,10 +340,8 @@ LogicalResult LinearOp::verify() {
 LogicalResult MatmulOp::verify() {
   if (failed(verifyRank(*this, getLhs(), "lhs", 2, /*atLeast=*/true)) ||
       failed(verifyRank(*this, getRhs(), "rhs", 2, /*atLeast=*/true)) ||
-      failed(verifySameElementType(*this, getLhs(), "lhs", getResult(),
-                                   "result")) ||
-      failed(
-          verifySameElementType(*this, getRhs(), "rhs", getResult(), "result")))
+      failed(verifyContractionTypes(*this, getLhs(), "lhs", getRhs(), "rhs",
+                                    getResult())))
     return failure();
   ArrayRef<int64_t> lhs = tensorType(getLhs()).getShape(),
                     rhs = tensorType(getRhs()).getShape();

@@ -26,15 +26,19 @@ LogicalResult LinearOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // With the leading dims of input and gradient flattened into rows:
   // input' = grad W, W' = grad^T input, bias' = the column sums of grad.
+  // In mixed precision the products take the gradient in the operands' bf16;
+  // the bias's sum stays in the result's type.
   TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads), input = getInput(),
         weight = getWeight();
   int64_t rows = product(shapeOf(input).drop_back());
   int64_t inFeatures = shapeOf(weight)[1], outFeatures = shapeOf(weight)[0];
   Value gradRows = g.reshape(grad, {rows, outFeatures});
+  Value operandGradRows = g.cast(gradRows, elementTypeOf(input));
   Value inputRows = g.reshape(input, {rows, inFeatures});
-  operandGrads.push_back(g.reshape(g.matmul(gradRows, weight), shapeOf(input)));
-  operandGrads.push_back(g.matmul(g.transpose(gradRows), inputRows));
+  operandGrads.push_back(
+      g.reshape(g.matmul(operandGradRows, weight), shapeOf(input)));
+  operandGrads.push_back(g.matmul(g.transpose(operandGradRows), inputRows));
   if (getBias())
     operandGrads.push_back(g.sum(gradRows, {0}, /*keepdim=*/false));
   return success();
@@ -45,7 +49,9 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   // lhs' = grad rhs^T, rhs' = lhs^T grad, each summed over the batch dims
   // its operand was broadcast along.
   TensorBuilder g(builder, getLoc());
-  Value grad = singleResultGrad(resultGrads), lhs = getLhs(), rhs = getRhs();
+  Value lhs = getLhs(), rhs = getRhs();
+  // In mixed precision the products take the gradient in the operands' bf16.
+  Value grad = g.cast(singleResultGrad(resultGrads), elementTypeOf(lhs));
   operandGrads.push_back(
       g.sumToShape(g.matmul(grad, g.transpose(rhs)), tensorType(lhs)));
   operandGrads.push_back(

@@ -2,7 +2,8 @@
 //
 // Both contractions run as one oneDNN matmul primitive, created the first
 // time a combination of shapes and dtypes is seen and kept in the context.
-// bf16 operands accumulate in f32 inside oneDNN and are rounded once.
+// bf16 operands accumulate in f32 inside oneDNN and are rounded once, to
+// out's dtype (bf16, or f32 for mixed precision).
 //
 //===----------------------------------------------------------------------===//
 #include "ContextImpl.h"
@@ -95,6 +96,7 @@ void execute(Context &ctx, const CachedMatmul &cached, void *src, void *weights,
 void linear(Context &ctx, const Tensor &input, const Tensor &weight,
             const Tensor &bias, const Tensor &out) {
   DataType type = getDataType("linear", input.dtype);
+  DataType outType = getDataType("linear", out.dtype);
   if (out.getNumElements() == 0)
     return;
   int64_t k = input.shape.dims[input.getRank() - 1];
@@ -111,8 +113,13 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
     }
     return;
   }
-  std::vector<int64_t> key = {
-      int64_t(Contraction::Linear), int64_t(input.dtype), bool(bias), m, k, n};
+  std::vector<int64_t> key = {int64_t(Contraction::Linear),
+                              int64_t(input.dtype),
+                              int64_t(out.dtype),
+                              bool(bias),
+                              m,
+                              k,
+                              n};
   const CachedMatmul &cached =
       getMatmul(ctx, key, "linear", [&](CachedMatmul &descs) {
         descs.src = makeDesc({m, k}, type);
@@ -120,8 +127,8 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
         // {1, K}.
         descs.weights = dnnl::memory::desc({k, n}, type, Dims{1, k});
         if (bias)
-          descs.bias = makeDesc({1, n}, type);
-        descs.dst = makeDesc({m, n}, type);
+          descs.bias = makeDesc({1, n}, getDataType("linear", bias.dtype));
+        descs.dst = makeDesc({m, n}, outType);
       });
   execute(ctx, cached, input.data, weight.data, bias.data, out.data);
 }
@@ -129,6 +136,7 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
 void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
             const Tensor &out) {
   DataType type = getDataType("matmul", lhs.dtype);
+  DataType outType = getDataType("matmul", out.dtype);
   int rank = out.getRank();
   Dims src = padDims(lhs.shape, rank);
   Dims weights = padDims(rhs.shape, rank);
@@ -140,14 +148,14 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
     return;
   }
   std::vector<int64_t> key = {int64_t(Contraction::Matmul), int64_t(lhs.dtype),
-                              rank};
+                              int64_t(out.dtype), rank};
   key.insert(key.end(), src.begin(), src.end());
   key.insert(key.end(), weights.begin(), weights.end());
   const CachedMatmul &cached =
       getMatmul(ctx, key, "matmul", [&](CachedMatmul &descs) {
         descs.src = makeDesc(src, type);
         descs.weights = makeDesc(weights, type);
-        descs.dst = makeDesc(dst, type);
+        descs.dst = makeDesc(dst, outType);
       });
   execute(ctx, cached, lhs.data, rhs.data, nullptr, out.data);
 }

@@ -33,8 +33,10 @@ func.func @linear_feature_mismatch(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>) {
 
 // -----
 
+// bf16 operands may sum into an f32 result (mixed precision), but the
+// operands share one type.
 func.func @linear_input_element_type(%x: tensor<4x16xbf16>, %w: tensor<8x16xf32>) {
-  // expected-error @+1 {{input element type 'bf16' differs from the result element type 'f32'}}
+  // expected-error @+1 {{weight element type 'f32' differs from the input element type 'bf16'}}
   %0 = slapo.linear %x, %w : (tensor<4x16xbf16>, tensor<8x16xf32>) -> tensor<4x8xf32>
   return
 }
@@ -146,7 +148,7 @@ func.func @matmul_result_broadcast_batch(%a: tensor<1x4x16xf32>, %b: tensor<3x16
 // -----
 
 func.func @matmul_lhs_element_type(%a: tensor<4x16xbf16>, %b: tensor<16x8xf32>) {
-  // expected-error @+1 {{lhs element type 'bf16' differs from the result element type 'f32'}}
+  // expected-error @+1 {{rhs element type 'f32' differs from the lhs element type 'bf16'}}
   %0 = slapo.matmul %a, %b : (tensor<4x16xbf16>, tensor<16x8xf32>) -> tensor<4x8xf32>
   return
 }
@@ -164,5 +166,14 @@ func.func @matmul_rhs_element_type(%a: tensor<4x16xf32>, %b: tensor<16x8xf16>) {
 func.func @matmul_int(%a: tensor<4x16xi64>, %b: tensor<16x8xi64>) {
   // expected-error @+1 {{operand #0 must be statically shaped tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<4x16xi64>'}}
   %0 = slapo.matmul %a, %b : (tensor<4x16xi64>, tensor<16x8xi64>) -> tensor<4x8xi64>
+  return
+}
+
+// -----
+
+// f32 operands do not sum into a bf16 result.
+func.func @matmul_narrowing(%a: tensor<4x16xf32>, %b: tensor<16x8xf32>) {
+  // expected-error @+1 {{lhs element type 'f32' differs from the result element type 'bf16'}}
+  %0 = slapo.matmul %a, %b : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xbf16>
   return
 }

@@ -181,6 +181,21 @@ def DataParallel : Pass<"slapo-data-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+def MixedPrecision : Pass<"slapo-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "precision bf16: contractions in bf16, accumulating in f32";
+  let description = [{
+    Every f32 `slapo.linear` and `slapo.matmul` of @forward takes bf16
+    operands (slapo.cast of its f32 ones) and gives its f32 sums, as
+    torch.autocast(dtype=bfloat16) computes them but without rounding the
+    result: a linear's bias is added in f32. Everything else stays f32:
+    parameters (the master weights), their gradients and the optimizer
+    state, norms, softmax and the loss. The gradient rules of the
+    contractions take the gradient in bf16 as well, so the backward's
+    products run in bf16 too.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+}
+
 def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
   let summary = "builds @train_step: forward, backward and the optimizer update";
   let description = [{

@@ -98,7 +98,9 @@ struct DropoutPlacement {
 void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
              const DropoutKey &key, const DropoutPlacement &placement);
 
-// Contractions and neural-network ops (float dtypes: f32, bf16).
+// Contractions and neural-network ops (float dtypes: f32, bf16). The
+// contractions' out may be f32 for bf16 operands: mixed precision, the sums
+// accumulated and kept in f32.
 /// out[..., N] = input[..., K] * weight[N, K]^T + bias[N]; `bias` may be
 /// null. Runs as one oneDNN matmul primitive, created once per shape.
 void linear(Context &ctx, const Tensor &input, const Tensor &weight,

@@ -1,0 +1,59 @@
+//===- MixedPrecision.cpp - bf16 contractions, f32 everything else --------===//
+//
+// Contractions are where bf16 pays (AMX and AVX-512 BF16 multiply bf16 at
+// several times the f32 rate) and where f32 accumulation keeps it accurate;
+// elementwise ops, norms and reductions stay f32 and cost no extra
+// rounding.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+
+#include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
+
+namespace slapo {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
+  using MixedPrecisionBase::MixedPrecisionBase;
+
+  void runOnOperation() override {
+    auto forward = lookupForward(getOperation(), "slapo-mixed-precision");
+    if (!forward)
+      return signalPassFailure();
+    SmallVector<Operation *> contractions;
+    forward.walk([&](Operation *op) {
+      if (isa<LinearOp, MatmulOp>(op) &&
+          elementTypeOf(op->getResult(0)).isF32())
+        contractions.push_back(op);
+    });
+    for (Operation *op : contractions) {
+      OpBuilder builder(op);
+      TensorBuilder g(builder, op->getLoc());
+      Type bf16 = builder.getBF16Type();
+      Value lhs = g.cast(op->getOperand(0), bf16);
+      Value rhs = g.cast(op->getOperand(1), bf16);
+      Type type = op->getResult(0).getType();
+      Value sums;
+      if (auto linear = dyn_cast<LinearOp>(op)) {
+        sums = builder.create<LinearOp>(op->getLoc(), type, lhs, rhs, Value());
+        if (Value bias = linear.getBias())
+          sums = g.add(sums, bias);
+      } else {
+        sums = builder.create<MatmulOp>(op->getLoc(), type, lhs, rhs);
+      }
+      op->getResult(0).replaceAllUsesWith(sums);
+      op->erase();
+    }
+  }
+};
+
+} // namespace
+} // namespace slapo
