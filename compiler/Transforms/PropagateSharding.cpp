@@ -970,6 +970,13 @@ struct PropagateShardingPass
       case Analysis::Outcome::Restart:
         continue;
       case Analysis::Outcome::Done:
+        // The inputs' tables are whole before the rewrite splits them.
+        for (BlockArgument arg : forward.getArguments())
+          if (std::optional<int64_t> bound = getSmallestIndexedTable(arg))
+            forward.setArgAttr(
+                arg.getArgNumber(), kIndexBoundAttrName,
+                IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                 *bound));
         rewrite(module, forward, analysis, tp);
         return;
       }

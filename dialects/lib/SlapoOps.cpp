@@ -3,6 +3,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/FunctionInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
@@ -38,6 +39,12 @@ Value getSameBytesSource(Operation *op) {
 }
 
 std::optional<int64_t> getSmallestIndexedTable(Value value) {
+  if (auto arg = value.dyn_cast<BlockArgument>())
+    if (auto function =
+            dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      if (auto bound = function.getArgAttrOfType<IntegerAttr>(
+              arg.getArgNumber(), kIndexBoundAttrName))
+        return bound.getInt();
   std::optional<int64_t> smallest;
   auto consider = [&](int64_t rows) {
     smallest = smallest ? std::min(*smallest, rows) : rows;

@@ -5,13 +5,13 @@
 // and a local group for every group of one member, which never calls MPI.
 //
 //===----------------------------------------------------------------------===//
+#include "CommInternal.h"
 #include "slapo/runtime/Comm.h"
 #include "slapo/runtime/Error.h"
 
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -33,14 +33,6 @@ std::byte *Communicator::getScratch(size_t bytes) {
 }
 
 namespace {
-
-/// Sums are defined for these dtypes only: the ones gradients, losses and
-/// counters use. bf16 gradients are reduced in an f32 copy by generated code.
-void checkSummable(DType dtype, const char *operation) {
-  if (dtype != DType::F32 && dtype != DType::F64 && dtype != DType::I64)
-    throw Error(std::string(operation) + " of " + getName(dtype) +
-                " elements is not supported (F32, F64, I64)");
-}
 
 /// The MPI type of one element, for moving elements (any dtype) and for
 /// MPI_SUM (the summable dtypes).
@@ -79,11 +71,6 @@ void checkMpi(int status, const std::string &operation) {
     throw Error(operation + " failed: " + getMpiErrorText(status));
 }
 
-/// "3 ranks", "1 rank".
-std::string countRanks(int64_t ranks) {
-  return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
-}
-
 void checkWorldSize(int64_t launched, int dp, int tp) {
   if (launched != int64_t(dp) * tp)
     throw Error("launched with " + countRanks(launched) +
@@ -105,24 +92,6 @@ int64_t getAnnouncedWorldSize() {
   return 1;
 }
 
-/// Adds the wall time of its scope to `seconds`.
-class ScopedTimer {
-public:
-  explicit ScopedTimer(double &seconds)
-      : seconds(seconds), start(std::chrono::steady_clock::now()) {}
-  ~ScopedTimer() {
-    seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-  }
-  ScopedTimer(const ScopedTimer &) = delete;
-  ScopedTimer &operator=(const ScopedTimer &) = delete;
-
-private:
-  double &seconds;
-  std::chrono::steady_clock::time_point start;
-};
-
 /// A group of one member: every collective is a copy (or nothing in place).
 class LocalCommunicator final : public Communicator {
 public:
@@ -140,6 +109,9 @@ public:
                         DType dtype) override {
     checkSummable(dtype, "reduce-scatter");
     copy(full, local, count, dtype);
+  }
+  void broadcast(void *, int64_t, int root) override {
+    checkBroadcastRoot(root, 1);
   }
 
 private:
@@ -202,6 +174,12 @@ public:
               full, local, toMpiCount(count, "MPI_Reduce_scatter_block"),
               getMpiType(dtype), MPI_SUM, comm),
           "MPI_Reduce_scatter_block");
+  }
+
+  void broadcast(void *data, int64_t bytes, int root) override {
+    checkBroadcastRoot(root, size);
+    check(MPI_Bcast(data, toMpiCount(bytes, "MPI_Bcast"), MPI_BYTE, root, comm),
+          "MPI_Bcast");
   }
 
 private:

@@ -157,6 +157,15 @@ TEST_CASE("a mesh of one rank runs without MPI") {
   mesh->abort(2);
 }
 
+TEST_CASE("a group of one broadcasts from its rank 0 only") {
+  std::unique_ptr<ProcessMesh> mesh = ProcessMesh::create(1, 1);
+  std::vector<int32_t> data = {1, 2, 3};
+  mesh->getWorld().broadcast(data.data(), data.size() * sizeof(int32_t), 0);
+  CHECK(data == std::vector<int32_t>{1, 2, 3});
+  CHECK_THROWS_WITH(mesh->getWorld().broadcast(data.data(), 4, 1),
+                    "broadcast from rank 1 in a group of 1 rank");
+}
+
 TEST_CASE("a mesh of one rank refuses a launch of several ranks") {
   // What mpirun tells each of the processes it starts.
   setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
@@ -365,6 +374,30 @@ TEST_CASE("a group of several ranks counts the time of its collectives") {
         CHECK(seconds[call] > seconds[call - 1]);
     }
     CHECK(seconds[4] == seconds[3]);
+  });
+}
+
+TEST_CASE("broadcast copies the root's bytes to every rank of the group") {
+  forEachGroup([&](Communicator &group, int size, int rank) {
+    // Each rank of the group is the root once; element i of rank r's
+    // buffer is 100 r + i before the broadcast.
+    std::vector<std::vector<int32_t>> received;
+    for (int root = 0; root < size; ++root) {
+      std::vector<int32_t> data(5);
+      for (int i = 0; i < 5; ++i)
+        data[i] = 100 * rank + i;
+      group.broadcast(data.data(), data.size() * sizeof(int32_t), root);
+      received.push_back(data);
+    }
+    CHECK_THROWS_WITH(group.broadcast(nullptr, 0, size),
+                      "broadcast from rank " + std::to_string(size) +
+                          " in a group of " + std::to_string(size) +
+                          (size == 1 ? " rank" : " ranks"));
+    for (int root = 0; root < size; ++root)
+      for (int i = 0; i < 5; ++i)
+        CHECK(received[root][i] == 100 * root + i);
+    // Broadcasts set up other communicators: they are not counted.
+    CHECK(group.getCommSeconds() == 0);
   });
 }
 

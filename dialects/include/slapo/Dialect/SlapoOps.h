@@ -42,8 +42,11 @@ broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 /// The number of rows of the smallest table the integer `value` indexes
 /// (embedding rows, cross-entropy classes), following it through ops that
 /// only move or reshape data; none if it indexes no table. Valid values of
-/// such an input lie in [0, rows).
+/// such an input lie in [0, rows). A function argument's
+/// `slapo.index_bound` attribute says it when a rewrite has hidden the
+/// tables (tensor parallelism splits them and offsets the indices).
 std::optional<int64_t> getSmallestIndexedTable(mlir::Value value);
+constexpr llvm::StringLiteral kIndexBoundAttrName = "slapo.index_bound";
 
 /// The operand whose bytes `op`'s result is, unchanged (a reshape's input,
 /// a grad_all_reduce's input), or null: such a result needs no buffer and

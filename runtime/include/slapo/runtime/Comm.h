@@ -45,6 +45,11 @@ public:
   /// the group of `full` (getSize() * count elements). F32, F64, I64.
   virtual void reduceScatterSum(const void *full, void *local, int64_t count,
                                 DType dtype) = 0;
+  /// `bytes` bytes at `data` on every rank become those of group rank `root`.
+  /// It sets up other communicators (the NCCL communicator's unique id), so
+  /// getCommSeconds() does not count it. Throws Error when `root` is not a
+  /// rank of the group.
+  virtual void broadcast(void *data, int64_t bytes, int root) = 0;
 
   /// Staging memory of the collectives in Collectives.h (packing a bucket of
   /// tensors into one message, reordering blocks along a non-leading dim):

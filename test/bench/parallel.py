@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""Tensor and data parallelism of slapoc-compiled GPT-2 training: step time and communication.
+
+  PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/parallel.py \\
+      [gpt_train.py's flags; --threads is per rank and defaults to 1]
+
+The model, its batches and the flags are gpt_train.py's (imported from there).  It is compiled
+three times with schedules/gpt2.sched, its input() shapes set to [B, S] (B is the global
+batch):
+
+  1 rank  mesh(dp=1, tp=1, pp=1) and no primitives
+  tp=2    the schedule as shipped: Megatron-style tensor parallelism over two ranks (its
+          comments say what is split)
+  dp=2    its mesh line made mesh(dp=2, tp=1, pp=1), as test/e2e/tensor_parallel.test does:
+          two replicas on B/2 rows each, gradients all-reduced (sharding over one rank is a
+          no-op)
+
+Each program trains W + N steps under
+`mpirun --allow-run-as-root --oversubscribe --bind-to none -np RANKS` with --threads T per
+rank (T = 1 by default, so that two ranks fill a two-core machine); the meshes take turns,
+R repeats.  Rank 0's --log-json gives per step step_time_s and comm_time_s, the wall time the
+rank spent inside MPI collectives (waiting for its peer included); a run's value is the median
+over its N timed steps, the table shows the median over the repeats, and the fraction is
+median comm time / median step time.  All meshes train on the same global batches, so their
+losses agree (printed below the table).
+"""
+
+import argparse
+import os
+import re
+import statistics
+import sys
+
+import gpt_train
+
+SCHEDULE = os.path.join(gpt_train.REPO, "schedules", "gpt2.sched")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np"]
+# (name, output directory, ranks, the schedule's mesh line, whether the primitives stay)
+MESHES = (("1 rank", "one-rank", 1, "mesh(dp=1, tp=1, pp=1)", False),
+          ("tp=2", "tp2", 2, "mesh(dp=1, tp=2, pp=1)", True),
+          ("dp=2", "dp2", 2, "mesh(dp=2, tp=1, pp=1)", True))
+
+
+def schedule(args, mesh, primitives):
+    """schedules/gpt2.sched with the mesh line, the input shapes [B, S], and its primitives
+    (the sch[...] lines) kept or dropped."""
+    with open(SCHEDULE) as f:
+        lines = f.read().splitlines()
+    lines = [re.sub(r"^mesh\(.*\)$", mesh, line) for line in lines
+             if primitives or not line.startswith("sch[")]
+    return re.sub(r"i64\[\d+, *\d+\]", "i64[%d, %d]" % (args.batch, args.seq),
+                  "\n".join(lines) + "\n")
+
+
+def bench(args, work):
+    start_load = gpt_train.load_average()
+    n_params, _ = gpt_train.prepare(args, work)
+    for _, out, _, mesh, primitives in MESHES:
+        gpt_train.compile_slapoc(args, work, out, schedule(args, mesh, primitives))
+    runs = {name: [] for name, _, _, _, _ in MESHES}
+    for _ in range(args.repeats):
+        for name, out, ranks, _, _ in MESHES:
+            log = os.path.join(work, out + ".json")
+            gpt_train.run(MPIRUN + [str(ranks)] + gpt_train.launch_argv(args, work, out, log))
+            steps = gpt_train.read_log(args, log)
+            runs[name].append({"step_s": gpt_train.timed_median(args, steps, "step_time_s"),
+                               "comm_s": gpt_train.timed_median(args, steps, "comm_time_s"),
+                               "loss": steps[-1]["loss"]})
+
+    tokens = args.batch * args.seq
+    train_line = " ".join(re.search(r"^train\(.*?\)$", schedule(args, "", False),
+                                    re.MULTILINE | re.DOTALL).group().split())
+    print("## GPT-2-style training on several ranks, fp32, CPU: step time and communication\n")
+    print("`%s`\n" % gpt_train.command_line())
+    print("- machine: %s; load average %s at the start, %s at the end"
+          % (gpt_train.describe_machine(), start_load, gpt_train.load_average()))
+    print("- model: test/models/gpt2.py, %d layers, hidden %d, %d heads, seq %d, vocab %d, "
+          "global batch %d: %.1fM parameters; schedules/gpt2.sched's `%s`"
+          % (args.layers, args.hidden, args.heads, args.seq, args.vocab, args.batch,
+             n_params / 1e6, train_line))
+    print("- `%s N out/launch ... --threads %d`; %d warmup + %d timed steps per run, %d runs "
+          "per mesh, rank 0's times\n"
+          % (gpt_train.shell(MPIRUN), args.threads, args.warmup, args.steps, args.repeats))
+    print("| mesh | ranks | step ms | tokens/s | comm ms per step | comm fraction |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, _, ranks, _, _ in MESHES:
+        step_s = statistics.median(r["step_s"] for r in runs[name])
+        comm_s = statistics.median(r["comm_s"] for r in runs[name])
+        print("| %s | %d | %.0f | %.0f | %.0f | %.0f%% |"
+              % (name, ranks, step_s * 1e3, tokens / step_s, comm_s * 1e3,
+                 100 * comm_s / step_s))
+    print("\nLoss after %d steps: %s." % (args.warmup + args.steps, ", ".join(
+        "%s %.6f" % (name, runs[name][0]["loss"]) for name in runs)))
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description="Step time and communication of GPT-2 training on 1 rank, tp=2 and dp=2")
+    gpt_train.add_common_args(parser, threads=1, steps=5)
+    args = gpt_train.parse_args(parser)
+    if args.batch % 2 or args.heads % 2:
+        parser.error("dp=2 needs an even --batch and tp=2 an even --heads")
+    try:
+        with gpt_train.work_dir(args) as work:
+            bench(args, work)
+    except gpt_train.BenchError as e:
+        sys.exit("parallel.py: error: %s" % e)
+
+
+if __name__ == "__main__":
+    main()
