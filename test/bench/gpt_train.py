@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""Training throughput of a GPT-2-style model, fp32 on the CPU: LibTorch eager vs. slapoc.
+"""Training throughput of a GPT-2-style model on the CPU: LibTorch eager vs. slapoc.
 
   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/gpt_train.py \\
-      [--threads T] [--steps N] [--warmup W] [--repeats R] [--layers L] [--hidden H] \\
-      [--heads A] [--seq S] [--batch B] [--vocab V] [--slapoc PATH] [--keep DIR]
+      [--precision fp32|bf16] [--threads T] [--steps N] [--warmup W] [--repeats R] \\
+      [--layers L] [--hidden H] [--heads A] [--seq S] [--batch B] [--vocab V] \\
+      [--slapoc PATH] [--keep DIR]
+
+With --precision bf16 slapoc compiles with train(precision="bf16") and the eager side runs
+its forward under torch.autocast("cpu", dtype=torch.bfloat16) (the backward follows it); the
+GEMM peak is then bf16's.
 
 The model is test/models/gpt2.py's GPT2LMHeadModel (Hugging Face's GPT-2 structure, tied LM
 head; forward(input_ids, labels) is the shifted LM cross-entropy), built after
@@ -245,11 +250,12 @@ def openblas_kernels():
     return get().decode()
 
 
-def gemm_rates(threads, n=2048, runs=10):
-    """{library: median GFLOP/s} of an fp32 n x n x n GEMM with torch.matmul and oneDNN."""
+def gemm_rates(threads, dtype, n=2048, runs=10):
+    """{library: median GFLOP/s} of an n x n x n GEMM of `dtype` (a torch dtype) with
+    torch.matmul and oneDNN."""
     import torch
     torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     a_dnn, b_dnn = a.to_mkldnn(), b.to_mkldnn()
     rates = {}
     for name, gemm in (("torch.matmul", lambda: torch.matmul(a, b)),
@@ -278,7 +284,8 @@ def eager_worker(args, work):
     for step in range(args.warmup + args.steps):
         ids, labels = batches["input_ids"][step], batches["labels"][step]
         start = time.perf_counter()
-        loss = model(ids, labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(ids, labels)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -292,8 +299,12 @@ def eager_worker(args, work):
 def bench(args, work):
     start_load = load_average()
     n_params, flops = prepare(args, work)
-    slapoc_argv = compile_slapoc(args, work, "out", SCHEDULE, input_flags(args))
-    gemm = gemm_rates(args.threads)
+    schedule = SCHEDULE
+    if args.precision == "bf16":
+        schedule = schedule.replace(")\n", ', precision="bf16")\n')
+    slapoc_argv = compile_slapoc(args, work, "out", schedule, input_flags(args))
+    import torch
+    gemm = gemm_rates(args.threads, torch.bfloat16 if args.precision == "bf16" else torch.float32)
     peak = max(gemm.values())
 
     runs = {"eager": [], "slapoc": []}
@@ -316,7 +327,8 @@ def bench(args, work):
 
     mib = lambda n: "%.0f MiB" % (n / 2 ** 20)  # noqa: E731
     tokens = args.batch * args.seq
-    print("## GPT-2-style training, fp32, CPU: LibTorch eager vs. slapoc\n")
+    print("## GPT-2-style training, %s, CPU: LibTorch eager%s vs. slapoc\n"
+          % (args.precision, " (torch.autocast bf16)" if args.precision == "bf16" else ""))
     print("`%s`\n" % command_line())
     print("- machine: %s; load average %s at the start, %s at the end"
           % (describe_machine(), start_load, load_average()))
@@ -326,8 +338,8 @@ def bench(args, work):
              n_params / 1e6, flops / 1e9))
     print("- AdamW, %d threads per side; %d warmup + %d timed steps per run, %d runs per side"
           % (args.threads, args.warmup, args.steps, args.repeats))
-    print("- fp32 GEMM 2048^3, %d threads: %s (OpenBLAS kernels: %s)"
-          % (args.threads, ", ".join("%s %.0f GFLOP/s" % kv for kv in gemm.items()),
+    print("- %s GEMM 2048^3, %d threads: %s (OpenBLAS kernels: %s)"
+          % (args.precision, args.threads, ", ".join("%s %.0f GFLOP/s" % kv for kv in gemm.items()),
              openblas_kernels()))
     print("- slapoc: `%s`\n" % shell(os.path.relpath(a, work) if a.startswith(work) else a
                                      for a in slapoc_argv))
@@ -354,6 +366,9 @@ def main():
     parser = argparse.ArgumentParser(
         description="GPT-2-style training throughput, fp32 on the CPU: LibTorch eager vs. slapoc")
     add_common_args(parser, threads=os.cpu_count(), steps=10)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="fp32, or bf16 mixed precision: slapoc's precision=\"bf16\" "
+                             "against torch.autocast(\"cpu\", torch.bfloat16) (%(default)s)")
     parser.add_argument("--eager-worker", metavar="WORK", help=argparse.SUPPRESS)
     args = parse_args(parser)
     if args.eager_worker:

@@ -98,8 +98,8 @@ class GPT2Attention(nn.Module):
             [], value.size(-1) ** 0.5, dtype=attn_weights.dtype, device=attn_weights.device)
         query_length, key_length = query.size(-2), key.size(-2)
         causal_mask = self.bias[:, :, key_length - query_length:key_length, :key_length]
-        # torch.finfo(float32).min; torch.finfo is not available in TorchScript.
-        mask_value = torch.full([], -3.4028234663852886e38, dtype=attn_weights.dtype,
+        # float32's lowest (TorchScript lacks torch.finfo), even under bf16 autocast.
+        mask_value = torch.full([], -3.4028234663852886e38, dtype=torch.float32,
                                 device=attn_weights.device)
         attn_weights = torch.where(causal_mask, attn_weights, mask_value)
         attn_weights = F.softmax(attn_weights, dim=-1)
