@@ -159,10 +159,17 @@ template <BinaryKind Kind, typename C> auto applyBinary(C a, C b) {
     else
       return a / b;
   } else if constexpr (Kind == BinaryKind::Pow) {
-    if constexpr (std::is_integral_v<C>)
+    if constexpr (std::is_integral_v<C>) {
       return integerPow(a, b);
-    else
+    } else {
+      // As ATen's pow with a scalar exponent: squares and cubes (gelu's
+      // tanh approximation) are products, several times faster than pow.
+      if (b == C(2))
+        return a * a;
+      if (b == C(3))
+        return a * a * a;
       return std::pow(a, b);
+    }
   } else if constexpr (Kind == BinaryKind::Maximum)
     return maxPropagatingNaN(a, b);
   else

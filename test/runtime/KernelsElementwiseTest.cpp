@@ -204,6 +204,17 @@ TEST_CASE("binary: integer division truncates, pow, NaN-propagating max") {
          Tensor(power.data(), DType::F32, {2}));
   CHECK(power[0] == Approx(8));
   CHECK(power[1] == Approx(3));
+  // Squares and cubes are the products ATen computes for them, bit for bit.
+  std::vector<float> v = {1.1f, -0.7f, 3.3f}, squares(3), cubes(3);
+  float two = 2, three = 3;
+  binary(ctx, BinaryKind::Pow, Tensor(v.data(), DType::F32, {3}),
+         Tensor(&two, DType::F32, {}), Tensor(squares.data(), DType::F32, {3}));
+  binary(ctx, BinaryKind::Pow, Tensor(v.data(), DType::F32, {3}),
+         Tensor(&three, DType::F32, {}), Tensor(cubes.data(), DType::F32, {3}));
+  for (int i = 0; i < 3; ++i) {
+    CHECK(squares[i] == v[i] * v[i]);
+    CHECK(cubes[i] == v[i] * v[i] * v[i]);
+  }
 }
 
 TEST_CASE("compare gives bools, broadcasting") {
