@@ -91,25 +91,9 @@ std::string selectorOf(Operation *op) {
   return "sch[\"" + getModulePath(op->getLoc()) + "\"]";
 }
 
-ArrayRef<int64_t> shapeOf(Value value) {
-  return value.getType().cast<RankedTensorType>().getShape();
-}
-
 int64_t rankOf(Value value) { return shapeOf(value).size(); }
 
-std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [i, size] : llvm::enumerate(shape))
-    text += (i ? ", " : "") + std::to_string(size);
-  return text + "]";
-}
-
-bool isFloat(Value value) {
-  return value.getType()
-      .cast<RankedTensorType>()
-      .getElementType()
-      .isa<FloatType>();
-}
+bool isFloat(Value value) { return elementTypeOf(value).isa<FloatType>(); }
 
 /// The analysis of one walk over @forward.
 class Analysis {
@@ -241,7 +225,6 @@ Analysis::Outcome Analysis::run() {
 }
 
 LogicalResult Analysis::visit(Operation *op) {
-  auto splitOf = [&](Value value) { return shardingOf(value); };
   // Values added to a partial sum wait for it to be complete; they ride
   // along only through more terms of the sum and reshapes that keep their
   // dims.
@@ -284,7 +267,7 @@ LogicalResult Analysis::visit(Operation *op) {
           .Case([&](ReshapeOp reshape) { return visitReshape(reshape); })
           .Case([&](SliceOp slice) { return visitSlice(slice); })
           .Case([&](PermuteOp permute) -> LogicalResult {
-            Sharding input = splitOf(permute.getInput());
+            Sharding input = shardingOf(permute.getInput());
             Sharding sharding = input;
             if (input.isSplit())
               sharding.dim = llvm::find(permute.getPermutation(), input.dim) -
@@ -293,7 +276,7 @@ LogicalResult Analysis::visit(Operation *op) {
             return success();
           })
           .Case([&](BroadcastOp broadcast) -> LogicalResult {
-            Sharding sharding = splitOf(broadcast.getInput());
+            Sharding sharding = shardingOf(broadcast.getInput());
             if (sharding.isSplit()) {
               int64_t offset =
                   rankOf(broadcast.getResult()) - rankOf(broadcast.getInput());
@@ -307,19 +290,19 @@ LogicalResult Analysis::visit(Operation *op) {
             return success();
           })
           .Case([&](ConcatOp concat) -> LogicalResult {
-            Sharding first = splitOf(concat.getInputs().front());
+            Sharding first = shardingOf(concat.getInputs().front());
             for (Value input : concat.getInputs())
-              if (splitOf(input) != first)
+              if (shardingOf(input) != first)
                 return error(concat)
                        << "joins tensors sharded differently (" << first.str()
-                       << " and " << splitOf(input).str() << ")";
+                       << " and " << shardingOf(input).str() << ")";
             if (first.isSplit() && first.dim == int64_t(concat.getDim()))
               return error(concat) << "joins tensors along their split dim";
             setResult(concat, first);
             return success();
           })
           .Case([&](TriangularOp tri) -> LogicalResult {
-            Sharding sharding = splitOf(tri.getInput());
+            Sharding sharding = shardingOf(tri.getInput());
             if (sharding.isSplit() &&
                 sharding.dim >= rankOf(tri.getInput()) - 2)
               return error(tri) << "tril/triu of a tensor split along one of "
@@ -347,7 +330,7 @@ LogicalResult Analysis::visit(Operation *op) {
             return visitAlongDims(norm, norm.getInput(), dims, affine);
           })
           .Case([&](EmbeddingOp embedding) -> LogicalResult {
-            Sharding weight = splitOf(embedding.getWeight());
+            Sharding weight = shardingOf(embedding.getWeight());
             // Vocabulary-parallel: each rank looks up the rows it holds and
             // gives zeros for the others; the sum over the ranks is whole.
             if (weight.isSplit() && weight.dim == 0) {
@@ -367,7 +350,7 @@ LogicalResult Analysis::visit(Operation *op) {
             return checkGradientsSynced(embedding);
           })
           .Case([&](CrossEntropyOp loss) -> LogicalResult {
-            Sharding logits = splitOf(loss.getLogits());
+            Sharding logits = shardingOf(loss.getLogits());
             if (logits.isPartial())
               return partialReaches(loss, loss.getLogits());
             // Vocabulary-parallel: the ranks combine their blocks' log-sum-
@@ -400,9 +383,10 @@ LogicalResult Analysis::visit(Operation *op) {
               return error(allReduce) << "only single tensor-parallel "
                                          "all_reduces belong in @forward";
             Value input = allReduce.getInputs().front();
-            if (!splitOf(input).isPartial())
+            if (!shardingOf(input).isPartial())
               return error(allReduce)
-                     << "all_reduce of a value that is " << splitOf(input).str()
+                     << "all_reduce of a value that is "
+                     << shardingOf(input).str()
                      << ", not a partial sum: it would multiply it by the "
                         "tensor-parallel size";
             biasesAfter[allReduce] = stateOf(input).pendingBiases;
@@ -412,10 +396,10 @@ LogicalResult Analysis::visit(Operation *op) {
             return success();
           })
           .Case([&](GradAllReduceOp sync) -> LogicalResult {
-            if (!splitOf(sync.getInput()).isReplicated())
+            if (!shardingOf(sync.getInput()).isReplicated())
               return error(sync) << "sync(\"bwd_post\", \"all_reduce\") of a "
                                     "value that is "
-                                 << splitOf(sync.getInput()).str()
+                                 << shardingOf(sync.getInput()).str()
                                  << ": only a replicated value's gradient "
                                     "is all-reduced";
             ValueState state = stateOf(sync.getInput());
@@ -424,7 +408,7 @@ LogicalResult Analysis::visit(Operation *op) {
             return success();
           })
           .Case([&](AllGatherOp gather) -> LogicalResult {
-            Sharding input = splitOf(gather.getInput());
+            Sharding input = shardingOf(gather.getInput());
             if (!input.isSplit() || input.dim != int64_t(gather.getDim()) ||
                 input.chunks != 1)
               return error(gather) << "all_gather along dim " << gather.getDim()
@@ -433,7 +417,7 @@ LogicalResult Analysis::visit(Operation *op) {
             return success();
           })
           .Case([&](ScatterOp scatter) -> LogicalResult {
-            Sharding input = splitOf(scatter.getInput());
+            Sharding input = shardingOf(scatter.getInput());
             if (!input.isReplicated())
               return error(scatter) << "scatter of a value that is "
                                     << input.str() << ", not replicated";
@@ -442,21 +426,21 @@ LogicalResult Analysis::visit(Operation *op) {
           })
           .Case([&](ReduceScatterOp scatter) -> LogicalResult {
             Value input = scatter.getInput();
-            if (!splitOf(input).isPartial())
+            if (!shardingOf(input).isPartial())
               return error(scatter)
                      << "reduce_scatter of a value that is "
-                     << splitOf(input).str() << ", not a partial sum";
+                     << shardingOf(input).str() << ", not a partial sum";
             setResult(scatter, Sharding::split(scatter.getDim(), 1));
             return success();
           })
           .Case([&](func::ReturnOp ret) -> LogicalResult {
             for (Value value : ret.getOperands()) {
-              if (splitOf(value).isPartial())
+              if (shardingOf(value).isPartial())
                 return partialReaches(ret, value);
-              if (splitOf(value).isSplit())
+              if (shardingOf(value).isSplit())
                 return error(ret)
                        << "@forward returns a value that is "
-                       << splitOf(value).str() << "; gather it first";
+                       << shardingOf(value).str() << "; gather it first";
             }
             return success();
           })
@@ -506,7 +490,7 @@ LogicalResult Analysis::visitElementwise(Operation *op, ValueRange operands) {
       if (dim >= 0 && shapeOf(operand)[dim] != 1)
         return error(op) << "combines an operand " << split->str()
                          << " with a replicated one of shape "
-                         << formatShape(shapeOf(operand))
+                         << shapeString(shapeOf(operand))
                          << " that is not 1 along it";
     }
     setResult(op, *split);
@@ -700,8 +684,8 @@ LogicalResult Analysis::visitReshape(ReshapeOp op) {
               (out[dim] % size == 0 ||
                (size % out[dim] == 0 && out[dim] % (split.chunks * tp) == 0));
   if (!fits)
-    return error(op) << "reshapes a tensor of shape " << formatShape(in) << " "
-                     << split.str() << " to " << formatShape(out)
+    return error(op) << "reshapes a tensor of shape " << shapeString(in) << " "
+                     << split.str() << " to " << shapeString(out)
                      << ", which does not keep the split whole";
   split.dim = dim;
   setResult(op, split);

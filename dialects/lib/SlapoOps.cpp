@@ -66,8 +66,7 @@ static RankedTensorType tensorType(Value value) {
   return value.getType().cast<RankedTensorType>();
 }
 
-/// Prints a shape as `[4, 16]`, a dynamic size as `?`.
-static std::string shapeString(ArrayRef<int64_t> shape) {
+std::string shapeString(ArrayRef<int64_t> shape) {
   std::string text = "[";
   llvm::raw_string_ostream os(text);
   llvm::interleaveComma(shape, os, [&](int64_t size) {

@@ -248,23 +248,21 @@ void ProcessMesh::joinMpiWorld() {
   MPI_Comm comm;
   checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup of the world");
   world = std::make_unique<MpiCommunicator>(comm, "world");
-  // Every rank takes the same branches: dp and tp are the same everywhere.
-  if (dp == 1) {
-    dataParallel = std::make_unique<LocalCommunicator>();
-  } else {
-    checkMpi(MPI_Comm_split(MPI_COMM_WORLD, getTpRank(), getDpRank(), &comm),
-             "MPI_Comm_split into data-parallel groups");
-    dataParallel =
-        std::make_unique<MpiCommunicator>(comm, "data-parallel group");
-  }
-  if (tp == 1) {
-    tensorParallel = std::make_unique<LocalCommunicator>();
-  } else {
-    checkMpi(MPI_Comm_split(MPI_COMM_WORLD, getDpRank(), getTpRank(), &comm),
-             "MPI_Comm_split into tensor-parallel groups");
-    tensorParallel =
-        std::make_unique<MpiCommunicator>(comm, "tensor-parallel group");
-  }
+  // A group of `size` ranks that share `color`, ordered by `key`. Every
+  // rank takes the same branches: dp and tp are the same everywhere.
+  auto makeGroup =
+      [&](int size, int color, int key,
+          const std::string &name) -> std::unique_ptr<Communicator> {
+    if (size == 1)
+      return std::make_unique<LocalCommunicator>();
+    MPI_Comm group;
+    checkMpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &group),
+             "MPI_Comm_split into " + name + "s");
+    return std::make_unique<MpiCommunicator>(group, name.c_str());
+  };
+  dataParallel = makeGroup(dp, getTpRank(), getDpRank(), "data-parallel group");
+  tensorParallel =
+      makeGroup(tp, getDpRank(), getTpRank(), "tensor-parallel group");
 }
 
 ProcessMesh::~ProcessMesh() {

@@ -11,6 +11,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <optional>
+#include <string>
 
 #include "slapo/Dialect/SlapoDialect.h"
 #include "slapo/Dialect/SlapoEnums.h.inc"
@@ -33,6 +34,9 @@ namespace slapo {
 /// Name of the module attribute that names the file the parameters' data is
 /// read from.
 constexpr llvm::StringLiteral kWeightsAttrName = "slapo.weights";
+
+/// A shape as `[4, 16]` (a dynamic size as `?`), for diagnostics.
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
 
 /// The shape PyTorch broadcasting gives two shapes, or failure if they do not
 /// broadcast.
