@@ -270,6 +270,7 @@ void addTrainingPipeline(mlir::PassManager &pm, const schedule::Mesh &mesh,
   pm.addPass(createOptimizer(optimizer));
   // Autodiff and the optimizer build one constant per use.
   pm.addPass(mlir::createCSEPass());
+  pm.addPass(createFoldPermutes());
   pm.addPass(createPlanMemoryPass());
 }
 

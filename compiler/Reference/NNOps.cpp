@@ -16,8 +16,14 @@ void registerNNOps(OpTable &table) {
     return at::linear(x[0], x[1], bias);
   });
 
-  add<MatmulOp>(table, [](MatmulOp, Operands x, EvalContext &) {
-    return at::matmul(x[0], x[1]);
+  add<MatmulOp>(table, [](MatmulOp op, Operands x, EvalContext &) {
+    auto permuted = [](const at::Tensor &tensor,
+                       std::optional<llvm::ArrayRef<int64_t>> order) {
+      return order ? tensor.permute({order->data(), order->size()}) : tensor;
+    };
+    at::Tensor product = at::matmul(permuted(x[0], op.getLhsPermutation()),
+                                    permuted(x[1], op.getRhsPermutation()));
+    return permuted(product, op.getResultPermutation());
   });
 
   add<EmbeddingOp>(table, [](EmbeddingOp op, Operands x, EvalContext &) {

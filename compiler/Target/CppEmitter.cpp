@@ -82,6 +82,14 @@ std::string shapeInitializer(ArrayRef<int64_t> shape) {
   return text + "}";
 }
 
+/// "std::array<int64_t, 2>{1, 0}.data()": a kernel's int64_t array argument,
+/// alive until the end of the call.
+std::string int64Array(ArrayRef<int64_t> values) {
+  return llvm::formatv("std::array<int64_t, {0}>{1}.data()", values.size(),
+                       shapeInitializer(values))
+      .str();
+}
+
 /// An exactly-representable C++ double literal.
 std::string doubleLiteral(double value) {
   if (std::isnan(value))
@@ -385,9 +393,18 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Case([&](MatmulOp matmul) -> Call {
-        return llvm::formatv("cpu::matmul(ctx, {0}, {1}, {2})",
-                             use(matmul.getLhs()), use(matmul.getRhs()), out())
-            .str();
+        std::optional<ArrayRef<int64_t>> orders[] = {
+            matmul.getLhsPermutation(), matmul.getRhsPermutation(),
+            matmul.getResultPermutation()};
+        std::string call =
+            llvm::formatv("cpu::matmul(ctx, {0}, {1}, {2}",
+                          use(matmul.getLhs()), use(matmul.getRhs()), out());
+        if (llvm::none_of(orders, [](auto order) { return order; }))
+          return call + ")";
+        call += ", {";
+        for (auto [i, order] : llvm::enumerate(orders))
+          call += (i ? ", " : "") + (order ? int64Array(*order) : "nullptr");
+        return call + "})";
       })
       .Case([&](EmbeddingOp embedding) -> Call {
         return llvm::formatv("cpu::embedding(ctx, {0}, {1}, {2})",
@@ -436,13 +453,9 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       .Case([&](MeanOp mean) { return reduce("Mean", mean.getDims()); })
       .Case([&](MaxOp max) { return reduce("Max", max.getDims()); })
       .Case([&](PermuteOp permute) -> Call {
-        std::string list;
-        for (auto [i, dim] : llvm::enumerate(permute.getPermutation()))
-          list += (i ? ", " : "") + std::to_string(dim);
-        return llvm::formatv("cpu::permute(ctx, {0}, {1}, "
-                             "std::array<int64_t, {2}>{{{3}}.data())",
+        return llvm::formatv("cpu::permute(ctx, {0}, {1}, {2})",
                              use(permute.getInput()), out(),
-                             permute.getPermutation().size(), list)
+                             int64Array(permute.getPermutation()))
             .str();
       })
       .Case([&](SliceOp slice) -> Call {

@@ -120,11 +120,36 @@ static LogicalResult verifyBroadcasting(Operation *op, ValueRange operands,
 
 /// Checks that `dim` indexes a dimension of a tensor of rank `rank`.
 static LogicalResult verifyDim(Operation *op, int64_t dim, int64_t rank,
-                               StringRef what = "dim") {
+                               const Twine &what = "dim") {
   if (dim < 0 || dim >= rank)
     return op->emitOpError()
            << what << " " << dim << " is out of range for rank " << rank;
   return success();
+}
+
+/// `shape` permuted as slapo.permute permutes it (dim i of the result is dim
+/// permutation[i]), after checking that `permutation`, called `name`, is a
+/// permutation of its dims.
+static FailureOr<SmallVector<int64_t>>
+permuteShape(Operation *op, ArrayRef<int64_t> permutation,
+             ArrayRef<int64_t> shape, StringRef name) {
+  if (permutation.size() != shape.size())
+    return op->emitOpError()
+           << name << " " << shapeString(permutation) << " has "
+           << permutation.size() << " entries for a tensor of rank "
+           << shape.size();
+  SmallVector<bool> seen(permutation.size(), false);
+  SmallVector<int64_t> permuted;
+  for (int64_t dim : permutation) {
+    if (failed(verifyDim(op, dim, shape.size(), Twine(name) + " entry")))
+      return failure();
+    if (seen[dim])
+      return op->emitOpError()
+             << name << " " << shapeString(permutation) << " repeats " << dim;
+    seen[dim] = true;
+    permuted.push_back(shape[dim]);
+  }
+  return permuted;
 }
 
 /// Checks that `value`, called `name`, has rank `rank`, or at least `rank`
@@ -349,8 +374,19 @@ LogicalResult MatmulOp::verify() {
       failed(verifyContractionTypes(*this, getLhs(), "lhs", getRhs(), "rhs",
                                     getResult())))
     return failure();
-  ArrayRef<int64_t> lhs = tensorType(getLhs()).getShape(),
-                    rhs = tensorType(getRhs()).getShape();
+  // The operands as the product reads them.
+  auto permuted = [&](Value operand, std::optional<ArrayRef<int64_t>> order,
+                      StringRef name) -> FailureOr<SmallVector<int64_t>> {
+    ArrayRef<int64_t> shape = tensorType(operand).getShape();
+    if (!order)
+      return SmallVector<int64_t>(shape);
+    return permuteShape(*this, *order, shape, name);
+  };
+  auto lhsShape = permuted(getLhs(), getLhsPermutation(), "lhs_permutation");
+  auto rhsShape = permuted(getRhs(), getRhsPermutation(), "rhs_permutation");
+  if (failed(lhsShape) || failed(rhsShape))
+    return failure();
+  ArrayRef<int64_t> lhs = *lhsShape, rhs = *rhsShape;
   int64_t m = lhs.end()[-2], k = lhs.back(), rhsK = rhs.end()[-2],
           n = rhs.back();
   if (k != rhsK)
@@ -364,6 +400,12 @@ LogicalResult MatmulOp::verify() {
            << shapeString(rhs.drop_back(2)) << " of rhs do not broadcast";
   SmallVector<int64_t> shape = *batch;
   shape.append({m, n});
+  if (std::optional<ArrayRef<int64_t>> order = getResultPermutation()) {
+    auto stored = permuteShape(*this, *order, shape, "result_permutation");
+    if (failed(stored))
+      return failure();
+    shape = *stored;
+  }
   return verifyShape(*this, getResult(), "result", shape);
 }
 
@@ -499,24 +541,11 @@ LogicalResult PermuteOp::verify() {
   if (failed(verifySameElementType(*this, getInput(), "input", getResult(),
                                    "result")))
     return failure();
-  RankedTensorType input = tensorType(getInput());
-  ArrayRef<int64_t> permutation = getPermutation();
-  if ((int64_t)permutation.size() != input.getRank())
-    return emitOpError("permutation ")
-           << shapeString(permutation) << " has " << permutation.size()
-           << " entries for an input of rank " << input.getRank();
-  SmallVector<bool> seen(permutation.size(), false);
-  SmallVector<int64_t> shape;
-  for (int64_t dim : permutation) {
-    if (failed(verifyDim(*this, dim, input.getRank(), "permutation entry")))
-      return failure();
-    if (seen[dim])
-      return emitOpError("permutation ")
-             << shapeString(permutation) << " repeats " << dim;
-    seen[dim] = true;
-    shape.push_back(input.getDimSize(dim));
-  }
-  return verifyShape(*this, getResult(), "result", shape);
+  auto shape = permuteShape(*this, getPermutation(),
+                            tensorType(getInput()).getShape(), "permutation");
+  if (failed(shape))
+    return failure();
+  return verifyShape(*this, getResult(), "result", *shape);
 }
 
 LogicalResult SliceOp::verify() {

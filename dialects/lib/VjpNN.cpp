@@ -48,6 +48,9 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // lhs' = grad rhs^T, rhs' = lhs^T grad, each summed over the batch dims
   // its operand was broadcast along.
+  if (getLhsPermutation() || getRhsPermutation() || getResultPermutation())
+    return emitOpError("with permutations has no gradient rule: "
+                       "slapo-fold-permutes must run after slapo-autodiff");
   TensorBuilder g(builder, getLoc());
   Value lhs = getLhs(), rhs = getRhs();
   // In mixed precision the products take the gradient in the operands' bf16.

@@ -43,11 +43,48 @@ Dims getContiguousStrides(const Dims &dims) {
   return strides;
 }
 
-/// The dims of `shape` with leading 1s up to `rank`.
-Dims padDims(const Shape &shape, int rank) {
-  Dims dims(rank - shape.rank, 1);
-  dims.insert(dims.end(), shape.dims, shape.dims + shape.rank);
-  return dims;
+/// A tensor as a contraction addresses it: its dims and their strides in
+/// elements.
+struct StridedDims {
+  Dims dims;
+  Dims strides;
+};
+
+/// A tensor of `shape` stored row-major.
+StridedDims rowMajor(const Shape &shape) {
+  Dims dims(shape.dims, shape.dims + shape.rank);
+  return {dims, getContiguousStrides(dims)};
+}
+
+/// A row-major tensor of `shape` read through `permutation` (null: none), as
+/// slapo.permute reads its input: dim i is stored dim permutation[i].
+StridedDims permuteDims(const Shape &shape, const int64_t *permutation) {
+  StridedDims stored = rowMajor(shape), permuted = stored;
+  for (int d = 0; permutation && d < shape.rank; ++d) {
+    permuted.dims[d] = stored.dims[permutation[d]];
+    permuted.strides[d] = stored.strides[permutation[d]];
+  }
+  return permuted;
+}
+
+/// The tensor that permute(tensor, permutation) (null: none) stores
+/// row-major as `shape`: stored dim i is its dim permutation[i].
+StridedDims unpermuteDims(const Shape &shape, const int64_t *permutation) {
+  StridedDims stored = rowMajor(shape), logical = stored;
+  for (int d = 0; permutation && d < shape.rank; ++d) {
+    logical.dims[permutation[d]] = stored.dims[d];
+    logical.strides[permutation[d]] = stored.strides[d];
+  }
+  return logical;
+}
+
+/// `tensor` with leading dims of size 1 up to `rank`.
+StridedDims padDims(StridedDims tensor, int rank) {
+  int64_t outer = tensor.dims.empty() ? 1 : tensor.dims[0] * tensor.strides[0];
+  tensor.dims.insert(tensor.dims.begin(), rank - tensor.dims.size(), 1);
+  tensor.strides.insert(tensor.strides.begin(), rank - tensor.strides.size(),
+                        outer);
+  return tensor;
 }
 
 dnnl::memory::desc makeDesc(const Dims &dims, DataType type) {
@@ -134,28 +171,30 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
 }
 
 void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
-            const Tensor &out) {
+            const Tensor &out, const MatmulPermutations &permutations) {
   DataType type = getDataType("matmul", lhs.dtype);
   DataType outType = getDataType("matmul", out.dtype);
   int rank = out.getRank();
-  Dims src = padDims(lhs.shape, rank);
-  Dims weights = padDims(rhs.shape, rank);
-  Dims dst = padDims(out.shape, rank);
+  StridedDims src = padDims(permuteDims(lhs.shape, permutations.lhs), rank);
+  StridedDims weights = padDims(permuteDims(rhs.shape, permutations.rhs), rank);
+  StridedDims dst = unpermuteDims(out.shape, permutations.result);
   if (out.getNumElements() == 0)
     return;
-  if (src[rank - 1] == 0) { // an empty sum
+  if (src.dims[rank - 1] == 0) { // an empty sum
     std::memset(out.data, 0, out.getBytes());
     return;
   }
   std::vector<int64_t> key = {int64_t(Contraction::Matmul), int64_t(lhs.dtype),
                               int64_t(out.dtype), rank};
-  key.insert(key.end(), src.begin(), src.end());
-  key.insert(key.end(), weights.begin(), weights.end());
+  for (const StridedDims *tensor : {&src, &weights, &dst}) {
+    key.insert(key.end(), tensor->dims.begin(), tensor->dims.end());
+    key.insert(key.end(), tensor->strides.begin(), tensor->strides.end());
+  }
   const CachedMatmul &cached =
       getMatmul(ctx, key, "matmul", [&](CachedMatmul &descs) {
-        descs.src = makeDesc(src, type);
-        descs.weights = makeDesc(weights, type);
-        descs.dst = makeDesc(dst, outType);
+        descs.src = dnnl::memory::desc(src.dims, type, src.strides);
+        descs.weights = dnnl::memory::desc(weights.dims, type, weights.strides);
+        descs.dst = dnnl::memory::desc(dst.dims, outType, dst.strides);
       });
   execute(ctx, cached, lhs.data, rhs.data, nullptr, out.data);
 }

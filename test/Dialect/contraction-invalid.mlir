@@ -177,3 +177,35 @@ func.func @matmul_narrowing(%a: tensor<4x16xf32>, %b: tensor<16x8xf32>) {
   %0 = slapo.matmul %a, %b : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xbf16>
   return
 }
+
+// -----
+
+func.func @matmul_permutation_rank(%a: tensor<6x4xf32>, %b: tensor<6x3xf32>) {
+  // expected-error @+1 {{lhs_permutation [0, 2, 1] has 3 entries for a tensor of rank 2}}
+  %0 = slapo.matmul %a, %b {lhs_permutation = array<i64: 0, 2, 1>} : (tensor<6x4xf32>, tensor<6x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_permutation_repeats(%a: tensor<4x6xf32>, %b: tensor<3x6xf32>) {
+  // expected-error @+1 {{rhs_permutation [0, 0] repeats 0}}
+  %0 = slapo.matmul %a, %b {rhs_permutation = array<i64: 0, 0>} : (tensor<4x6xf32>, tensor<3x6xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_permuted_contraction(%a: tensor<4x6xf32>, %b: tensor<6x3xf32>) {
+  // expected-error @+1 {{contraction sizes differ: lhs [6, 4] has 4 columns, rhs [6, 3] has 6 rows}}
+  %0 = slapo.matmul %a, %b {lhs_permutation = array<i64: 1, 0>} : (tensor<4x6xf32>, tensor<6x3xf32>) -> tensor<6x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_permuted_result(%a: tensor<4x6xf32>, %b: tensor<6x3xf32>) {
+  // expected-error @+1 {{result shape [4, 3] differs from [3, 4], the expected shape}}
+  %0 = slapo.matmul %a, %b {result_permutation = array<i64: 1, 0>} : (tensor<4x6xf32>, tensor<6x3xf32>) -> tensor<4x3xf32>
+  return
+}

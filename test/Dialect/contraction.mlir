@@ -44,3 +44,15 @@ func.func @matmul(%a: tensor<4x16xf32>, %b: tensor<16x8xf32>, %q: tensor<2x3x5x1
   %4 = slapo.matmul %h, %g : (tensor<7x2x3xf16>, tensor<3x4xf16>) -> tensor<7x2x4xf16>
   return
 }
+
+// Permuted operands and result: the shapes are checked after the operands'
+// permutations and before the result's.
+// CHECK-LABEL: func.func @matmul_permuted
+func.func @matmul_permuted(%gradT: tensor<6x4xf32>, %x: tensor<6x3xf32>, %q: tensor<2x5x3x16xf32>,
+                           %k: tensor<2x5x3x16xf32>) {
+  // CHECK-NEXT: slapo.matmul %{{.*}}, %{{.*}} {lhs_permutation = array<i64: 1, 0>} : (tensor<6x4xf32>, tensor<6x3xf32>) -> tensor<4x3xf32>
+  // CHECK-NEXT: slapo.matmul %{{.*}}, %{{.*}} {lhs_permutation = array<i64: 0, 2, 1, 3>, result_permutation = array<i64: 0, 2, 1, 3>, rhs_permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x16xf32>, tensor<2x5x3x16xf32>) -> tensor<2x5x3x5xf32>
+  %0 = slapo.matmul %gradT, %x {lhs_permutation = array<i64: 1, 0>} : (tensor<6x4xf32>, tensor<6x3xf32>) -> tensor<4x3xf32>
+  %1 = slapo.matmul %q, %k {lhs_permutation = array<i64: 0, 2, 1, 3>, rhs_permutation = array<i64: 0, 2, 3, 1>, result_permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x16xf32>, tensor<2x5x3x16xf32>) -> tensor<2x5x3x5xf32>
+  return
+}

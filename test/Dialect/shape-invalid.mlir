@@ -33,7 +33,7 @@ func.func @reshape_unranked(%x: tensor<*xf32>) {
 // -----
 
 func.func @permute_wrong_size(%x: tensor<2x3x4xf32>) {
-  // expected-error @+1 {{permutation [1, 0] has 2 entries for an input of rank 3}}
+  // expected-error @+1 {{permutation [1, 0] has 2 entries for a tensor of rank 3}}
   %0 = slapo.permute %x {permutation = array<i64: 1, 0>} : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
   return
 }

@@ -140,6 +140,76 @@ TEST_CASE("matmul broadcasts batch dims") {
       }
 }
 
+TEST_CASE("matmul reads and writes through permutations without copies") {
+  // Each case against permute copies around a plain matmul (both kernels are
+  // checked against loops on their own).
+  Context ctx(2);
+  struct Case {
+    const char *name;
+    Shape lhs, rhs, out; // as stored
+    std::vector<int64_t> lhsOrder, rhsOrder, resultOrder;
+  };
+  const Case cases[] = {
+      // Attention's q k^T on [B, S, H, D] tensors, its result as [B, S, H, S].
+      {"heads",
+       {2, 5, 3, 4},
+       {2, 6, 3, 4},
+       {2, 5, 3, 6},
+       {0, 2, 1, 3},
+       {0, 2, 3, 1},
+       {0, 2, 1, 3}},
+      // A weight gradient grad^T x: a transposed rank-2 lhs, broadcast.
+      {"transposed lhs", {7, 4}, {2, 7, 3}, {2, 4, 3}, {1, 0}, {}, {}},
+      // Only the result permuted.
+      {"result", {4, 7}, {7, 3}, {3, 4}, {}, {}, {1, 0}},
+  };
+  for (const Case &c : cases) {
+    INFO(c.name);
+    auto permuted = [](const Shape &shape, const std::vector<int64_t> &order) {
+      Shape result = shape;
+      for (size_t d = 0; d < order.size(); ++d)
+        result.dims[d] = shape.dims[order[d]];
+      return result;
+    };
+    std::vector<float> lhs = pattern(c.lhs.getNumElements(), 14),
+                       rhs = pattern(c.rhs.getNumElements(), 15),
+                       out(c.out.getNumElements());
+    matmul(ctx, Tensor(lhs.data(), DType::F32, c.lhs),
+           Tensor(rhs.data(), DType::F32, c.rhs),
+           Tensor(out.data(), DType::F32, c.out),
+           {c.lhsOrder.empty() ? nullptr : c.lhsOrder.data(),
+            c.rhsOrder.empty() ? nullptr : c.rhsOrder.data(),
+            c.resultOrder.empty() ? nullptr : c.resultOrder.data()});
+
+    // The copies: permute each operand, multiply, permute the product.
+    auto copyThrough = [&](std::vector<float> &values, Shape &shape,
+                           const std::vector<int64_t> &order) {
+      if (order.empty())
+        return;
+      Shape to = permuted(shape, order);
+      std::vector<float> copy(values.size());
+      permute(ctx, Tensor(values.data(), DType::F32, shape),
+              Tensor(copy.data(), DType::F32, to), order.data());
+      values = copy;
+      shape = to;
+    };
+    Shape lhsShape = c.lhs, rhsShape = c.rhs;
+    copyThrough(lhs, lhsShape, c.lhsOrder);
+    copyThrough(rhs, rhsShape, c.rhsOrder);
+    // The product's shape: the stored result's, unpermuted.
+    Shape productShape = c.out;
+    for (size_t d = 0; d < c.resultOrder.size(); ++d)
+      productShape.dims[c.resultOrder[d]] = c.out.dims[d];
+    std::vector<float> expected(out.size());
+    matmul(ctx, Tensor(lhs.data(), DType::F32, lhsShape),
+           Tensor(rhs.data(), DType::F32, rhsShape),
+           Tensor(expected.data(), DType::F32, productShape));
+    copyThrough(expected, productShape, c.resultOrder);
+    for (size_t i = 0; i < out.size(); ++i)
+      REQUIRE(out[i] == Approx(expected[i]).margin(1e-5));
+  }
+}
+
 TEST_CASE("contractions refuse dtypes oneDNN is not asked for") {
   Context ctx(1);
   std::vector<double> a(4), b(4), c(4);

@@ -241,6 +241,26 @@ def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def FoldPermutes : Pass<"slapo-fold-permutes", "::mlir::ModuleOp"> {
+  let summary = "matmuls read and write permuted tensors in place of slapo.permute copies";
+  let description = [{
+    A `slapo.permute` (or a chain of them) whose result a `slapo.matmul`
+    reads becomes the matmul's `lhs_permutation` or `rhs_permutation`, the
+    matmul reading the permute's input; a permute that is the only user of a
+    matmul's result becomes its `result_permutation`, the matmul writing the
+    permuted tensor. A permutation is folded only where the matrices keep
+    dense rows or columns (the stored innermost dim is one of the tensor's
+    last two dims), as oneDNN's fast kernels need; a result stored with the
+    product's columns as its rows is computed as the transposed product,
+    rhs^T lhs^T. Permutes left without users are erased, so the
+    transposes of the contractions' gradient rules and attention's head
+    splits and merges cost no copy. Runs on every function, after
+    slapo-autodiff (folded matmuls have no gradient rule) and before
+    slapo-plan-memory.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+}
+
 def PlanMemory : Pass<"slapo-plan-memory", "::mlir::ModuleOp"> {
   let summary = "places every tensor of @train_step at an offset of one arena";
   let description = [{

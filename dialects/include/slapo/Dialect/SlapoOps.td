@@ -274,8 +274,31 @@ def Slapo_LinearOp : Slapo_Op<"linear", [Pure, Slapo_Differentiable]> {
 
 def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure, Slapo_Differentiable]> {
   let summary = "batched lhs[..., M, K] x rhs[..., K, N], batch dims broadcast";
-  let arguments = (ins Slapo_FloatTensor:$lhs, Slapo_FloatTensor:$rhs);
+  let description = [{
+    Each of `lhs_permutation`, `rhs_permutation` and `result_permutation`
+    stands for a slapo.permute around the product that slapo-fold-permutes
+    removed (absent: none), so that the contraction reads and writes the
+    tensors where they are instead of a permuted copy:
+
+      result = permute(matmul(permute(lhs, lhs_permutation),
+                              permute(rhs, rhs_permutation)),
+                       result_permutation)
+
+    The shapes in the description of the op are those of the permuted
+    operands and the unpermuted product. Ops with permutations have no
+    gradient rule: the fold runs after slapo-autodiff.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$lhs, Slapo_FloatTensor:$rhs,
+                       OptionalAttr<DenseI64ArrayAttr>:$lhs_permutation,
+                       OptionalAttr<DenseI64ArrayAttr>:$rhs_permutation,
+                       OptionalAttr<DenseI64ArrayAttr>:$result_permutation);
   let results = (outs Slapo_FloatTensor:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$lhs,
+                   "::mlir::Value":$rhs), [{
+      build($_builder, $_state, result, lhs, rhs, nullptr, nullptr, nullptr);
+    }]>
+  ];
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -105,10 +105,22 @@ void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
 /// null. Runs as one oneDNN matmul primitive, created once per shape.
 void linear(Context &ctx, const Tensor &input, const Tensor &weight,
             const Tensor &bias, const Tensor &out);
-/// out[..., M, N] = lhs[..., M, K] * rhs[..., K, N]; batch dims broadcast;
-/// rank-1 operands as in torch.matmul are not used by the compiler.
+/// Permutations the product reads its operands and writes its result
+/// through, as slapo.matmul's attributes of the same names: the product
+/// reads permute(lhs, lhs) and permute(rhs, rhs) and writes permute(product,
+/// result) to out, with no copy. Null is no permutation; each has the rank
+/// of its tensor.
+struct MatmulPermutations {
+  const int64_t *lhs = nullptr;
+  const int64_t *rhs = nullptr;
+  const int64_t *result = nullptr;
+};
+/// out[..., M, N] = lhs[..., M, K] * rhs[..., K, N], with the shapes those of
+/// the operands and product as `permutations` permute them; batch dims
+/// broadcast; rank-1 operands as in torch.matmul are not used by the
+/// compiler.
 void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
-            const Tensor &out);
+            const Tensor &out, const MatmulPermutations &permutations = {});
 /// out[..., D] = weight[indices[...], :]; indices are I64 or I32 and must be
 /// in [0, V) (an index outside throws Error naming it).
 void embedding(Context &ctx, const Tensor &weight, const Tensor &indices,

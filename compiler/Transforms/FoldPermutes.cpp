@@ -1,0 +1,158 @@
+//===- FoldPermutes.cpp - matmuls through permutations, not copies --------===//
+//
+// The gradient rules of linear and matmul transpose their operands, and
+// attention splits and merges heads with permutes: each one a strided copy
+// of a whole activation or gradient (the LM head's weight gradient
+// transposes a [tokens, vocab] tensor). oneDNN's matmul reads and writes
+// strided tensors nearly as fast as dense ones, so the copies next to a
+// matmul become its permutation attributes.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+
+#include "slapo/Dialect/SlapoOps.h"
+
+namespace slapo {
+#define GEN_PASS_DEF_FOLDPERMUTES
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+/// The permutation that reads dim i of a tensor as dim outer[inner[i]]:
+/// `inner` applied to a tensor that `outer` permuted.
+SmallVector<int64_t> compose(ArrayRef<int64_t> outer, ArrayRef<int64_t> inner) {
+  SmallVector<int64_t> composed;
+  for (int64_t dim : inner)
+    composed.push_back(outer[dim]);
+  return composed;
+}
+
+SmallVector<int64_t> identity(int64_t rank) {
+  return llvm::to_vector(llvm::seq<int64_t>(0, rank));
+}
+
+/// `order` as the attribute of a matmul, none for the identity.
+DenseI64ArrayAttr toAttr(MLIRContext *context, ArrayRef<int64_t> order) {
+  if (ArrayRef<int64_t>(identity(order.size())) == order)
+    return nullptr;
+  return DenseI64ArrayAttr::get(context, order);
+}
+
+/// The permutation that swaps the last two dims of a tensor of `rank`.
+SmallVector<int64_t> transposition(int64_t rank) {
+  SmallVector<int64_t> order = identity(rank);
+  std::swap(order[rank - 2], order[rank - 1]);
+  return order;
+}
+
+/// `order` as an attribute value, or the identity of `value`'s rank.
+SmallVector<int64_t> orderOf(std::optional<ArrayRef<int64_t>> order,
+                             Value value) {
+  if (order)
+    return SmallVector<int64_t>(*order);
+  return identity(value.getType().cast<ShapedType>().getRank());
+}
+
+// oneDNN has fast kernels only where each matrix has dense rows or columns,
+// the result dense rows; elsewhere it falls back to a reference loop a
+// thousand times slower.
+
+/// Whether an operand read through `order` (its dim i is stored dim
+/// order[i]) has dense matrix rows or columns.
+bool isDenseOperand(ArrayRef<int64_t> order) {
+  int64_t innermost = order.size() - 1;
+  return order.back() == innermost || order.end()[-2] == innermost;
+}
+
+/// Whether a result written through `order` (its stored dim i is dim
+/// order[i]) has dense matrix rows or columns; the product itself or its
+/// transpose then has dense rows.
+bool isDenseResult(ArrayRef<int64_t> order) {
+  return order.back() >= int64_t(order.size()) - 2;
+}
+
+/// A matmul operand: the tensor it reads and the permutation it reads it
+/// through.
+struct Operand {
+  Value value;
+  SmallVector<int64_t> order;
+};
+
+/// Folds the permutes that produce `operand` into its order.
+void foldOperand(Operand &operand) {
+  while (auto permute = operand.value.getDefiningOp<PermuteOp>()) {
+    SmallVector<int64_t> next =
+        compose(permute.getPermutation(), operand.order);
+    if (!isDenseOperand(next))
+      return;
+    operand = {permute.getInput(), next};
+  }
+}
+
+/// Folds the chain of permutes that alone read `matmul`'s result, returning
+/// the result's permutation.
+SmallVector<int64_t> foldResult(MatmulOp matmul) {
+  Value result = matmul.getResult();
+  SmallVector<int64_t> order = orderOf(matmul.getResultPermutation(), result);
+  while (result.hasOneUse()) {
+    auto permute = dyn_cast<PermuteOp>(*result.getUsers().begin());
+    if (!permute)
+      break;
+    SmallVector<int64_t> next = compose(order, permute.getPermutation());
+    if (!isDenseResult(next))
+      break;
+    // The permute's users come after it, hence after the matmul.
+    order = next;
+    result.setType(permute.getType());
+    permute.getResult().replaceAllUsesWith(result);
+    permute.erase();
+  }
+  return order;
+}
+
+void foldMatmul(MatmulOp matmul) {
+  Operand lhs{matmul.getLhs(),
+              orderOf(matmul.getLhsPermutation(), matmul.getLhs())};
+  Operand rhs{matmul.getRhs(),
+              orderOf(matmul.getRhsPermutation(), matmul.getRhs())};
+  SmallVector<int64_t> order = foldResult(matmul);
+  // A result whose stored rows are the product's columns is the transposed
+  // product, rhs^T lhs^T, with dense rows.
+  if (order.back() != int64_t(order.size()) - 1) {
+    order = compose(transposition(order.size()), order);
+    std::swap(lhs, rhs);
+    lhs.order = compose(lhs.order, transposition(lhs.order.size()));
+    rhs.order = compose(rhs.order, transposition(rhs.order.size()));
+  }
+  foldOperand(lhs);
+  foldOperand(rhs);
+  MLIRContext *context = matmul.getContext();
+  matmul->setOperands({lhs.value, rhs.value});
+  matmul.setLhsPermutationAttr(toAttr(context, lhs.order));
+  matmul.setRhsPermutationAttr(toAttr(context, rhs.order));
+  matmul.setResultPermutationAttr(toAttr(context, order));
+}
+
+struct FoldPermutesPass : impl::FoldPermutesBase<FoldPermutesPass> {
+  void runOnOperation() override {
+    // Collected first: folding erases the permutes after a matmul.
+    SmallVector<MatmulOp> matmuls;
+    getOperation().walk([&](MatmulOp matmul) { matmuls.push_back(matmul); });
+    for (MatmulOp matmul : matmuls)
+      foldMatmul(matmul);
+    // Users before definitions, so that a chain of permutes goes at once.
+    SmallVector<PermuteOp> permutes;
+    getOperation().walk(
+        [&](PermuteOp permute) { permutes.push_back(permute); });
+    for (PermuteOp permute : llvm::reverse(permutes))
+      if (permute.use_empty())
+        permute.erase();
+  }
+};
+
+} // namespace
+} // namespace slapo

@@ -1,0 +1,94 @@
+// RUN: slapo-opt --slapo-fold-permutes --split-input-file %s | FileCheck %s
+
+// A linear's weight gradient, grad^T x: the matmul reads grad transposed and
+// the copy is gone.
+// CHECK-LABEL: func.func @weight_gradient
+// CHECK-NEXT: %[[P:.*]] = slapo.matmul %arg0, %arg1 {lhs_permutation = array<i64: 1, 0>} : (tensor<6x4xf32>, tensor<6x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT: return %[[P]]
+func.func @weight_gradient(%grad: tensor<6x4xf32>, %x: tensor<6x3xf32>) -> tensor<4x3xf32> {
+  %t = slapo.permute %grad {permutation = array<i64: 1, 0>} : tensor<6x4xf32> -> tensor<4x6xf32>
+  %w = slapo.matmul %t, %x : (tensor<4x6xf32>, tensor<6x3xf32>) -> tensor<4x3xf32>
+  return %w : tensor<4x3xf32>
+}
+
+// -----
+
+// Attention on [B, S, H, D] tensors: the head split of q, the split and
+// transpose of k (a chain, composed), and the head merge of the product.
+// CHECK-LABEL: func.func @attention
+// CHECK-NEXT: %[[S:.*]] = slapo.matmul %arg0, %arg1 {lhs_permutation = array<i64: 0, 2, 1, 3>, result_permutation = array<i64: 0, 2, 1, 3>, rhs_permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x5xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @attention(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>) -> tensor<2x5x3x5xf32> {
+  %qh = slapo.permute %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kh = slapo.permute %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kt = slapo.permute %kh {permutation = array<i64: 0, 1, 3, 2>} : tensor<2x3x5x4xf32> -> tensor<2x3x4x5xf32>
+  %s = slapo.matmul %qh, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %m = slapo.permute %s {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x5xf32> -> tensor<2x5x3x5xf32>
+  return %m : tensor<2x5x3x5xf32>
+}
+
+// -----
+
+// Permutes that undo each other leave no attribute; a chain after the
+// result is composed.
+// CHECK-LABEL: func.func @identity_and_result_chain
+// CHECK-NEXT: %[[P:.*]] = slapo.matmul %arg0, %arg1 {result_permutation = array<i64: 1, 2, 0, 3>} : (tensor<2x3x4x6xf32>, tensor<2x3x6x5xf32>) -> tensor<3x4x2x5xf32>
+// CHECK-NEXT: return %[[P]]
+func.func @identity_and_result_chain(%a: tensor<2x3x4x6xf32>, %b: tensor<2x3x6x5xf32>) -> tensor<3x4x2x5xf32> {
+  %t = slapo.permute %a {permutation = array<i64: 0, 1, 3, 2>} : tensor<2x3x4x6xf32> -> tensor<2x3x6x4xf32>
+  %u = slapo.permute %t {permutation = array<i64: 0, 1, 3, 2>} : tensor<2x3x6x4xf32> -> tensor<2x3x4x6xf32>
+  %p = slapo.matmul %u, %b : (tensor<2x3x4x6xf32>, tensor<2x3x6x5xf32>) -> tensor<2x3x4x5xf32>
+  %r = slapo.permute %p {permutation = array<i64: 1, 0, 2, 3>} : tensor<2x3x4x5xf32> -> tensor<3x2x4x5xf32>
+  %s = slapo.permute %r {permutation = array<i64: 0, 2, 1, 3>} : tensor<3x2x4x5xf32> -> tensor<3x4x2x5xf32>
+  return %s : tensor<3x4x2x5xf32>
+}
+
+// -----
+
+// A permute that another op reads stays (the matmul reads its input all the
+// same); a product read by more than a permute keeps its layout.
+// CHECK-LABEL: func.func @shared
+// CHECK-NEXT: %[[T:.*]] = slapo.permute %arg0 {permutation = array<i64: 1, 0>}
+// CHECK-NEXT: %[[P:.*]] = slapo.matmul %arg0, %arg1 {lhs_permutation = array<i64: 1, 0>} : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: %[[R:.*]] = slapo.permute %[[P]] {permutation = array<i64: 1, 0>}
+// CHECK-NEXT: %[[S:.*]] = slapo.add %[[R]], %[[P]]
+// CHECK-NEXT: return %[[T]], %[[S]]
+func.func @shared(%a: tensor<6x4xf32>, %b: tensor<6x4xf32>) -> (tensor<4x6xf32>, tensor<4x4xf32>) {
+  %t = slapo.permute %a {permutation = array<i64: 1, 0>} : tensor<6x4xf32> -> tensor<4x6xf32>
+  %p = slapo.matmul %t, %b : (tensor<4x6xf32>, tensor<6x4xf32>) -> tensor<4x4xf32>
+  %r = slapo.permute %p {permutation = array<i64: 1, 0>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %s = slapo.add %r, %p : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %t, %s : tensor<4x6xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Only layouts with dense matrix rows or columns are folded: here the stored
+// innermost dim of the lhs would be a batch dim. A result stored with the
+// product's columns as rows is the transposed product, rhs^T lhs^T, written
+// with dense rows.
+// CHECK-LABEL: func.func @strided_matrices
+// CHECK-NEXT: %[[T:.*]] = slapo.permute %arg0 {permutation = array<i64: 2, 0, 1>}
+// CHECK-NEXT: %[[P:.*]] = slapo.matmul %arg1, %[[T]] {lhs_permutation = array<i64: 0, 2, 1>, rhs_permutation = array<i64: 0, 2, 1>} : (tensor<6x4x3xf32>, tensor<6x2x4xf32>) -> tensor<6x3x2xf32>
+// CHECK-NEXT: return %[[P]]
+func.func @strided_matrices(%a: tensor<2x4x6xf32>, %b: tensor<6x4x3xf32>) -> tensor<6x3x2xf32> {
+  %t = slapo.permute %a {permutation = array<i64: 2, 0, 1>} : tensor<2x4x6xf32> -> tensor<6x2x4xf32>
+  %p = slapo.matmul %t, %b : (tensor<6x2x4xf32>, tensor<6x4x3xf32>) -> tensor<6x2x3xf32>
+  %r = slapo.permute %p {permutation = array<i64: 0, 2, 1>} : tensor<6x2x3xf32> -> tensor<6x3x2xf32>
+  return %r : tensor<6x3x2xf32>
+}
+
+// -----
+
+// Attention's key gradient: (q^T dS) stored as [B, S, H, D] is written as
+// dS^T q, each operand read in place.
+// CHECK-LABEL: func.func @key_gradient
+// CHECK-NEXT: %[[G:.*]] = slapo.matmul %arg1, %arg0 {lhs_permutation = array<i64: 0, 1, 3, 2>, result_permutation = array<i64: 0, 2, 1, 3>, rhs_permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x5xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @key_gradient(%q: tensor<2x5x3x4xf32>, %ds: tensor<2x3x5x5xf32>) -> tensor<2x5x3x4xf32> {
+  %qt = slapo.permute %q {permutation = array<i64: 0, 2, 3, 1>} : tensor<2x5x3x4xf32> -> tensor<2x3x4x5xf32>
+  %g = slapo.matmul %qt, %ds : (tensor<2x3x4x5xf32>, tensor<2x3x5x5xf32>) -> tensor<2x3x4x5xf32>
+  %gt = slapo.permute %g {permutation = array<i64: 0, 1, 3, 2>} : tensor<2x3x4x5xf32> -> tensor<2x3x5x4xf32>
+  %gk = slapo.permute %gt {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  return %gk : tensor<2x5x3x4xf32>
+}
