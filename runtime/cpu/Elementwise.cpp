@@ -1,5 +1,6 @@
 //===- Elementwise.cpp - generators and elementwise kernels ---------------===//
 #include "KernelSupport.h"
+#include "VectorMath.h"
 
 #include "slapo/runtime/Kernels.h"
 #include "slapo/runtime/Random.h"
@@ -64,7 +65,7 @@ template <UnaryKind Kind, typename C> C applyUnary(C x) {
   else if constexpr (Kind == UnaryKind::Relu)
     return x < C(0) ? C(0) : x; // NaN stays NaN
   else if constexpr (Kind == UnaryKind::Exp)
-    return std::exp(x);
+    return vexp(x);
   else if constexpr (Kind == UnaryKind::Log)
     return std::log(x);
   else if constexpr (Kind == UnaryKind::Sqrt)
@@ -72,11 +73,11 @@ template <UnaryKind Kind, typename C> C applyUnary(C x) {
   else if constexpr (Kind == UnaryKind::Rsqrt)
     return C(1) / std::sqrt(x);
   else if constexpr (Kind == UnaryKind::Tanh)
-    return std::tanh(x);
+    return vtanh(x);
   else if constexpr (Kind == UnaryKind::Sigmoid)
-    return C(1) / (C(1) + std::exp(-x));
+    return C(1) / (C(1) + vexp(-x));
   else if constexpr (Kind == UnaryKind::Silu)
-    return x / (C(1) + std::exp(-x));
+    return x / (C(1) + vexp(-x));
   else if constexpr (Kind == UnaryKind::Sin)
     return std::sin(x);
   else if constexpr (Kind == UnaryKind::Cos)
@@ -85,8 +86,7 @@ template <UnaryKind Kind, typename C> C applyUnary(C x) {
     return x * C(0.5) * (C(1) + std::erf(x * C(kSqrtHalf)));
   else
     return C(0.5) * x *
-           (C(1) +
-            std::tanh(C(kSqrtTwoOverPi) * (x + C(kGeluCubic) * x * x * x)));
+           (C(1) + vtanh(C(kSqrtTwoOverPi) * (x + C(kGeluCubic) * x * x * x)));
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 //===- NN.cpp - embedding, normalization, softmax and losses --------------===//
 #include "KernelSupport.h"
+#include "VectorMath.h"
 
 #include "slapo/runtime/Kernels.h"
 
@@ -126,6 +127,26 @@ namespace {
 /// Columns of a strided softmax one task handles together.
 constexpr int64_t kColumnBlock = 64;
 
+/// The largest of x[0, n), NaN if any is.
+template <typename T> Compute<T> rowMax(const T *x, int64_t n) {
+  Compute<T> max = -std::numeric_limits<Compute<T>>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    max = maxPropagatingNaN(load(x[i]), max);
+  return max;
+}
+
+/// e^(x[i] - max) into exps[0, n), and their sum in f64. The exponentials
+/// come first, in a loop of their own, which vectorizes.
+template <typename T>
+double exponentiate(const T *x, int64_t n, Compute<T> max, Compute<T> *exps) {
+  for (int64_t i = 0; i < n; ++i)
+    exps[i] = vexp(load(x[i]) - max);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += exps[i];
+  return sum;
+}
+
 /// softmax or log-softmax of `input` along `dim`: the input viewed as
 /// [outer, length, inner], each of the outer * inner lines normalized with
 /// its maximum subtracted first.
@@ -145,28 +166,25 @@ void softmaxAlong(Context &ctx, const Tensor &input, const Tensor &out,
     T *result = out.as<T>();
     if (inner == 1) {
       // Contiguous rows: exponentials kept in a scratch row of C.
-      parallelFor(
-          ctx, outer, grainFor(length), [&](int64_t begin, int64_t end) {
-            std::vector<C> scratch(length);
-            for (int64_t row = begin; row < end; ++row) {
-              const T *x = in + row * length;
-              T *y = result + row * length;
-              C max = -std::numeric_limits<C>::infinity();
-              for (int64_t i = 0; i < length; ++i)
-                max = maxPropagatingNaN(load(x[i]), max);
-              double sum = 0;
-              for (int64_t i = 0; i < length; ++i) {
-                scratch[i] = load(x[i]) - max;
-                C e = std::exp(scratch[i]);
-                sum += e;
-                if constexpr (!Log)
-                  scratch[i] = e;
-              }
-              C scale = Log ? C(std::log(sum)) : C(1.0 / sum);
-              for (int64_t i = 0; i < length; ++i)
-                y[i] = store<T>(Log ? scratch[i] - scale : scratch[i] * scale);
-            }
-          });
+      parallelFor(ctx, outer, grainFor(length),
+                  [&](int64_t begin, int64_t end) {
+                    std::vector<C> exps(length);
+                    for (int64_t row = begin; row < end; ++row) {
+                      const T *x = in + row * length;
+                      T *y = result + row * length;
+                      C max = rowMax(x, length);
+                      double sum = exponentiate(x, length, max, exps.data());
+                      if constexpr (Log) {
+                        C logSum = C(std::log(sum));
+                        for (int64_t i = 0; i < length; ++i)
+                          y[i] = store<T>(load(x[i]) - max - logSum);
+                      } else {
+                        C scale = C(1.0 / sum);
+                        for (int64_t i = 0; i < length; ++i)
+                          y[i] = store<T>(exps[i] * scale);
+                      }
+                    }
+                  });
       return;
     }
     // Strided lines: a task takes up to kColumnBlock adjacent columns of one
@@ -190,7 +208,7 @@ void softmaxAlong(Context &ctx, const Tensor &input, const Tensor &out,
                 max[j] = maxPropagatingNaN(load(x[i * inner + j]), max[j]);
             for (int64_t i = 0; i < length; ++i)
               for (int64_t j = 0; j < width; ++j)
-                sum[j] += std::exp(load(x[i * inner + j]) - max[j]);
+                sum[j] += vexp(load(x[i * inner + j]) - max[j]);
             C scale[kColumnBlock];
             for (int64_t j = 0; j < width; ++j)
               scale[j] = Log ? C(std::log(sum[j])) : C(1.0 / sum[j]);
@@ -198,7 +216,7 @@ void softmaxAlong(Context &ctx, const Tensor &input, const Tensor &out,
               for (int64_t j = 0; j < width; ++j) {
                 C shifted = load(x[i * inner + j]) - max[j];
                 y[i * inner + j] = store<T>(Log ? shifted - scale[j]
-                                                : std::exp(shifted) * scale[j]);
+                                                : vexp(shifted) * scale[j]);
               }
           }
         });
@@ -234,6 +252,7 @@ void crossEntropy(Context &ctx, const Tensor &logits, const Tensor &target,
       std::vector<double> losses(rows);
       parallelFor(
           ctx, rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+            std::vector<C> exps(classes);
             for (int64_t row = begin; row < end; ++row) {
               int64_t label = labels[row];
               if (label == ignoreIndex) {
@@ -241,12 +260,8 @@ void crossEntropy(Context &ctx, const Tensor &logits, const Tensor &target,
                 continue;
               }
               const T *x = in + row * classes;
-              C max = -std::numeric_limits<C>::infinity();
-              for (int64_t i = 0; i < classes; ++i)
-                max = maxPropagatingNaN(load(x[i]), max);
-              double sum = 0;
-              for (int64_t i = 0; i < classes; ++i)
-                sum += std::exp(load(x[i]) - max);
+              C max = rowMax(x, classes);
+              double sum = exponentiate(x, classes, max, exps.data());
               losses[row] = std::log(sum) - (double(load(x[label])) - max);
             }
           });
