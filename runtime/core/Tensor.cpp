@@ -1,6 +1,6 @@
 //===- Tensor.cpp - element types, shapes and tensor views ----------------===//
-#include "slapo/runtime/Error.h"
 #include "slapo/runtime/Tensor.h"
+#include "slapo/runtime/Error.h"
 
 #include <cerrno>
 #include <cstring>
@@ -14,8 +14,8 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::F32, "F32", 4}, {DType::F64, "F64", 8},  {DType::BF16, "BF16", 2},
-    {DType::F16, "F16", 2}, {DType::I8, "I8", 1},    {DType::I32, "I32", 4},
+    {DType::F32, "F32", 4}, {DType::F64, "F64", 8},   {DType::BF16, "BF16", 2},
+    {DType::F16, "F16", 2}, {DType::I8, "I8", 1},     {DType::I32, "I32", 4},
     {DType::I64, "I64", 8}, {DType::Bool, "BOOL", 1},
 };
 const DTypeInfo &getInfo(DType dtype) {
@@ -65,22 +65,6 @@ std::string Shape::str() const {
   for (int d = 0; d < rank; ++d)
     text += (d ? ", " : "") + std::to_string(dims[d]);
   return text + "]";
-}
-
-BFloat16 BFloat16::fromFloat(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
-    return {static_cast<uint16_t>((bits >> 16) | 0x40)};
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return {static_cast<uint16_t>(bits >> 16)};
-}
-
-float BFloat16::toFloat() const {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
 }
 
 void throwSystemError(const std::string &path) {

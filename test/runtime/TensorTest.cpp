@@ -2,6 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 using namespace slapo::rt;
 
 TEST_CASE("dtype names round-trip and sizes are the element widths") {
@@ -23,6 +27,23 @@ TEST_CASE("bf16 rounds to nearest even") {
   CHECK(BFloat16::fromFloat(1.0f + 1.0f / 256).toFloat() == 1.0f);
   CHECK(BFloat16::fromFloat(1.0f + 3.0f / 256).toFloat() == 1.0f + 1.0f / 64);
   CHECK(BFloat16::fromFloat(-2.5f).toFloat() == -2.5f);
+}
+
+TEST_CASE("bf16 keeps infinities and NaNs, and rounds past the largest to "
+          "infinity") {
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(BFloat16::fromFloat(inf).toFloat() == inf);
+  CHECK(BFloat16::fromFloat(-inf).toFloat() == -inf);
+  CHECK(BFloat16::fromFloat(std::numeric_limits<float>::max()).toFloat() ==
+        inf);
+  // A NaN whose payload lies only in the low 16 bits would round into
+  // infinity's bits; it stays a (quiet) NaN.
+  uint32_t lowPayload = 0x7f800001u;
+  float nan;
+  std::memcpy(&nan, &lowPayload, sizeof nan);
+  CHECK(std::isnan(BFloat16::fromFloat(nan).toFloat()));
+  CHECK(std::isnan(
+      BFloat16::fromFloat(std::numeric_limits<float>::quiet_NaN()).toFloat()));
 }
 
 TEST_CASE("shapes count elements and print") {

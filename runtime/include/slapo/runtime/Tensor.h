@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -60,11 +61,27 @@ struct Tensor {
 };
 
 /// bfloat16 stored as its upper 16 bits of an IEEE float, converted with
-/// round-to-nearest-even as PyTorch does.
+/// round-to-nearest-even as PyTorch does. Inline and branch-free, so that
+/// the kernels' loops over bf16 tensors vectorize.
 struct BFloat16 {
   uint16_t bits;
-  static BFloat16 fromFloat(float value);
-  float toFloat() const;
+
+  static BFloat16 fromFloat(float value) {
+    uint32_t wide;
+    std::memcpy(&wide, &value, sizeof wide);
+    uint32_t rounded = wide + 0x7fffu + ((wide >> 16) & 1u);
+    // A NaN stays a quiet NaN instead of rounding into infinity.
+    bool isNaN = (wide & 0x7fffffffu) > 0x7f800000u;
+    uint32_t upper = (isNaN ? wide | 0x400000u : rounded) >> 16;
+    return {static_cast<uint16_t>(upper)};
+  }
+
+  float toFloat() const {
+    uint32_t wide = static_cast<uint32_t>(bits) << 16;
+    float value;
+    std::memcpy(&value, &wide, sizeof value);
+    return value;
+  }
 };
 
 } // namespace slapo::rt
