@@ -86,8 +86,9 @@ struct Options {
       cl::value_desc("path"), cl::init("-"), cl::cat(category)};
   cl::opt<std::string> cpu{
       "cpu",
-      cl::desc("instruction set of the rank programs: native (this "
-               "machine's, the default) or portable (x86-64-v2)"),
+      cl::desc("instruction set of the rank programs and of the runtime "
+               "they link: native (the machine slapoc was built on, the "
+               "default) or portable (x86-64-v2)"),
       cl::init("native"), cl::cat(category)};
   cl::opt<bool> summary{
       "summary", cl::desc("print op counts per module and the parameter count"),

@@ -128,19 +128,21 @@ llvm::Expected<std::string> writeProgram(llvm::StringRef dir,
   if (!build.compile)
     return std::string();
 
-  // The runtime this slapoc was built with, found where CMake built it.
-  std::vector<std::string> args = {SLAPO_HOST_CXX,
-                                   "-std=c++17",
-                                   "-O2",
-                                   build.cpu == "portable" ? "-march=x86-64-v2"
-                                                           : "-march=native",
-                                   "-fopenmp",
-                                   "-I" SLAPO_RUNTIME_INCLUDE_DIR,
-                                   std::string(sourcePath),
-                                   "-o",
-                                   std::string(program),
-                                   SLAPO_RUNTIME_LIBRARY,
-                                   SLAPO_DNNL_LIBRARY};
+  // The runtime this slapoc was built with, found where CMake built it, in
+  // its build for the same instruction set.
+  bool portable = build.cpu == "portable";
+  std::vector<std::string> args = {
+      SLAPO_HOST_CXX,
+      "-std=c++17",
+      "-O2",
+      portable ? "-march=x86-64-v2" : "-march=native",
+      "-fopenmp",
+      "-I" SLAPO_RUNTIME_INCLUDE_DIR,
+      std::string(sourcePath),
+      "-o",
+      std::string(program),
+      portable ? SLAPO_RUNTIME_LIBRARY : SLAPO_RUNTIME_NATIVE_LIBRARY,
+      SLAPO_DNNL_LIBRARY};
   llvm::SmallVector<llvm::StringRef> mpiArguments;
   llvm::StringRef(SLAPO_MPI_LINK_ARGUMENTS)
       .split(mpiArguments, ' ', -1, /*KeepEmpty=*/false);
