@@ -84,6 +84,16 @@ void registerNNOps(OpTable &table) {
                                   reduction,
                                   static_cast<int64_t>(op.getIgnoreIndex()));
   });
+  add<CrossEntropyGradOp>(
+      table, [](CrossEntropyGradOp, Operands x, EvalContext &) {
+        const at::Tensor &logits = x[0];
+        // A target outside the classes (an ignored one) matches no column.
+        at::Tensor oneHot =
+            at::arange(logits.size(1), x[1].options()).unsqueeze(0) ==
+            x[1].unsqueeze(1);
+        return (at::softmax(logits, 1) - oneHot.to(logits.scalar_type())) *
+               x[2].unsqueeze(1);
+      });
 }
 
 } // namespace slapo::reference::detail

@@ -449,6 +449,12 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    capitalize(stringifyReduction(loss.getReduction())))
             .str();
       })
+      .Case([&](CrossEntropyGradOp grad) -> Call {
+        return llvm::formatv("cpu::crossEntropyGrad(ctx, {0}, {1}, {2}, {3})",
+                             use(grad.getLogits()), use(grad.getTarget()),
+                             use(grad.getRowWeight()), out())
+            .str();
+      })
       .Case([&](SumOp sum) { return reduce("Sum", sum.getDims()); })
       .Case([&](MeanOp mean) { return reduce("Mean", mean.getDims()); })
       .Case([&](MaxOp max) { return reduce("Max", max.getDims()); })

@@ -482,6 +482,23 @@ LogicalResult CrossEntropyOp::verify() {
                          stringifyReduction(getReduction()));
 }
 
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyRank(*this, getLogits(), "logits", 2)) ||
+      failed(verifySameElementType(*this, getLogits(), "logits", getRowWeight(),
+                                   "row_weight")) ||
+      failed(verifySameElementType(*this, getLogits(), "logits", getResult(),
+                                   "result")))
+    return failure();
+  int64_t batch = tensorType(getLogits()).getDimSize(0);
+  if (failed(verifyShape(*this, getTarget(), "target", {batch},
+                         "batch shape of the logits")) ||
+      failed(verifyShape(*this, getRowWeight(), "row_weight", {batch},
+                         "batch shape of the logits")))
+    return failure();
+  return verifyShape(*this, getResult(), "result",
+                     tensorType(getLogits()).getShape(), "logits' shape");
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions.
 //===----------------------------------------------------------------------===//

@@ -140,7 +140,6 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &builder,
   Value grad = singleResultGrad(resultGrads), logits = getLogits(),
         target = getTarget();
   Type floatType = elementTypeOf(logits);
-  int64_t batch = shapeOf(logits)[0], classes = shapeOf(logits)[1];
   Value kept =
       g.cast(g.compare(ComparePredicate::ne, target,
                        g.integerScalar(static_cast<int64_t>(getIgnoreIndex()),
@@ -149,11 +148,9 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &builder,
   Value rowGrad = getReduction() == Reduction::mean
                       ? g.div(grad, g.sum(kept, {0}, /*keepdim=*/false))
                       : grad;
-  Value rowWeight = g.reshape(g.mul(kept, rowGrad), {batch, 1});
-  Value probabilities =
-      builder.create<SoftmaxOp>(getLoc(), logits, builder.getI64IntegerAttr(1));
-  Value residual = g.sub(probabilities, g.oneHot(target, classes, floatType));
-  operandGrads.push_back(g.mul(residual, rowWeight));
+  Value rowWeight = g.mul(kept, rowGrad);
+  operandGrads.push_back(builder.create<CrossEntropyGradOp>(
+      getLoc(), logits.getType(), logits, target, rowWeight));
   operandGrads.push_back(nullptr);
   return success();
 }

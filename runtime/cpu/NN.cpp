@@ -285,4 +285,36 @@ void crossEntropy(Context &ctx, const Tensor &logits, const Tensor &target,
   });
 }
 
+void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
+                      const Tensor &rowWeight, const Tensor &out) {
+  int64_t rows = logits.shape.dims[0], classes = logits.shape.dims[1];
+  dispatch(FloatTypes(), logits.dtype, "crossEntropyGrad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    dispatch(IndexTypes(), target.dtype, "crossEntropyGrad", [&](auto index) {
+      using I = typename decltype(index)::type;
+      const T *in = logits.as<T>(), *weights = rowWeight.as<T>();
+      const I *labels = target.as<I>();
+      T *result = out.as<T>();
+      parallelFor(
+          ctx, rows, grainFor(classes), [&](int64_t begin, int64_t end) {
+            std::vector<C> exps(classes);
+            for (int64_t row = begin; row < end; ++row) {
+              const T *x = in + row * classes;
+              T *y = result + row * classes;
+              C max = rowMax(x, classes);
+              C inverse = C(1.0 / exponentiate(x, classes, max, exps.data()));
+              C weight = load(weights[row]);
+              // The softmax as cpu::softmax rounds it, then the difference.
+              for (int64_t i = 0; i < classes; ++i)
+                y[i] = store<T>(exps[i] * inverse * weight);
+              int64_t label = labels[row];
+              if (label >= 0 && label < classes)
+                y[label] = store<T>((exps[label] * inverse - C(1)) * weight);
+            }
+          });
+    });
+  });
+}
+
 } // namespace slapo::rt::cpu

@@ -304,3 +304,19 @@ func.func @cross_entropy_missing_reduction(%l: tensor<10x50xf32>, %t: tensor<10x
   %0 = slapo.cross_entropy %l, %t {ignore_index = -100} : (tensor<10x50xf32>, tensor<10xi64>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @cross_entropy_grad_weight_shape(%l: tensor<10x50xf32>, %t: tensor<10xi64>, %w: tensor<10x1xf32>) {
+  // expected-error @+1 {{row_weight shape [10, 1] differs from [10], the batch shape of the logits}}
+  %0 = slapo.cross_entropy_grad %l, %t, %w : (tensor<10x50xf32>, tensor<10xi64>, tensor<10x1xf32>) -> tensor<10x50xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_result_shape(%l: tensor<10x50xf32>, %t: tensor<10xi64>, %w: tensor<10xf32>) {
+  // expected-error @+1 {{result shape [10] differs from [10, 50], the logits' shape}}
+  %0 = slapo.cross_entropy_grad %l, %t, %w : (tensor<10x50xf32>, tensor<10xi64>, tensor<10xf32>) -> tensor<10xf32>
+  return
+}

@@ -61,3 +61,10 @@ func.func @cross_entropy(%logits: tensor<10x50xf32>, %target: tensor<10xi64>, %t
   %2 = slapo.cross_entropy %logits, %target {ignore_index = -100, reduction = #slapo.reduction<none>} : (tensor<10x50xf32>, tensor<10xi64>) -> tensor<10xf32>
   return
 }
+
+// CHECK-LABEL: func.func @cross_entropy_grad
+func.func @cross_entropy_grad(%logits: tensor<10x50xf32>, %target: tensor<10xi32>, %w: tensor<10xf32>) {
+  // CHECK-NEXT: slapo.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<10x50xf32>, tensor<10xi32>, tensor<10xf32>) -> tensor<10x50xf32>
+  %0 = slapo.cross_entropy_grad %logits, %target, %w : (tensor<10x50xf32>, tensor<10xi32>, tensor<10xf32>) -> tensor<10x50xf32>
+  return
+}

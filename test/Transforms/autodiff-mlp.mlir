@@ -40,12 +40,15 @@ module {
 // CHECK: %[[LOGITS:.*]] = slapo.linear %[[R]], %[[W2]]
 // CHECK: %[[LOSS:.*]] = slapo.cross_entropy %[[LOGITS]], %[[T]]
 
-// cross_entropy: (softmax(logits) - one_hot(target)) * grad / count.
+// cross_entropy: (softmax(logits) - one_hot(target)) * grad / count per row
+// (0 for ignored targets), by cross_entropy_grad.
 // CHECK: %[[ONE:.*]] = slapo.constant dense<1.000000e+00> : tensor<f32> {slapo.phase = "backward"}
 // CHECK: %[[KEPT:.*]] = slapo.compare <ne> %[[T]], %{{.*}} {slapo.phase = "backward"} : (tensor<2xi64>, tensor<i64>) -> tensor<2xi1> loc(#[[LOSS_LOC:loc[0-9]*]])
-// CHECK: %[[P:.*]] = slapo.softmax %[[LOGITS]] {dim = 1 : i64, slapo.phase = "backward"} : tensor<2x3xf32> loc(#[[LOSS_LOC]])
-// CHECK: %[[HOT:.*]] = slapo.compare <eq> %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<2x1xi64>, tensor<3xi64>) -> tensor<2x3xi1>
-// CHECK: %[[DLOGITS:.*]] = slapo.mul %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32> loc(#[[LOSS_LOC]])
+// CHECK: %[[KEPTF:.*]] = slapo.cast %[[KEPT]]
+// CHECK: %[[COUNT:.*]] = slapo.sum %[[KEPTF]]
+// CHECK: %[[PER:.*]] = slapo.div %[[ONE]], %[[COUNT]]
+// CHECK: %[[WEIGHT:.*]] = slapo.mul %[[KEPTF]], %[[PER]] {slapo.phase = "backward"} : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+// CHECK: %[[DLOGITS:.*]] = slapo.cross_entropy_grad %[[LOGITS]], %[[T]], %[[WEIGHT]] {slapo.phase = "backward"} : (tensor<2x3xf32>, tensor<2xi64>, tensor<2xf32>) -> tensor<2x3xf32> loc(#[[LOSS_LOC]])
 
 // fc2 (no bias): only the weight gradient reaches a result; the gradient of
 // its input flows on into relu.

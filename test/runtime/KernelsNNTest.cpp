@@ -254,3 +254,31 @@ TEST_CASE("cross entropy with ignored targets") {
                    Tensor(&mean, DType::F32, {}), ignore, Reduction::Mean),
       Catch::Contains("4") && Catch::Contains("[0, 4)"));
 }
+
+TEST_CASE("cross entropy's gradient is the softmax minus the one-hot row, "
+          "weighted") {
+  Context ctx(2);
+  // Rows long enough to be shared among threads; one ignored target.
+  const int64_t rows = 6, classes = 40000, ignore = -100;
+  std::vector<float> logits(rows * classes);
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = float((i * 7919) % 1000) / 125.0f - 4.0f;
+  std::vector<int32_t> target = {3, ignore, 0, 39999, 17, 12345};
+  std::vector<float> weight = {0.5f, 0.0f, 1.0f, -2.0f, 0.25f, 1.0f},
+                     grad(logits.size());
+  crossEntropyGrad(ctx, Tensor(logits.data(), DType::F32, {rows, classes}),
+                   Tensor(target.data(), DType::I32, {rows}),
+                   Tensor(weight.data(), DType::F32, {rows}),
+                   Tensor(grad.data(), DType::F32, {rows, classes}));
+  for (int64_t row = 0; row < rows; ++row) {
+    std::vector<double> line(logits.begin() + row * classes,
+                             logits.begin() + (row + 1) * classes);
+    std::vector<double> softmax = naiveSoftmax(line, false);
+    for (int64_t c = 0; c < classes; ++c) {
+      double expected =
+          (softmax[c] - (c == target[row] ? 1.0 : 0.0)) * weight[row];
+      INFO("row " << row << " class " << c);
+      REQUIRE(grad[row * classes + c] == Approx(expected).margin(1e-9));
+    }
+  }
+}

@@ -372,6 +372,23 @@ def Slapo_CrossEntropyOp : Slapo_Op<"cross_entropy", [Pure, Slapo_Differentiable
   let hasVerifier = 1;
 }
 
+def Slapo_CrossEntropyGradOp : Slapo_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "the gradient of cross_entropy's logits[N, C]";
+  let description = [{
+    Row n of the result is (softmax(logits[n]) - one_hot(target[n])) *
+    row_weight[n], the one-hot row zero for a target outside [0, C) (an
+    ignored one, whose weight is 0): what slapo.cross_entropy's gradient rule
+    builds, one pass over the logits instead of a softmax, a one-hot matrix,
+    a difference and a product, each as large as the logits.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$logits, Slapo_IndexTensor:$target,
+                       Slapo_FloatTensor:$row_weight);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $target `,` $row_weight attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions.
 //===----------------------------------------------------------------------===//

@@ -143,6 +143,11 @@ enum class Reduction { None, Sum, Mean };
 /// (0/0 gives NaN, as PyTorch). `out` is [N] for None, else 0-d.
 void crossEntropy(Context &ctx, const Tensor &logits, const Tensor &target,
                   const Tensor &out, int64_t ignoreIndex, Reduction reduction);
+/// out[n, c] = (softmax(logits[n])[c] - (c == target[n])) * rowWeight[n]:
+/// cross entropy's gradient with respect to logits[N, C] (target I64 or I32;
+/// one outside [0, C), an ignored one, matches no class).
+void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
+                      const Tensor &rowWeight, const Tensor &out);
 
 // Reductions.
 enum class ReduceKind { Sum, Mean, Max };
