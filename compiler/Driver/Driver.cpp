@@ -488,6 +488,8 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     mlir::PassManager lowering(&context);
     mlir::applyPassManagerCLOptions(lowering);
     lowering.enableTiming(rootTiming);
+    // The model's spelled-out activations, before anything else sees them.
+    lowering.addPass(createRecognizeGelu());
     if (plan)
       addSchedulePasses(lowering, *plan, mesh);
     addTrainingPipeline(lowering, mesh, train);

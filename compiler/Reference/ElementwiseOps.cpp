@@ -68,6 +68,10 @@ void registerElementwiseOps(OpTable &table) {
     bool tanh = op.getApproximation() == GeluApproximation::tanh;
     return at::gelu(x[0], tanh ? "tanh" : "none");
   });
+  add<GeluGradOp>(table, [](GeluGradOp op, Operands x, EvalContext &) {
+    bool tanh = op.getApproximation() == GeluApproximation::tanh;
+    return at::gelu_backward(x[0], x[1], tanh ? "tanh" : "none");
+  });
   add<CastOp>(table, [](CastOp op, Operands x, EvalContext &) {
     return x[0].to(scalarTypeOf(op.getType()));
   });

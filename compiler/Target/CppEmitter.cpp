@@ -323,6 +323,11 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                          ? "GeluTanh"
                          : "GeluErf");
       })
+      .Case([&](GeluGradOp grad) {
+        return binary(grad.getApproximation() == GeluApproximation::tanh
+                          ? "GeluTanhGrad"
+                          : "GeluErfGrad");
+      })
       .Case([&](CastOp) -> Call {
         return llvm::formatv("cpu::cast(ctx, {0}, {1})", use(op->getOperand(0)),
                              out())

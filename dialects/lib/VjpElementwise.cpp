@@ -10,8 +10,6 @@
 
 #include "mlir/IR/Matchers.h"
 
-#include <cmath>
-
 using namespace mlir;
 
 namespace slapo {
@@ -178,36 +176,9 @@ LogicalResult CosOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult GeluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
-  TensorBuilder g(builder, getLoc());
-  Value grad = singleResultGrad(resultGrads), x = getInput();
-  if (getApproximation() == GeluApproximation::tanh) {
-    // PyTorch's GeluBackward for approximate="tanh", term by term.
-    const double beta = M_SQRT2 * M_2_SQRTPI * 0.5, kappa = 0.044715;
-    Value one = g.scalarLike(1, x);
-    Value square = g.mul(x, x);
-    Value inner = g.scale(g.add(x, g.scale(g.mul(square, x), kappa)), beta);
-    Value tanhInner = g.unary<TanhOp>(inner);
-    Value left = g.scale(x, 0.5);
-    Value right = g.add(one, tanhInner);
-    Value leftDerivative = g.scale(right, 0.5);
-    Value tanhDerivative = g.sub(one, g.mul(tanhInner, tanhInner));
-    Value innerDerivative =
-        g.scale(g.add(one, g.scale(square, 3 * kappa)), beta);
-    Value rightDerivative = g.mul(g.mul(left, tanhDerivative), innerDerivative);
-    operandGrads.push_back(g.mul(grad, g.add(leftDerivative, rightDerivative)));
-    return success();
-  }
-  // grad * (cdf(x) + x * pdf(x)). slapo has no erf, so the normal cdf is
-  // read back from the forward result, gelu(x) = x * cdf(x); near 0, where
-  // that quotient loses precision, cdf(x) = 0.5 to within 4e-7.
-  Value magnitude = g.unary<AbsOp>(x);
-  Value small =
-      g.compare(ComparePredicate::lt, magnitude, g.scalarLike(1e-6, x));
-  Value half = g.scalarLike(0.5, x);
-  Value cdf = g.where(small, half, g.div(getResult(), x));
-  Value pdf = g.scale(g.unary<ExpOp>(g.scale(g.mul(x, x), -0.5)),
-                      M_2_SQRTPI * M_SQRT1_2 * 0.5);
-  operandGrads.push_back(g.mul(grad, g.add(cdf, g.mul(x, pdf))));
+  operandGrads.push_back(
+      builder.create<GeluGradOp>(getLoc(), singleResultGrad(resultGrads),
+                                 getInput(), getApproximationAttr()));
   return success();
 }
 

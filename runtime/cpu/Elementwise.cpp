@@ -44,7 +44,7 @@ void arange(Context &ctx, const Tensor &out, double start, double step) {
 namespace {
 
 constexpr int kUnaryKindCount = static_cast<int>(UnaryKind::GeluTanh) + 1;
-constexpr int kBinaryKindCount = static_cast<int>(BinaryKind::Minimum) + 1;
+constexpr int kBinaryKindCount = static_cast<int>(BinaryKind::GeluTanhGrad) + 1;
 constexpr int kCompareKindCount = static_cast<int>(CompareKind::Ge) + 1;
 
 /// The kinds defined on integer tensors too.
@@ -53,7 +53,7 @@ constexpr bool isIntegerUnary(UnaryKind kind) {
          kind == UnaryKind::Relu;
 }
 
-template <UnaryKind Kind, typename C> C applyUnary(C x) {
+template <UnaryKind Kind, typename C> SLAPO_VECTOR_INLINE C applyUnary(C x) {
   constexpr double kSqrtHalf = 0.70710678118654752440;
   // sqrt(2 / pi), as PyTorch's tanh gelu spells it.
   constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
@@ -134,6 +134,24 @@ void cast(Context &ctx, const Tensor &input, const Tensor &out) {
 
 namespace {
 
+/// gelu'(x), term by term as PyTorch's GeluBackward computes it.
+template <bool Tanh, typename C> SLAPO_VECTOR_INLINE C geluDerivative(C x) {
+  if constexpr (Tanh) {
+    const C beta = C(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = C(0.044715);
+    C square = x * x;
+    C tanhInner = vtanh(beta * (x + kappa * square * x));
+    C leftDerivative = C(0.5) * (C(1) + tanhInner);
+    C innerDerivative = beta * (C(1) + C(3) * kappa * square);
+    C rightDerivative =
+        C(0.5) * x * (C(1) - tanhInner * tanhInner) * innerDerivative;
+    return leftDerivative + rightDerivative;
+  } else {
+    C cdf = C(0.5) * (C(1) + std::erf(x * C(M_SQRT1_2)));
+    C pdf = C(M_2_SQRTPI * M_SQRT1_2 * 0.5) * vexp(C(-0.5) * x * x);
+    return cdf + x * pdf;
+  }
+}
+
 /// base^exponent by squaring, as PyTorch computes integer powers; a negative
 /// exponent gives 0 unless the base is 1 or -1.
 inline int64_t integerPow(int64_t base, int64_t exponent) {
@@ -146,7 +164,8 @@ inline int64_t integerPow(int64_t base, int64_t exponent) {
   return result;
 }
 
-template <BinaryKind Kind, typename C> auto applyBinary(C a, C b) {
+template <BinaryKind Kind, typename C>
+SLAPO_VECTOR_INLINE auto applyBinary(C a, C b) {
   if constexpr (Kind == BinaryKind::Add)
     return a + b;
   else if constexpr (Kind == BinaryKind::Sub)
@@ -170,10 +189,15 @@ template <BinaryKind Kind, typename C> auto applyBinary(C a, C b) {
         return a * a * a;
       return std::pow(a, b);
     }
-  } else if constexpr (Kind == BinaryKind::Maximum)
+  } else if constexpr (Kind == BinaryKind::Maximum) {
     return maxPropagatingNaN(a, b);
-  else
+  } else if constexpr (Kind == BinaryKind::Minimum) {
     return minPropagatingNaN(a, b);
+  } else if constexpr (std::is_integral_v<C>) {
+    return C(0); // binary() refuses integer gelu gradients
+  } else {
+    return a * geluDerivative<Kind == BinaryKind::GeluTanhGrad>(b);
+  }
 }
 
 template <CompareKind Kind, typename C> bool applyCompare(C a, C b) {
@@ -236,9 +260,10 @@ void runKinded(Context &ctx, const char *kernel, Kind kind, const Tensor &lhs,
     using T = typename decltype(tag)::type;
     using Out = std::conditional_t<ToBool, bool, T>;
     dispatchEnum<Kind, KindCount>(kind, [&](auto kindTag) {
-      runBinary<T, Out>(ctx, lhs, rhs, out, [&](Compute<T> a, Compute<T> b) {
-        return apply(kindTag, a, b);
-      });
+      runBinary<T, Out>(ctx, lhs, rhs, out,
+                        [&](Compute<T> a, Compute<T> b) SLAPO_VECTOR_LAMBDA {
+                          return apply(kindTag, a, b);
+                        });
     });
   });
 }
@@ -247,8 +272,12 @@ void runKinded(Context &ctx, const char *kernel, Kind kind, const Tensor &lhs,
 
 void binary(Context &ctx, BinaryKind kind, const Tensor &lhs, const Tensor &rhs,
             const Tensor &out) {
+  // gelu's gradients are defined on float tensors only: others throw.
+  if (kind == BinaryKind::GeluErfGrad || kind == BinaryKind::GeluTanhGrad)
+    dispatch(FloatTypes(), lhs.dtype, "binary", [](auto) {});
   runKinded<BinaryKind, kBinaryKindCount, false>(
-      ctx, "binary", kind, lhs, rhs, out, [](auto kindTag, auto a, auto b) {
+      ctx, "binary", kind, lhs, rhs, out,
+      [](auto kindTag, auto a, auto b) SLAPO_VECTOR_LAMBDA {
         return applyBinary<decltype(kindTag)::value>(a, b);
       });
 }

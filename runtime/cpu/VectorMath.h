@@ -19,8 +19,14 @@
 
 namespace slapo::rt::cpu::detail {
 
+/// For the functions a loop must inline to vectorize: GCC's heuristics
+/// leave vexp out of line in the bigger kernels (gelu and its gradient).
+#define SLAPO_VECTOR_INLINE inline __attribute__((always_inline))
+/// The same for a lambda between the loop and such a function.
+#define SLAPO_VECTOR_LAMBDA __attribute__((always_inline))
+
 /// 2^n for an integer n in [-126, 127], as a float.
-inline float powerOfTwo(int32_t n) {
+SLAPO_VECTOR_INLINE float powerOfTwo(int32_t n) {
   int32_t bits = (n + 127) << 23;
   float value;
   std::memcpy(&value, &bits, sizeof value);
@@ -30,7 +36,7 @@ inline float powerOfTwo(int32_t n) {
 /// e^x: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts, so that r
 /// is exact), e^r by a degree-6 polynomial, scaled by 2^n in two halves so
 /// that subnormal results and overflow to infinity come out as for expf.
-inline float vexp(float x) {
+SLAPO_VECTOR_INLINE float vexp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2High = 0.693359375f, kLn2Low = -2.12194440e-4f;
   // Beyond these e^x is 0 or infinite in f32; the clamp bounds n.
@@ -59,7 +65,7 @@ inline float vexp(float x) {
 /// tanh x: an odd polynomial below |x| = 0.625, where 1 - 2 / (e^2|x| + 1)
 /// would lose digits to cancellation, and that formula above it (exactly 1
 /// once e^2|x| overflows).
-inline float vtanh(float x) {
+SLAPO_VECTOR_INLINE float vtanh(float x) {
   float a = std::fabs(x);
   float large = 1.0f - 2.0f / (vexp(2.0f * a) + 1.0f);
   float z = x * x;

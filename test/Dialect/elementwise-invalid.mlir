@@ -425,3 +425,11 @@ func.func @triangular_missing_lower(%x: tensor<4x4xf32>) {
   %0 = slapo.triangular %x {diagonal = 0} : tensor<4x4xf32>
   return
 }
+
+// -----
+
+func.func @gelu_grad_types_differ(%g: tensor<4xf32>, %x: tensor<4xbf16>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "slapo.gelu_grad"(%g, %x) {approximation = #slapo.gelu<tanh>} : (tensor<4xf32>, tensor<4xbf16>) -> tensor<4xf32>
+  return
+}

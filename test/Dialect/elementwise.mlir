@@ -50,6 +50,8 @@ func.func @gelu(%x: tensor<4x8xf32>, %h: tensor<2xbf16>) {
   // GENERIC: "slapo.gelu"(%{{.*}}) {approximation = #slapo.gelu<erf>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %0 = slapo.gelu %x <erf> : tensor<4x8xf32>
   %1 = slapo.gelu %h <tanh> : tensor<2xbf16>
+  // CHECK-NEXT: slapo.gelu_grad %{{.*}}, %{{.*}} <tanh> : tensor<4x8xf32>
+  %2 = slapo.gelu_grad %x, %x <tanh> : tensor<4x8xf32>
   return
 }
 

@@ -106,6 +106,43 @@ TEST_CASE("gelu kinds differ as erf and tanh do") {
   CHECK(tanhOut == Approx(0.8411920).epsilon(1e-6));
 }
 
+TEST_CASE("gelu's gradients are grad times the derivative of each gelu") {
+  // Against central differences of the two gelus in f64.
+  Context ctx(2);
+  const double pi = std::acos(-1.0);
+  auto erfGelu = [](double x) {
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  };
+  auto tanhGelu = [pi](double x) {
+    return 0.5 * x *
+           (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
+  };
+  const int64_t count = 100000; // shared among threads
+  std::vector<float> x(count), grad(count), out(count);
+  for (int64_t i = 0; i < count; ++i) {
+    x[i] = -8.0f + 16.0f * float(i) / float(count);
+    grad[i] = 1.0f + float(i % 7) / 4.0f;
+  }
+  for (auto [kind, gelu] : {std::pair{BinaryKind::GeluErfGrad,
+                                      std::function<double(double)>(erfGelu)},
+                            {BinaryKind::GeluTanhGrad, tanhGelu}}) {
+    INFO("kind " << int(kind));
+    binary(ctx, kind, Tensor(grad.data(), DType::F32, {count}),
+           Tensor(x.data(), DType::F32, {count}),
+           Tensor(out.data(), DType::F32, {count}));
+    for (int64_t i = 0; i < count; ++i) {
+      const double h = 1e-5;
+      double slope = (gelu(x[i] + h) - gelu(x[i] - h)) / (2 * h);
+      INFO("x = " << x[i]);
+      REQUIRE(out[i] == Approx(grad[i] * slope).margin(1e-5));
+    }
+  }
+  std::vector<int32_t> integers(2);
+  Tensor ints(integers.data(), DType::I32, {2});
+  CHECK_THROWS_AS(binary(ctx, BinaryKind::GeluTanhGrad, ints, ints, ints),
+                  Error);
+}
+
 TEST_CASE("integer unary: neg and abs, float-only kinds refused") {
   Context ctx(1);
   std::vector<int32_t> in = {-3, 0, 4}, out(3);

@@ -241,6 +241,21 @@ def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def RecognizeGelu : Pass<"slapo-recognize-gelu", "::mlir::ModuleOp"> {
+  let summary = "the tanh gelu written with elementwise ops becomes one slapo.gelu";
+  let description = [{
+    `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`, as Hugging
+    Face's GPT-2 spells its activation (NewGELUActivation) and as it imports
+    (slapo.mul, slapo.add, slapo.pow and slapo.tanh with scalar
+    constants, operands of each product and sum in either order, every value
+    of x's type), becomes `slapo.gelu %x <tanh>`: one pass forward and one
+    (slapo.gelu_grad) backward instead of eight and more, with only x kept
+    for the backward. The ops of the chain that nothing else reads are
+    erased. Runs first, on the imported model.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+}
+
 def FoldPermutes : Pass<"slapo-fold-permutes", "::mlir::ModuleOp"> {
   let summary = "matmuls read and write permuted tensors in place of slapo.permute copies";
   let description = [{

@@ -149,6 +149,20 @@ def Slapo_GeluOp : Slapo_Op<"gelu", [Pure, SameOperandsAndResultType,
   let assemblyFormat = "$input $approximation attr-dict `:` type($result)";
 }
 
+def Slapo_GeluGradOp : Slapo_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "grad * gelu'(input): slapo.gelu's gradient, one pass";
+  let description = [{
+    The derivative of the approximation given, as PyTorch's GeluBackward
+    computes it: what slapo.gelu's gradient rule builds, in place of the
+    dozen elementwise ops that spell the derivative out.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$grad, Slapo_FloatTensor:$input,
+                       Slapo_GeluApproximationAttr:$approximation);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input $approximation attr-dict `:` "
+                       "type($result)";
+}
+
 def Slapo_CastOp : Slapo_Op<"cast", [Pure, Slapo_Differentiable]> {
   let summary = "converts the element type, keeping the shape";
   let arguments = (ins Slapo_Tensor:$input);

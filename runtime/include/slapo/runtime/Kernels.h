@@ -53,7 +53,19 @@ void unary(Context &ctx, UnaryKind kind, const Tensor &input,
 /// is `!= 0`, as in PyTorch.
 void cast(Context &ctx, const Tensor &input, const Tensor &out);
 
-enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
+/// GeluErfGrad and GeluTanhGrad are lhs * gelu'(rhs), the gradient of gelu
+/// (lhs the result's gradient, rhs gelu's input), float dtypes only.
+enum class BinaryKind {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,
+  GeluErfGrad,
+  GeluTanhGrad,
+};
 /// lhs, rhs and out have one dtype; integer Div truncates toward zero.
 void binary(Context &ctx, BinaryKind kind, const Tensor &lhs, const Tensor &rhs,
             const Tensor &out);
