@@ -1,5 +1,4 @@
-//===- RecognizeGelu.cpp - the tanh gelu spelled out as one slapo.gelu
-//-----===//
+//===- RecognizeGelu.cpp - a spelled-out tanh gelu as one slapo.gelu -----===//
 //
 // Hugging Face's GPT-2 (NewGELUActivation, "gelu_new") writes the tanh
 // approximation of gelu with elementwise math, which imports as eight ops
@@ -38,8 +37,8 @@ bool isScalar(Value value, double expected) {
   return std::fabs(actual - expected) <= 1e-6 * std::fabs(expected);
 }
 
-/// The operand of binary op `op` (of type OpTy) other than a scalar constant
-/// `scalar`, or null.
+/// When `value` is an OpTy of a scalar constant `scalar` and another
+/// operand, that operand; else null.
 template <typename OpTy> Value otherThanScalar(Value value, double scalar) {
   auto op = value.getDefiningOp<OpTy>();
   if (!op)

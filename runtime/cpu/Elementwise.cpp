@@ -53,11 +53,14 @@ constexpr bool isIntegerUnary(UnaryKind kind) {
          kind == UnaryKind::Relu;
 }
 
+// The constants of gelu and its tanh approximation, as PyTorch spells them.
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+/// 1 / sqrt(2 pi), the normal density's scale.
+constexpr double kNormalDensityScale = 0.39894228040143267794;
+
 template <UnaryKind Kind, typename C> SLAPO_VECTOR_INLINE C applyUnary(C x) {
-  constexpr double kSqrtHalf = 0.70710678118654752440;
-  // sqrt(2 / pi), as PyTorch's tanh gelu spells it.
-  constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
-  constexpr double kGeluCubic = 0.044715;
   if constexpr (Kind == UnaryKind::Neg)
     return static_cast<C>(-x);
   else if constexpr (Kind == UnaryKind::Abs)
@@ -137,7 +140,7 @@ namespace {
 /// gelu'(x), term by term as PyTorch's GeluBackward computes it.
 template <bool Tanh, typename C> SLAPO_VECTOR_INLINE C geluDerivative(C x) {
   if constexpr (Tanh) {
-    const C beta = C(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = C(0.044715);
+    const C beta = C(kSqrtTwoOverPi), kappa = C(kGeluCubic);
     C square = x * x;
     C tanhInner = vtanh(beta * (x + kappa * square * x));
     C leftDerivative = C(0.5) * (C(1) + tanhInner);
@@ -146,8 +149,8 @@ template <bool Tanh, typename C> SLAPO_VECTOR_INLINE C geluDerivative(C x) {
         C(0.5) * x * (C(1) - tanhInner * tanhInner) * innerDerivative;
     return leftDerivative + rightDerivative;
   } else {
-    C cdf = C(0.5) * (C(1) + std::erf(x * C(M_SQRT1_2)));
-    C pdf = C(M_2_SQRTPI * M_SQRT1_2 * 0.5) * vexp(C(-0.5) * x * x);
+    C cdf = C(0.5) * (C(1) + std::erf(x * C(kSqrtHalf)));
+    C pdf = C(kNormalDensityScale) * vexp(C(-0.5) * x * x);
     return cdf + x * pdf;
   }
 }

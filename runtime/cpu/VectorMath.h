@@ -1,5 +1,4 @@
-//===- VectorMath.h - exp and tanh that loops vectorize ----------*- C++
-//-*-===//
+//===- VectorMath.h - exp and tanh that vectorize ---------------*- C++ -*-===//
 //
 // glibc's expf and tanhf are calls that no loop vectorizes: in a GPT-2
 // training step tanhf (GELU's tanh approximation) and expf took a tenth of

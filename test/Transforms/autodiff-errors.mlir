@@ -61,3 +61,18 @@ module {
     return %x : tensor<f32>
   }
 }
+
+// -----
+
+// A matmul with permutations (slapo-fold-permutes' output) has no gradient
+// rule: the fold runs after autodiff.
+module {
+  slapo.param @w : tensor<4x3xf32>
+  func.func @forward(%x: tensor<4x2xf32>) -> tensor<f32> {
+    %w = slapo.get_param @w : tensor<4x3xf32>
+    // expected-error@+1 {{'slapo.matmul' op with permutations has no gradient rule: slapo-fold-permutes must run after slapo-autodiff}}
+    %y = slapo.matmul %x, %w {lhs_permutation = array<i64: 1, 0>} : (tensor<4x2xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+    %loss = slapo.sum %y {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x3xf32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

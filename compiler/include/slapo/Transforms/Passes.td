@@ -270,11 +270,10 @@ def FoldPermutes : Pass<"slapo-fold-permutes", "::mlir::ModuleOp"> {
     rhs^T lhs^T. A slapo.cast whose input only a chain of permutes
     produces (mixed precision's bf16 casts of the products' operands) is
     first made before them, so that they fold too. Permutes left without
-    users are erased, so the
-    transposes of the contractions' gradient rules and attention's head
-    splits and merges cost no copy. Runs on every function, after
-    slapo-autodiff (folded matmuls have no gradient rule) and before
-    slapo-plan-memory.
+    users are erased, so the transposes of the contractions' gradient rules
+    and attention's head splits and merges cost no copy. Runs on every
+    function, after slapo-autodiff (folded matmuls have no gradient rule)
+    and before slapo-plan-memory.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
 }

@@ -298,8 +298,8 @@ def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure, Slapo_Differentiable]> {
                               permute(rhs, rhs_permutation)),
                        result_permutation)
 
-    The shapes in the description of the op are those of the permuted
-    operands and the unpermuted product. Ops with permutations have no
+    The shapes in the summary are those of the permuted operands and the
+    unpermuted product. Ops with permutations have no
     gradient rule: the fold runs after slapo-autodiff.
   }];
   let arguments = (ins Slapo_FloatTensor:$lhs, Slapo_FloatTensor:$rhs,
