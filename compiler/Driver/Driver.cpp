@@ -90,6 +90,17 @@ struct Options {
                "they link: native (the machine slapoc was built on, the "
                "default) or portable (x86-64-v2)"),
       cl::init("native"), cl::cat(category)};
+  cl::opt<std::string> target{
+      "target",
+      cl::desc("the device the rank programs train on: cpu (the default) or "
+               "cuda (one NVIDIA GPU per rank; step.cu compiled with nvcc)"),
+      cl::init("cpu"), cl::cat(category)};
+  cl::opt<std::string> cudaArch{
+      "cuda-arch",
+      cl::desc("with --target=cuda: the GPU architecture the kernels are "
+               "compiled for, as sm_NN (PTX for it is embedded too, so newer "
+               "GPUs run them)"),
+      cl::init("sm_90"), cl::cat(category)};
   cl::opt<bool> summary{
       "summary", cl::desc("print op counts per module and the parameter count"),
       cl::cat(category)};
@@ -357,6 +368,18 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     return fail("compiling writes a directory: give it with -o DIR");
   if (options.cpu != "native" && options.cpu != "portable")
     return fail("--cpu must be native or portable, not '" + options.cpu + "'");
+  if (options.target != "cpu" && options.target != "cuda")
+    return fail("--target must be cpu or cuda, not '" + options.target + "'");
+  llvm::StringRef cudaArch = options.cudaArch.getValue();
+  unsigned cudaArchNumber = 0;
+  if (!cudaArch.consume_front("sm_") ||
+      cudaArch.getAsInteger(10, cudaArchNumber) || cudaArchNumber < 75)
+    return fail("--cuda-arch must be sm_NN with NN at least 75 (CUDA 13's "
+                "oldest), not '" +
+                options.cudaArch + "'");
+  if (options.target == "cuda" && options.verify)
+    return fail("--verify runs the program on this machine's CPU: compile "
+                "with --target=cpu to verify");
 
   // The schedule comes first: its input() declarations say how to import.
   // Each rank's program is imported with its own share of the batch.
@@ -507,9 +530,12 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   mlir::TimingScope outputTiming = rootTiming.nest("rank programs");
   HostBuild build;
   build.cpu = options.cpu;
+  build.target = options.target;
+  build.cudaArch = cudaArchNumber;
   build.compile = !emits(Stage::Cpp);
   RankProgramInfo info;
   info.modelName = options.model;
+  info.target = options.target;
   info.seed = train.seed;
   info.dp = mesh.dp;
   info.tp = mesh.tp;

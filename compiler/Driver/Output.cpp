@@ -108,6 +108,64 @@ llvm::Error StagedDirectory::publish() {
 
 namespace {
 
+/// The command that compiles `source` into `program` against the runtime this
+/// slapoc was built with, found where CMake built it: the host compiler and
+/// the CPU backend (in its build for the --cpu instruction set), or nvcc and
+/// the CUDA backend.
+llvm::Expected<std::vector<std::string>>
+getBuildCommand(const HostBuild &build, llvm::StringRef source,
+                llvm::StringRef program) {
+  bool portable = build.cpu == "portable";
+  std::string hostArch = portable ? "-march=x86-64-v2" : "-march=native";
+  std::vector<std::string> args;
+  if (build.target == "cpu") {
+    args = {SLAPO_HOST_CXX,
+            "-std=c++17",
+            "-O2",
+            hostArch,
+            "-fopenmp",
+            "-I" SLAPO_RUNTIME_INCLUDE_DIR,
+            source.str(),
+            "-o",
+            program.str(),
+            portable ? SLAPO_RUNTIME_CPU_LIBRARY
+                     : SLAPO_RUNTIME_CPU_NATIVE_LIBRARY,
+            SLAPO_RUNTIME_LIBRARY,
+            SLAPO_DNNL_LIBRARY};
+  } else {
+#ifdef SLAPO_NVCC
+    // SASS for the architecture and its PTX, which newer GPUs compile at
+    // load time. The CUDA runtime is linked statically (nvcc's default), so
+    // the program needs only the driver, cuBLASLt and NCCL where it runs.
+    std::string arch = std::to_string(build.cudaArch);
+    args = {SLAPO_NVCC,
+            "-std=c++17",
+            "-O2",
+            "-gencode=arch=compute_" + arch + ",code=[sm_" + arch +
+                ",compute_" + arch + "]",
+            "-Xcompiler=" + hostArch,
+            "-I" SLAPO_RUNTIME_INCLUDE_DIR,
+            source.str(),
+            "-o",
+            program.str(),
+            SLAPO_RUNTIME_CUDA_LIBRARY,
+            SLAPO_RUNTIME_LIBRARY,
+            "-L" SLAPO_CUDA_LIBRARY_DIR,
+            "-lcublasLt",
+            SLAPO_NCCL_LIBRARY};
+#else
+    return error("--target=cuda: this slapoc was built without the CUDA "
+                 "backend (" SLAPO_CUDA_NOT_BUILT_REASON ")");
+#endif
+  }
+  llvm::SmallVector<llvm::StringRef> mpiArguments;
+  llvm::StringRef(SLAPO_MPI_LINK_ARGUMENTS)
+      .split(mpiArguments, ' ', -1, /*KeepEmpty=*/false);
+  args.insert(args.end(), mpiArguments.begin(), mpiArguments.end());
+  args.push_back("-lpthread");
+  return args;
+}
+
 /// rank0/: the program's source and, unless sources only, the program
 /// itself.
 llvm::Expected<std::string> writeProgram(llvm::StringRef dir,
@@ -121,42 +179,25 @@ llvm::Expected<std::string> writeProgram(llvm::StringRef dir,
   if (mlir::failed(emitRankProgram(planned, info, sourceStream)))
     return error("code generation failed");
   llvm::SmallString<256> sourcePath(rank), program(rank);
-  path::append(sourcePath, "step.cpp");
+  path::append(sourcePath, build.target == "cuda" ? "step.cu" : "step.cpp");
   path::append(program, "train");
   if (llvm::Error e = writeFile(sourcePath, sourceStream.str()))
     return std::move(e);
   if (!build.compile)
     return std::string();
-
-  // The runtime this slapoc was built with, found where CMake built it, in
-  // its build for the same instruction set.
-  bool portable = build.cpu == "portable";
-  std::vector<std::string> args = {
-      SLAPO_HOST_CXX,
-      "-std=c++17",
-      "-O2",
-      portable ? "-march=x86-64-v2" : "-march=native",
-      "-fopenmp",
-      "-I" SLAPO_RUNTIME_INCLUDE_DIR,
-      std::string(sourcePath),
-      "-o",
-      std::string(program),
-      portable ? SLAPO_RUNTIME_LIBRARY : SLAPO_RUNTIME_NATIVE_LIBRARY,
-      SLAPO_DNNL_LIBRARY};
-  llvm::SmallVector<llvm::StringRef> mpiArguments;
-  llvm::StringRef(SLAPO_MPI_LINK_ARGUMENTS)
-      .split(mpiArguments, ' ', -1, /*KeepEmpty=*/false);
-  args.insert(args.end(), mpiArguments.begin(), mpiArguments.end());
-  args.push_back("-lpthread");
+  llvm::Expected<std::vector<std::string>> args =
+      getBuildCommand(build, sourcePath, program);
+  if (!args)
+    return args.takeError();
   llvm::SmallString<256> log(rank);
   path::append(log, "compile.log");
   std::optional<llvm::StringRef> redirects[] = {
       std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
-  std::vector<llvm::StringRef> argRefs(args.begin(), args.end());
+  std::vector<llvm::StringRef> argRefs(args->begin(), args->end());
   std::string message;
-  int status = llvm::sys::ExecuteAndWait(args[0], argRefs, std::nullopt,
+  int status = llvm::sys::ExecuteAndWait((*args)[0], argRefs, std::nullopt,
                                          redirects, 0, 0, &message);
-  std::string command = llvm::join(args, " ");
+  std::string command = llvm::join(*args, " ");
   if (status != 0) {
     auto output = llvm::MemoryBuffer::getFile(log);
     return error("compiling the rank program failed: " + command + "\n" +
@@ -244,6 +285,9 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
     json.attribute("train", llvm::json::parse(manifest.trainOptions)
                                 .get()); // built by slapoc, well-formed
     json.attributeObject("build", [&] {
+      json.attribute("target", build.target);
+      if (build.target == "cuda")
+        json.attribute("cuda_arch", "sm_" + std::to_string(build.cudaArch));
       json.attribute("cpu", build.cpu);
       json.attribute("compiled", build.compile);
       json.attribute("command", compileCommand);

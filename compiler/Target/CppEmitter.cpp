@@ -122,6 +122,16 @@ StringRef groupOf(ProcessGroup group) {
                                    : "mesh.getTensorParallel()";
 }
 
+/// The opening of a phase function (Program.h's PhaseFn), which runs the
+/// kernels of its backend's Context.
+std::string phaseSignature(StringRef name) {
+  return llvm::formatv("void {0}(Device &device, ProcessMesh &mesh, uint8_t "
+                       "*arena, int64_t step) {{\n"
+                       "  Context &ctx = static_cast<Context &>(device);\n",
+                       name)
+      .str();
+}
+
 enum class Phase { Forward, Backward, Optimizer };
 
 Phase getPhase(Operation *op) {
@@ -145,6 +155,10 @@ private:
   LogicalResult emitOp(Operation *op);
   /// The call of `op`'s kernel, without the trailing ";".
   FailureOr<std::string> getKernelCall(Operation *op);
+  /// The phase function's `step` argument, which `value` (an operand of `op`
+  /// that kernels take as a number on the host) must be: the step number
+  /// lives in the arena too, but in the device's memory.
+  FailureOr<std::string> getStepNumber(Operation *op, Value value);
   /// The view of `value`, declared in the current function first if needed.
   std::string use(Value value);
   std::string declareView(StringRef name, Type type, int64_t offset);
@@ -179,6 +193,16 @@ std::string Emitter::use(Value value) {
   if (declared.insert(value).second)
     pendingViews += declareView(names[value], value.getType(), offsets[value]);
   return names[value];
+}
+
+FailureOr<std::string> Emitter::getStepNumber(Operation *op, Value value) {
+  Block &block = step.getBody().front();
+  // The step's arguments: the inputs, then the step number and the total.
+  Value stepNumber = block.getArgument(block.getNumArguments() - 2);
+  if (value != stepNumber)
+    return op->emitError("code generation: the step operand must be "
+                         "@train_step's step number argument");
+  return std::string("step");
 }
 
 LogicalResult Emitter::nameValues() {
@@ -236,7 +260,7 @@ LogicalResult Emitter::emitConstants() {
           elementType.isa<FloatType>() ||
           int64_t(value) == dense.getSplatValue<APInt>().getSExtValue();
       if (exact) {
-        body += llvm::formatv("  cpu::fill(ctx, {0}, {1});\n", names[result],
+        body += llvm::formatv("  fill(ctx, {0}, {1});\n", names[result],
                               doubleLiteral(value));
         continue;
       }
@@ -266,13 +290,11 @@ LogicalResult Emitter::emitConstants() {
       constantData += (i % 16 ? " " : "\n    ") + std::to_string(byte) + ",";
     constantData += "\n};\n";
     body +=
-        llvm::formatv("  cpu::copyFrom(ctx, {0}, {1});\n", names[result], name);
+        llvm::formatv("  copyFrom(ctx, {0}, {1});\n", names[result], name);
   }
   os << constantData << "\n";
   os << "/// The step's constants, written once into their arena slots.\n"
-        "void initialize(Context &ctx, ProcessMesh &mesh, uint8_t *arena) "
-        "{\n"
-     << body << "}\n\n";
+     << phaseSignature("initialize") << body << "}\n\n";
   return success();
 }
 
@@ -282,16 +304,16 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
     return value ? use(value) : std::string("Tensor()");
   };
   auto unary = [&](StringRef kind) -> std::string {
-    return llvm::formatv("cpu::unary(ctx, cpu::UnaryKind::{0}, {1}, {2})", kind,
+    return llvm::formatv("unary(ctx, UnaryKind::{0}, {1}, {2})", kind,
                          use(op->getOperand(0)), out());
   };
   auto binary = [&](StringRef kind) -> std::string {
     return llvm::formatv(
-        "cpu::binary(ctx, cpu::BinaryKind::{0}, {1}, {2}, {3})", kind,
+        "binary(ctx, BinaryKind::{0}, {1}, {2}, {3})", kind,
         use(op->getOperand(0)), use(op->getOperand(1)), out());
   };
   auto reduce = [&](StringRef kind, ArrayRef<int64_t> dims) -> std::string {
-    return llvm::formatv("cpu::reduce(ctx, cpu::ReduceKind::{0}, {1}, {2}, "
+    return llvm::formatv("reduce(ctx, ReduceKind::{0}, {1}, {2}, "
                          "{3}u)",
                          kind, use(op->getOperand(0)), out(), dimMask(dims));
   };
@@ -329,7 +351,7 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                           : "GeluErfGrad");
       })
       .Case([&](CastOp) -> Call {
-        return llvm::formatv("cpu::cast(ctx, {0}, {1})", use(op->getOperand(0)),
+        return llvm::formatv("cast(ctx, {0}, {1})", use(op->getOperand(0)),
                              out())
             .str();
       })
@@ -342,20 +364,20 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       .Case([&](MinimumOp) { return binary("Minimum"); })
       .Case([&](CompareOp compare) -> Call {
         return llvm::formatv(
-                   "cpu::compare(ctx, cpu::CompareKind::{0}, {1}, {2}, {3})",
+                   "compare(ctx, CompareKind::{0}, {1}, {2}, {3})",
                    capitalize(
                        stringifyComparePredicate(compare.getPredicate())),
                    use(compare.getLhs()), use(compare.getRhs()), out())
             .str();
       })
       .Case([&](WhereOp where) -> Call {
-        return llvm::formatv("cpu::where(ctx, {0}, {1}, {2}, {3})",
+        return llvm::formatv("where(ctx, {0}, {1}, {2}, {3})",
                              use(where.getCondition()), use(where.getOnTrue()),
                              use(where.getOnFalse()), out())
             .str();
       })
       .Case([&](TriangularOp tri) -> Call {
-        return llvm::formatv("cpu::triangular(ctx, {0}, {1}, {2}, {3})",
+        return llvm::formatv("triangular(ctx, {0}, {1}, {2}, {3})",
                              use(tri.getInput()), out(),
                              tri.getLower() ? "true" : "false",
                              int64_t(tri.getDiagonal()))
@@ -375,24 +397,27 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                                     "mesh.getTpRank()}",
                                     *axis, dropout.getShardChunks().value_or(1))
                           .str();
+        FailureOr<std::string> step = getStepNumber(op, dropout.getStep());
+        if (failed(step))
+          return failure();
         return llvm::formatv(
-                   "cpu::dropout(ctx, {0}, {1}, {2}, {{kSeed, "
-                   "*{3}.as<int64_t>(), /*stream=*/{4}, /*rankStream=*/{5}}, "
+                   "dropout(ctx, {0}, {1}, {2}, {{kSeed, "
+                   "{3}, /*stream=*/{4}, /*rankStream=*/{5}}, "
                    "{6})",
                    use(dropout.getInput()), out(),
-                   doubleLiteral(dropout.getP().convertToDouble()),
-                   use(dropout.getStep()), dropout.getStream(),
+                   doubleLiteral(dropout.getP().convertToDouble()), *step,
+                   dropout.getStream(),
                    dropout.getForkRng() ? "mesh.getTpRank()" : "0", placement)
             .str();
       })
       .Case([&](ArangeOp arange) -> Call {
-        return llvm::formatv("cpu::arange(ctx, {0}, {1}, {2})", out(),
+        return llvm::formatv("arange(ctx, {0}, {1}, {2})", out(),
                              doubleLiteral(arange.getStart().convertToDouble()),
                              doubleLiteral(arange.getStep().convertToDouble()))
             .str();
       })
       .Case([&](LinearOp linear) -> Call {
-        return llvm::formatv("cpu::linear(ctx, {0}, {1}, {2}, {3})",
+        return llvm::formatv("linear(ctx, {0}, {1}, {2}, {3})",
                              use(linear.getInput()), use(linear.getWeight()),
                              optional(linear.getBias()), out())
             .str();
@@ -402,7 +427,7 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             matmul.getLhsPermutation(), matmul.getRhsPermutation(),
             matmul.getResultPermutation()};
         std::string call =
-            llvm::formatv("cpu::matmul(ctx, {0}, {1}, {2}",
+            llvm::formatv("matmul(ctx, {0}, {1}, {2}",
                           use(matmul.getLhs()), use(matmul.getRhs()), out());
         if (llvm::none_of(orders, [](auto order) { return order; }))
           return call + ")";
@@ -412,21 +437,21 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         return call + "})";
       })
       .Case([&](EmbeddingOp embedding) -> Call {
-        return llvm::formatv("cpu::embedding(ctx, {0}, {1}, {2})",
+        return llvm::formatv("embedding(ctx, {0}, {1}, {2})",
                              use(embedding.getWeight()),
                              use(embedding.getIndices()), out())
             .str();
       })
       .Case([&](EmbeddingGradOp grad) -> Call {
         std::optional<uint64_t> padding = grad.getPaddingIdx();
-        return llvm::formatv("cpu::embeddingGrad(ctx, {0}, {1}, {2}, {3})",
+        return llvm::formatv("embeddingGrad(ctx, {0}, {1}, {2}, {3})",
                              use(grad.getGrad()), use(grad.getIndices()), out(),
                              padding ? int64_t(*padding) : -1)
             .str();
       })
       .Case([&](LayerNormOp norm) -> Call {
         return llvm::formatv(
-                   "cpu::layerNorm(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
+                   "layerNorm(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
                    use(norm.getInput()), optional(norm.getWeight()),
                    optional(norm.getBias()), out(),
                    int64_t(norm.getNormalizedRank()),
@@ -434,28 +459,28 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Case([&](SoftmaxOp softmax) -> Call {
-        return llvm::formatv("cpu::softmax(ctx, {0}, {1}, {2})",
+        return llvm::formatv("softmax(ctx, {0}, {1}, {2})",
                              use(softmax.getInput()), out(),
                              int64_t(softmax.getDim()))
             .str();
       })
       .Case([&](LogSoftmaxOp softmax) -> Call {
-        return llvm::formatv("cpu::logSoftmax(ctx, {0}, {1}, {2})",
+        return llvm::formatv("logSoftmax(ctx, {0}, {1}, {2})",
                              use(softmax.getInput()), out(),
                              int64_t(softmax.getDim()))
             .str();
       })
       .Case([&](CrossEntropyOp loss) -> Call {
         return llvm::formatv(
-                   "cpu::crossEntropy(ctx, {0}, {1}, {2}, {3}, "
-                   "cpu::Reduction::{4})",
+                   "crossEntropy(ctx, {0}, {1}, {2}, {3}, "
+                   "Reduction::{4})",
                    use(loss.getLogits()), use(loss.getTarget()), out(),
                    int64_t(loss.getIgnoreIndex()),
                    capitalize(stringifyReduction(loss.getReduction())))
             .str();
       })
       .Case([&](CrossEntropyGradOp grad) -> Call {
-        return llvm::formatv("cpu::crossEntropyGrad(ctx, {0}, {1}, {2}, {3})",
+        return llvm::formatv("crossEntropyGrad(ctx, {0}, {1}, {2}, {3})",
                              use(grad.getLogits()), use(grad.getTarget()),
                              use(grad.getRowWeight()), out())
             .str();
@@ -464,13 +489,13 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       .Case([&](MeanOp mean) { return reduce("Mean", mean.getDims()); })
       .Case([&](MaxOp max) { return reduce("Max", max.getDims()); })
       .Case([&](PermuteOp permute) -> Call {
-        return llvm::formatv("cpu::permute(ctx, {0}, {1}, {2})",
+        return llvm::formatv("permute(ctx, {0}, {1}, {2})",
                              use(permute.getInput()), out(),
                              int64Array(permute.getPermutation()))
             .str();
       })
       .Case([&](SliceOp slice) -> Call {
-        return llvm::formatv("cpu::slice(ctx, {0}, {1}, {2}, {3}, {4})",
+        return llvm::formatv("slice(ctx, {0}, {1}, {2}, {3}, {4})",
                              use(slice.getInput()), out(),
                              int64_t(slice.getDim()), int64_t(slice.getStart()),
                              int64_t(slice.getStep()))
@@ -480,14 +505,14 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         std::string list;
         for (auto [i, input] : llvm::enumerate(concat.getInputs()))
           list += (i ? ", " : "") + use(input);
-        return llvm::formatv("cpu::concat(ctx, std::array<Tensor, {0}>{{{1}}"
+        return llvm::formatv("concat(ctx, std::array<Tensor, {0}>{{{1}}"
                              ".data(), {0}, {2}, {3})",
                              concat.getInputs().size(), list, out(),
                              int64_t(concat.getDim()))
             .str();
       })
       .Case([&](BroadcastOp broadcast) -> Call {
-        return llvm::formatv("cpu::broadcast(ctx, {0}, {1})",
+        return llvm::formatv("broadcast(ctx, {0}, {1})",
                              use(broadcast.getInput()), out())
             .str();
       })
@@ -522,7 +547,7 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                 .str();
           })
       .Case([&](GroupRankOp rank) -> Call {
-        return llvm::formatv("cpu::fill(ctx, {0}, {1}.getRank())", out(),
+        return llvm::formatv("fill(ctx, {0}, {1}.getRank())", out(),
                              groupOf(rank.getGroup()))
             .str();
       })
@@ -534,7 +559,7 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                 ? symbolView(update.getMomentumBufferAttr(), type)
                 : std::string("Tensor()");
         return llvm::formatv(
-                   "cpu::sgdUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5})", param,
+                   "sgdUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5})", param,
                    use(update.getGrad()), buffer, use(update.getLr()),
                    doubleLiteral(update.getMomentum().convertToDouble()),
                    doubleLiteral(update.getWeightDecay().convertToDouble()))
@@ -542,14 +567,17 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       })
       .Case([&](AdamwUpdateOp update) -> Call {
         Type type = update.getGrad().getType();
+        FailureOr<std::string> step = getStepNumber(op, update.getStep());
+        if (failed(step))
+          return failure();
         return llvm::formatv(
-                   "cpu::adamwUpdate(ctx, {0}, {1}, {2}, {3}, {4}, "
-                   "*{5}.as<int64_t>(), {6}, {7}, {8}, {9})",
+                   "adamwUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                   "{8}, {9})",
                    symbolView(update.getParamAttr(), type),
                    use(update.getGrad()),
                    symbolView(update.getExpAvgAttr(), type),
                    symbolView(update.getExpAvgSqAttr(), type),
-                   use(update.getLr()), use(update.getStep()),
+                   use(update.getLr()), *step,
                    doubleLiteral(update.getBeta1().convertToDouble()),
                    doubleLiteral(update.getBeta2().convertToDouble()),
                    doubleLiteral(update.getEps().convertToDouble()),
@@ -590,8 +618,7 @@ LogicalResult Emitter::emitPhase(StringRef name, Phase phase) {
   declaredSymbols.clear();
   // Reads of persistent and earlier tensors are views too: declare them on
   // first use like any other value.
-  os << "void " << name
-     << "(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {";
+  os << phaseSignature(name);
   for (Operation &op : step.getBody().front())
     if (getPhase(&op) == phase && failed(emitOp(&op)))
       return failure();
@@ -715,7 +742,8 @@ void Emitter::emitTables() {
      << ",\n    /*learningRate=*/"
      << slot("lr", ret.getOperand(1).getType(), offsets[ret.getOperand(1)])
      << ",\n    /*tokensPerStep=*/" << tokensPerStep * info.dp << ",\n"
-     << "    initialize, forward, backward, optimizer,\n};\n";
+     << "    initialize, forward, backward, optimizer,\n"
+     << "    slapo::rt::" << info.target << "::createDevice,\n};\n";
 }
 
 LogicalResult Emitter::emit() {
@@ -727,11 +755,14 @@ LogicalResult Emitter::emit() {
      << "// Every tensor is a view at its planned offset of the rank's arena; "
         "the\n// runtime's driver (runTrainingMain) runs the phases.\n"
      << "#include \"slapo/runtime/Collectives.h\"\n"
-     << "#include \"slapo/runtime/Kernels.h\"\n"
-     << "#include \"slapo/runtime/Program.h\"\n\n"
+     << "#include \"slapo/runtime/Program.h\"\n"
+     << "#include \"slapo/runtime/" << info.target << "/Kernels.h\"\n\n"
      << "#include <array>\n#include <cstdint>\n#include <limits>\n\n"
      << "namespace {\n\nusing namespace slapo::rt;\n"
-     << "using slapo::rt::cpu::Context;\n\n"
+     << "// The kernels are those of this Context's backend, found by "
+        "argument-\n// dependent lookup: the code is the same for every "
+        "device.\n"
+     << "using slapo::rt::" << info.target << "::Context;\n\n"
      << "/// train(seed=): the seed of sampled data and of dropout masks.\n"
      << "constexpr uint64_t kSeed = " << info.seed << "u;\n\n"
      << "Tensor view(uint8_t *arena, int64_t offset, DType dtype, Shape "

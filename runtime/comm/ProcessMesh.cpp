@@ -266,17 +266,38 @@ void ProcessMesh::joinMpiWorld() {
 }
 
 ProcessMesh::~ProcessMesh() {
-  // The communicators go first: MPI_Comm_free is illegal after MPI_Finalize.
+  // The communicators go first: MPI_Comm_free is illegal after MPI_Finalize;
+  // the device's groups before the host groups they use.
   world.reset();
   dataParallel.reset();
   tensorParallel.reset();
+  hostDataParallel.reset();
+  hostTensorParallel.reset();
   if (initialisedMpi)
     MPI_Finalize();
 }
 
+void ProcessMesh::useDevice(Device &device) {
+  auto replace = [&](std::unique_ptr<Communicator> &group,
+                     std::unique_ptr<Communicator> &host) {
+    std::unique_ptr<Communicator> onDevice = device.createCommunicator(*group);
+    if (!onDevice)
+      return;
+    host = std::move(group);
+    group = std::move(onDevice);
+  };
+  replace(dataParallel, hostDataParallel);
+  replace(tensorParallel, hostTensorParallel);
+}
+
 double ProcessMesh::getCommSeconds() const {
-  return world->getCommSeconds() + dataParallel->getCommSeconds() +
-         tensorParallel->getCommSeconds();
+  double seconds = world->getCommSeconds() + dataParallel->getCommSeconds() +
+                   tensorParallel->getCommSeconds();
+  // A device group staged through a host group leaves the timing to it.
+  for (const auto *host : {&hostDataParallel, &hostTensorParallel})
+    if (*host)
+      seconds += (*host)->getCommSeconds();
+  return seconds;
 }
 
 void ProcessMesh::abort(int exitCode) {

@@ -1,7 +1,13 @@
 //===- Context.cpp - the CPU execution context ----------------------------===//
+
 #include "ContextImpl.h"
+#include "slapo/runtime/Collectives.h"
+#include "slapo/runtime/Error.h"
 
 #include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
 
 namespace slapo::rt::cpu {
 
@@ -13,6 +19,46 @@ Context::Context(int threads)
 }
 
 Context::~Context() = default;
+
+std::string Context::describe() const {
+  return "cpu, " + std::to_string(threads) + " threads";
+}
+
+void *Context::allocate(size_t bytes) {
+  // Rounded up to the alignment, as aligned_alloc requires.
+  size_t size = (bytes + 255) / 256 * 256;
+  void *data = std::aligned_alloc(256, size ? size : 256);
+  if (!data)
+    throw Error("cannot allocate " + std::to_string(bytes) +
+                " bytes of host memory");
+  std::memset(data, 0, size);
+  return data;
+}
+
+void Context::release(void *data) noexcept { std::free(data); }
+
+void Context::copyToDevice(void *device, const void *host, size_t bytes) {
+  if (device != host)
+    std::memcpy(device, host, bytes);
+}
+
+void Context::copyToHost(void *host, const void *device, size_t bytes) {
+  if (device != host)
+    std::memcpy(host, device, bytes);
+}
+
+std::unique_ptr<Communicator> Context::createCommunicator(Communicator &) {
+  return nullptr;
+}
+
+void Context::allGather(Communicator &group, const Tensor &input,
+                        const Tensor &output, int dim) {
+  rt::allGather(*this, group, input, output, dim);
+}
+
+std::unique_ptr<Device> createDevice(const DeviceOptions &options) {
+  return std::make_unique<Context>(options.threads);
+}
 
 size_t getCachedPrimitiveCount(Context &ctx) {
   Context::Impl &impl = ctx.getImpl();

@@ -9,7 +9,7 @@
 #ifndef SLAPO_RUNTIME_CPU_CONTEXTIMPL_H
 #define SLAPO_RUNTIME_CPU_CONTEXTIMPL_H
 
-#include "slapo/runtime/Context.h"
+#include "slapo/runtime/cpu/Context.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 

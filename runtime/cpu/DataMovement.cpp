@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
 
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <vector>
 

@@ -10,7 +10,7 @@
 #ifndef SLAPO_RUNTIME_CPU_KERNELSUPPORT_H
 #define SLAPO_RUNTIME_CPU_KERNELSUPPORT_H
 
-#include "slapo/runtime/Context.h"
+#include "slapo/runtime/cpu/Context.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/Tensor.h"
 

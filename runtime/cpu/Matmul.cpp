@@ -9,7 +9,7 @@
 #include "ContextImpl.h"
 #include "KernelSupport.h"
 
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <unordered_map>
 

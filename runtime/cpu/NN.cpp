@@ -2,7 +2,7 @@
 #include "KernelSupport.h"
 #include "VectorMath.h"
 
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <vector>
 

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
 
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 namespace slapo::rt::cpu {
 

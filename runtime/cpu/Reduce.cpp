@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
 
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <vector>
 

@@ -8,6 +8,7 @@
 #include "slapo/runtime/Checkpoint.h"
 #include "slapo/runtime/Collectives.h"
 #include "slapo/runtime/Data.h"
+#include "slapo/runtime/Device.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/Program.h"
 #include "slapo/runtime/SafeTensors.h"
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <unistd.h>
@@ -41,27 +43,24 @@ struct TrainOptions {
   std::string saveGrads;
   std::string saveWeights;
   bool quiet = false;
+  std::string comm = "auto";
 };
 
-/// The arena of one rank: every tensor of the step lives at its planned
-/// offset. Zeroed, which is the optimizer state's initial value.
+/// The arena of one rank in its device's memory: every tensor of the step
+/// lives at its planned offset. Zeroed, which is the optimizer state's
+/// initial value.
 struct Arena {
-  explicit Arena(int64_t bytes) {
-    // The plan aligns every offset to 64 bytes; so is the base.
-    size_t size = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-    data = static_cast<uint8_t *>(std::aligned_alloc(64, size ? size : 64));
-    if (!data)
-      throw Error("cannot allocate the arena of " + std::to_string(bytes) +
-                  " bytes");
-    std::memset(data, 0, size);
-  }
-  ~Arena() { std::free(data); }
+  Arena(Device &device, int64_t bytes)
+      : device(device), data(static_cast<uint8_t *>(
+                            device.allocate(static_cast<size_t>(bytes)))) {}
+  ~Arena() { device.release(data); }
   Arena(const Arena &) = delete;
   Arena &operator=(const Arena &) = delete;
 
   Tensor view(const ArenaSlot &slot) const {
     return Tensor(data + slot.offset, slot.dtype, slot.shape);
   }
+  Device &device;
   uint8_t *data;
 };
 
@@ -73,21 +72,59 @@ std::vector<NamedTensor> viewsOf(const Arena &arena, const ArenaSlot *slots,
   return views;
 }
 
-/// Full tensors gathered from tensor-parallel shards, for files that hold
-/// the model's tensors (--save-grads, --save-weights).
+/// Host-memory copies of tensors in the device's memory, for what the
+/// driver reads and writes (weights, checkpoints, gradient files). On the
+/// CPU they are the tensors themselves and the copies do nothing.
+class HostMirror {
+public:
+  HostMirror(Device &device, std::vector<NamedTensor> onDevice)
+      : device(device), onDevice(std::move(onDevice)), host(this->onDevice) {
+    if (device.isHostMemory())
+      return;
+    for (NamedTensor &named : host) {
+      storage.push_back(std::make_unique<uint8_t[]>(named.tensor.getBytes()));
+      named.tensor.data = storage.back().get();
+    }
+  }
+  const std::vector<NamedTensor> &get() const { return host; }
+  /// The host copies become the device's tensors.
+  HostMirror &download() {
+    for (size_t i = 0; i < host.size(); ++i)
+      device.copyToHost(host[i].tensor.data, onDevice[i].tensor.data,
+                        host[i].tensor.getBytes());
+    return *this;
+  }
+  /// The device's tensors become the host copies.
+  void upload() {
+    for (size_t i = 0; i < host.size(); ++i)
+      device.copyToDevice(onDevice[i].tensor.data, host[i].tensor.data,
+                          host[i].tensor.getBytes());
+  }
+
+private:
+  Device &device;
+  std::vector<NamedTensor> onDevice;
+  std::vector<NamedTensor> host;
+  std::vector<std::unique_ptr<uint8_t[]>> storage;
+};
+
+/// Full tensors gathered from tensor-parallel shards, in host memory, for
+/// files that hold the model's tensors (--save-grads, --save-weights).
 class GatheredTensors {
 public:
   /// The full tensors of the `views` of `slots`: the views of unsharded
   /// ones, and shards gathered over the tp group. Every rank of the group
   /// must gather alike.
-  GatheredTensors(cpu::Context &ctx, ProcessMesh &mesh,
+  GatheredTensors(Device &device, ProcessMesh &mesh,
                   const std::vector<NamedTensor> &views,
-                  const ArenaSlot *slots) {
+                  const ArenaSlot *slots)
+      : device(device) {
     int tp = mesh.getTp();
+    std::vector<NamedTensor> full;
     for (size_t i = 0; i < views.size(); ++i) {
       const ArenaSlot &slot = slots[i];
       if (slot.shardAxis < 0) {
-        tensors.push_back(views[i]);
+        full.push_back(views[i]);
         continue;
       }
       // Seen with the axis as [chunks, part], the rank's part of every
@@ -108,20 +145,28 @@ public:
         blocks.dims[blocks.rank++] = local.shape[d];
         joined.dims[joined.rank++] = local.shape[d];
       }
-      storage.push_back(std::make_unique<uint8_t[]>(local.getBytes() * tp));
-      Tensor full(storage.back().get(), local.dtype, joined);
-      allGather(ctx, mesh.getTensorParallel(),
-                Tensor(local.data, local.dtype, blocks), full, axis + 1);
-      full.shape = local.shape;
-      full.shape.dims[axis] *= tp;
-      tensors.push_back({views[i].name, full});
+      gathered.push_back(device.allocate(local.getBytes() * tp));
+      Tensor whole(gathered.back(), local.dtype, joined);
+      device.allGather(mesh.getTensorParallel(),
+                       Tensor(local.data, local.dtype, blocks), whole,
+                       axis + 1);
+      whole.shape = local.shape;
+      whole.shape.dims[axis] *= tp;
+      full.push_back({views[i].name, whole});
     }
+    host = std::make_unique<HostMirror>(device, std::move(full));
+    host->download();
   }
-  const std::vector<NamedTensor> &get() const { return tensors; }
+  ~GatheredTensors() {
+    for (void *data : gathered)
+      device.release(data);
+  }
+  const std::vector<NamedTensor> &get() const { return host->get(); }
 
 private:
-  std::vector<NamedTensor> tensors;
-  std::vector<std::unique_ptr<uint8_t[]>> storage;
+  Device &device;
+  std::vector<void *> gathered;
+  std::unique_ptr<HostMirror> host;
 };
 
 /// What checkpoints hold: parameters (and buffers), then optimizer state.
@@ -145,6 +190,27 @@ std::string defaultWeightsPath() {
   return exe.substr(0, exe.rfind('/') + 1) + "weights.safetensors";
 }
 
+/// The first of the launcher's variables `names` that is set, as a number
+/// (Open MPI's, MPICH's Hydra's, Slurm's); `otherwise` when started alone.
+int getLauncherNumber(std::initializer_list<const char *> names,
+                      int otherwise) {
+  for (const char *name : names)
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return otherwise;
+}
+
+DeviceOptions getDeviceOptions(const TrainOptions &options) {
+  DeviceOptions device;
+  device.threads = options.threads;
+  device.localRank = getLauncherNumber(
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, 0);
+  device.localRanks = getLauncherNumber(
+      {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1);
+  device.comm = options.comm;
+  return device;
+}
+
 int64_t residentBytes() {
   std::ifstream statm("/proc/self/statm");
   int64_t pages = 0, resident = 0;
@@ -157,8 +223,11 @@ class Trainer {
 public:
   Trainer(const ProgramDesc &program, const TrainOptions &options,
           ProcessMesh &mesh)
-      : program(program), options(options), mesh(mesh), ctx(options.threads),
-        arena(program.memory.arenaBytes) {}
+      : program(program), options(options), mesh(mesh),
+        device(program.createDevice(getDeviceOptions(options))),
+        arena(*device, program.memory.arenaBytes) {
+    mesh.useDevice(*device);
+  }
   void run();
 
 private:
@@ -167,7 +236,12 @@ private:
   void log(int64_t step, double seconds, double commSeconds);
   void save(int64_t step);
   template <typename T> T read(const ArenaSlot &slot) const {
-    return *arena.view(slot).as<T>();
+    T value;
+    device->copyToHost(&value, arena.view(slot).data, sizeof value);
+    return value;
+  }
+  void write(const ArenaSlot &slot, int64_t value) {
+    device->copyToDevice(arena.view(slot).data, &value, sizeof value);
   }
 
   void fillInputs(int64_t step);
@@ -178,12 +252,13 @@ private:
   const ProgramDesc &program;
   const TrainOptions &options;
   ProcessMesh &mesh;
-  cpu::Context ctx;
+  std::unique_ptr<Device> device;
   Arena arena;
   std::unique_ptr<DataSource> data;
-  /// What the data source fills: the global batch. With data parallelism
-  /// it is staged in `globalBatch` and each rank copies its rows into its
-  /// inputs; otherwise the inputs are filled in place.
+  /// What the data source fills: the global batch. With data parallelism,
+  /// or a device whose memory is not the host's, it is staged in
+  /// `globalBatch` and each rank copies its rows into its inputs; otherwise
+  /// the inputs are filled in place.
   std::vector<DataInput> inputs;
   std::vector<std::unique_ptr<uint8_t[]>> globalBatch;
   std::unique_ptr<std::ofstream> logFile;
@@ -206,14 +281,20 @@ void Trainer::prepare() {
       throwSystemError(options.logJson);
   }
 
+  HostMirror params(*device,
+                    viewsOf(arena, program.params, program.numParams));
   SafeTensorsReader weights(options.weights);
-  for (int i = 0; i < program.numParams; ++i)
-    weights.read(program.params[i].name, arena.view(program.params[i]));
-  program.initialize(ctx, mesh, arena.data);
-  if (!options.resume.empty())
+  for (const NamedTensor &param : params.get())
+    weights.read(param.name, param.tensor);
+  params.upload();
+  program.initialize(*device, mesh, arena.data, 0);
+  if (!options.resume.empty()) {
+    HostMirror state(*device, trainingState(program, arena));
     firstStep = loadCheckpoint(options.resume, program.fingerprint,
-                               trainingState(program, arena), mesh.getRank()) +
+                               state.get(), mesh.getRank()) +
                 1;
+    state.upload();
+  }
   if (firstStep > options.steps)
     throw Error("the checkpoint in " + options.resume + " is at step " +
                 std::to_string(firstStep - 1) + ", not before --steps " +
@@ -222,7 +303,7 @@ void Trainer::prepare() {
   for (int i = 0; i < program.numInputs; ++i) {
     const InputSlot &input = program.inputs[i];
     Tensor local = arena.view(input.slot);
-    if (program.dp == 1) {
+    if (program.dp == 1 && device->isHostMemory()) {
       inputs.push_back({input.slot.name, local, input.indexBound});
       continue;
     }
@@ -241,35 +322,39 @@ void Trainer::prepare() {
 
 void Trainer::fillInputs(int64_t step) {
   data->fill(step, inputs);
-  if (program.dp == 1)
+  if (globalBatch.empty())
     return;
   // Rows [r * B, (r + 1) * B) of dim 0 are dp rank r's, contiguous in the
   // row-major global batch.
   for (int i = 0; i < program.numInputs; ++i) {
     Tensor local = arena.view(program.inputs[i].slot);
-    std::memcpy(local.data,
-                inputs[i].tensor.as<uint8_t>() +
-                    mesh.getDpRank() * local.getBytes(),
-                local.getBytes());
+    device->copyToDevice(local.data,
+                         inputs[i].tensor.as<uint8_t>() +
+                             mesh.getDpRank() * local.getBytes(),
+                         local.getBytes());
   }
 }
 
 void Trainer::runStep(int64_t step) {
-  *arena.view(program.step).as<int64_t>() = step;
-  *arena.view(program.totalSteps).as<int64_t>() = options.steps;
+  write(program.step, step);
+  write(program.totalSteps, options.steps);
   fillInputs(step);
-  program.forward(ctx, mesh, arena.data);
-  if (options.forwardOnly)
-    return;
-  program.backward(ctx, mesh, arena.data);
-  if (step == 1 && !options.saveGrads.empty()) {
-    GatheredTensors grads(
-        ctx, mesh, viewsOf(arena, program.gradients, program.numGradients),
-        program.gradients);
-    if (isReporter())
-      writeSafeTensors(options.saveGrads, grads.get());
+  program.forward(*device, mesh, arena.data, step);
+  if (!options.forwardOnly) {
+    program.backward(*device, mesh, arena.data, step);
+    if (step == 1 && !options.saveGrads.empty()) {
+      GatheredTensors grads(
+          *device, mesh,
+          viewsOf(arena, program.gradients, program.numGradients),
+          program.gradients);
+      if (isReporter())
+        writeSafeTensors(options.saveGrads, grads.get());
+    }
+    program.optimizer(*device, mesh, arena.data, step);
   }
-  program.optimizer(ctx, mesh, arena.data);
+  // A GPU runs the step's kernels asynchronously: the step ends when they
+  // have.
+  device->synchronize();
 }
 
 void Trainer::log(int64_t step, double seconds, double commSeconds) {
@@ -305,8 +390,9 @@ void Trainer::save(int64_t step) {
   bool periodic = options.saveEvery > 0 && step % options.saveEvery == 0;
   if (options.save.empty() || !(periodic || step == options.steps))
     return;
+  HostMirror state(*device, trainingState(program, arena));
   std::string stepDir = saveCheckpoint(options.save, step, program.fingerprint,
-                                       trainingState(program, arena),
+                                       state.download().get(),
                                        mesh.getRank(), mesh.getWorldSize());
   // Rank 0 commits once every rank's file is complete: a rank that failed
   // to save has ended the job instead of joining this reduction.
@@ -320,11 +406,11 @@ void Trainer::save(int64_t step) {
 void Trainer::run() {
   prepare();
   if (isReporter() && !options.quiet) {
-    std::printf("%s: %lld steps from step %lld, %s, %d threads, arena %.1f "
-                "MiB\n",
+    std::printf("%s: %lld steps from step %lld, %s, %s, arena %.1f MiB\n",
                 program.modelName, static_cast<long long>(options.steps),
                 static_cast<long long>(firstStep), data->describe().c_str(),
-                ctx.getThreads(), program.memory.arenaBytes / 1048576.0);
+                device->describe().c_str(),
+                program.memory.arenaBytes / 1048576.0);
     std::fflush(stdout);
   }
   start = std::chrono::steady_clock::now();
@@ -340,7 +426,7 @@ void Trainer::run() {
       save(step);
   }
   if (!options.saveWeights.empty()) {
-    GatheredTensors weights(ctx, mesh,
+    GatheredTensors weights(*device, mesh,
                             viewsOf(arena, program.params, program.numParams),
                             program.params);
     if (isReporter())
@@ -380,7 +466,7 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   app.add_option("--log-json", options.logJson,
                  "write one JSON object per step to this file");
   app.add_option("--threads", options.threads,
-                 "CPU threads (default: all cores)");
+                 "CPU programs: threads (default: all cores)");
   app.add_option("--save", options.save,
                  "checkpoint directory: saved at the last step and every "
                  "--save-every steps");
@@ -398,6 +484,12 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   app.add_option("--save-weights", options.saveWeights,
                  "write the final parameters to this safetensors file");
   app.add_flag("--quiet", options.quiet, "no progress lines");
+  app.add_option("--comm", options.comm,
+                 "GPU programs: how collectives communicate: nccl, mpi "
+                 "(staged through host memory) or auto (NCCL unless ranks "
+                 "share a GPU)")
+      ->check(CLI::IsMember({"auto", "nccl", "mpi"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

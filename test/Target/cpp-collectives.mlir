@@ -16,10 +16,10 @@ module {
   }
 }
 
-// CHECK-LABEL: void backward(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
+// CHECK-LABEL: void backward(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
 // CHECK: // (root): all_reduce
 // CHECK: allReduce(ctx, mesh.getDataParallel(), std::array<Tensor, 2>{[[DW:t[0-9]+_matmul]], [[DB:t[0-9]+_sum]]}.data(), std::array<Tensor, 2>{[[RW:t[0-9]+_all_reduce]], [[RB:t[0-9]+_all_reduce]]}.data(), 2, /*mean=*/true);
 // CHECK: allReduce(ctx, mesh.getDataParallel(), std::array<Tensor, 1>{[[LOSS:t[0-9]+_mean]]}.data(), std::array<Tensor, 1>{[[MEAN:t[0-9]+_all_reduce]]}.data(), 1, /*mean=*/true);
 // CHECK-LABEL: void optimizer(
-// CHECK: cpu::sgdUpdate(ctx, {{s[0-9]+}}, [[RW]],
-// CHECK: cpu::sgdUpdate(ctx, {{s[0-9]+}}, [[RB]],
+// CHECK: sgdUpdate(ctx, {{s[0-9]+}}, [[RW]],
+// CHECK: sgdUpdate(ctx, {{s[0-9]+}}, [[RB]],

@@ -26,7 +26,7 @@ module {
 // CHECK: alignas(64) const uint8_t [[BOOLS:kConstant[0-9]+]][] = {
 // CHECK-NEXT: 1, 0,
 // CHECK-NEXT: };
-// CHECK: void initialize(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
-// CHECK: cpu::copyFrom(ctx, t{{[0-9]+}}_constant, [[FLOATS]]);
-// CHECK: cpu::copyFrom(ctx, t{{[0-9]+}}_constant, [[BOOLS]]);
-// CHECK: cpu::fill(ctx, t{{[0-9]+}}_constant, 0.5);
+// CHECK: void initialize(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
+// CHECK: copyFrom(ctx, t{{[0-9]+}}_constant, [[FLOATS]]);
+// CHECK: copyFrom(ctx, t{{[0-9]+}}_constant, [[BOOLS]]);
+// CHECK: fill(ctx, t{{[0-9]+}}_constant, 0.5);

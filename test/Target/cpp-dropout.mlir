@@ -24,15 +24,14 @@ module {
 #fc1drop = loc("fc1.drop"(#src))
 
 // CHECK: constexpr uint64_t kSeed = 0u;
-// CHECK-LABEL: void forward(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
+// CHECK-LABEL: void forward(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
 // CHECK: // "drop": dropout
 // CHECK-DAG: const Tensor [[IN:t[0-9]+_dropout]] = view(arena, {{[0-9]+}}, DType::F32, {2, 4});
-// CHECK-DAG: const Tensor [[STEP:arg[0-9]+]] = view(arena, {{[0-9]+}}, DType::I64, {});
-// CHECK: cpu::dropout(ctx, arg0, [[IN]], 0.10000000000000001, {kSeed, *[[STEP]].as<int64_t>(), /*stream=*/0, /*rankStream=*/0}, {mesh.getDpRank()});
+// CHECK: dropout(ctx, arg0, [[IN]], 0.10000000000000001, {kSeed, step, /*stream=*/0, /*rankStream=*/0}, {mesh.getDpRank()});
 // CHECK: // "fc1.drop": dropout
-// CHECK: cpu::dropout(ctx, {{t[0-9]+}}_linear, {{t[0-9]+}}_dropout, 0.25, {kSeed, *[[STEP]].as<int64_t>(), /*stream=*/1, /*rankStream=*/mesh.getTpRank()}, {mesh.getDpRank(), {/*axis=*/1, /*chunks=*/2, mesh.getTp()}, mesh.getTpRank()});
-// CHECK-LABEL: void backward(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
+// CHECK: dropout(ctx, {{t[0-9]+}}_linear, {{t[0-9]+}}_dropout, 0.25, {kSeed, step, /*stream=*/1, /*rankStream=*/mesh.getTpRank()}, {mesh.getDpRank(), {/*axis=*/1, /*chunks=*/2, mesh.getTp()}, mesh.getTpRank()});
+// CHECK-LABEL: void backward(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
 // CHECK: // "fc1.drop": dropout
-// CHECK: cpu::dropout(ctx, {{t[0-9]+}}_broadcast, {{t[0-9]+}}_dropout, 0.25, {kSeed, *[[STEP]].as<int64_t>(), /*stream=*/1, /*rankStream=*/mesh.getTpRank()}, {mesh.getDpRank(), {/*axis=*/1, /*chunks=*/2, mesh.getTp()}, mesh.getTpRank()});
-// CHECK-NOT: cpu::dropout
+// CHECK: dropout(ctx, {{t[0-9]+}}_broadcast, {{t[0-9]+}}_dropout, 0.25, {kSeed, step, /*stream=*/1, /*rankStream=*/mesh.getTpRank()}, {mesh.getDpRank(), {/*axis=*/1, /*chunks=*/2, mesh.getTp()}, mesh.getTpRank()});
+// CHECK-NOT: dropout(
 // CHECK-LABEL: void optimizer(

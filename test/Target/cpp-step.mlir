@@ -20,34 +20,34 @@ module {
 #fc = loc("layers.0.fc"(#src))
 #act = loc("layers.0.act"(#src))
 
-// CHECK: #include "slapo/runtime/Kernels.h"
+// CHECK: #include "slapo/runtime/cpu/Kernels.h"
 // CHECK: constexpr uint64_t kSeed = 0u;
-// CHECK: void initialize(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
-// CHECK: cpu::fill(ctx, t{{[0-9]+}}_constant, 1);
-// CHECK: cpu::fill(ctx, t{{[0-9]+}}_constant, 0.01);
+// CHECK: void initialize(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
+// CHECK: fill(ctx, t{{[0-9]+}}_constant, 1);
+// CHECK: fill(ctx, t{{[0-9]+}}_constant, 0.01);
 
-// CHECK-LABEL: void forward(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
+// CHECK-LABEL: void forward(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
 // CHECK: // "layers.0.fc": linear
 // CHECK-NEXT: const Tensor [[Y:t[0-9]+_linear]] = view(arena, {{[0-9]+}}, DType::F32, {2, 3});
 // CHECK-DAG: const Tensor [[B:t[0-9]+_get_param]] = view(arena, 192, DType::F32, {3});
 // CHECK-DAG: const Tensor [[W:t[0-9]+_get_param]] = view(arena, 0, DType::F32, {3, 4});
 // CHECK-DAG: const Tensor [[X:arg0]] = view(arena, 384, DType::F32, {2, 4});
-// CHECK: cpu::linear(ctx, [[X]], [[W]], [[B]], [[Y]]);
+// CHECK: linear(ctx, [[X]], [[W]], [[B]], [[Y]]);
 // CHECK: // "layers.0.act": gelu
-// CHECK: cpu::unary(ctx, cpu::UnaryKind::GeluTanh, [[Y]], t{{[0-9]+}}_gelu);
+// CHECK: unary(ctx, UnaryKind::GeluTanh, [[Y]], t{{[0-9]+}}_gelu);
 // CHECK: // (root): sum
-// CHECK: cpu::reduce(ctx, cpu::ReduceKind::Sum, t{{[0-9]+}}_gelu, [[LOSS:t[0-9]+_sum]], 3u);
+// CHECK: reduce(ctx, ReduceKind::Sum, t{{[0-9]+}}_gelu, [[LOSS:t[0-9]+_sum]], 3u);
 // CHECK-NEXT: }
 
 // Backward reads the forward's tensors through views of its own.
-// CHECK-LABEL: void backward(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
-// CHECK: cpu::matmul(ctx,
-// CHECK-LABEL: void optimizer(Context &ctx, ProcessMesh &mesh, uint8_t *arena) {
+// CHECK-LABEL: void backward(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
+// CHECK: matmul(ctx,
+// CHECK-LABEL: void optimizer(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
 // CHECK: // "w": adamw_update
 // CHECK-DAG: const Tensor s0 = view(arena, 0, DType::F32, {3, 4});
 // CHECK-DAG: const Tensor s64 = view(arena, 64, DType::F32, {3, 4});
 // CHECK-DAG: const Tensor s128 = view(arena, 128, DType::F32, {3, 4});
-// CHECK: cpu::adamwUpdate(ctx, s0, t{{[0-9]+}}_matmul, s64, s128, t{{[0-9]+}}_constant, *arg1.as<int64_t>(), 0.90000000000000002, 0.999, 1e-08, 0);
+// CHECK: adamwUpdate(ctx, s0, t{{[0-9]+}}_matmul, s64, s128, t{{[0-9]+}}_constant, step, 0.90000000000000002, 0.999, 1e-08, 0);
 
 // CHECK: const ArenaSlot kParams[] = {
 // CHECK-NEXT: {"w", DType::F32, {3, 4}, 0},

@@ -15,7 +15,7 @@
 #include "slapo/runtime/Comm.h"
 #include "slapo/runtime/Collectives.h"
 #include "slapo/runtime/Error.h"
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
 #include <mpi.h>

@@ -1,7 +1,7 @@
 // The dropout kernel against its definition: element e of the whole tensor
 // is kept, scaled by 1 / (1 - p), iff uniform01(randomBits(seed,
 // dropoutStream(step, stream, rankStream), e)) >= p.
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 #include "slapo/runtime/Random.h"
 #include "slapo/runtime/Shard.h"
 

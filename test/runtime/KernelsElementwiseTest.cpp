@@ -1,7 +1,7 @@
 // Generators, elementwise, compare, where and triangular kernels against
 // values computed here with the formulas they implement.
 #include "slapo/runtime/Error.h"
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,7 +3,7 @@
 #include "ContextImpl.h"
 
 #include "slapo/runtime/Error.h"
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
 

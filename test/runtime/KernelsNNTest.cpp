@@ -1,7 +1,7 @@
 // embedding, layer norm, softmax, log-softmax and cross entropy against the
 // formulas, computed here in f64.
 #include "slapo/runtime/Error.h"
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
 

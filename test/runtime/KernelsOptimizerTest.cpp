@@ -1,6 +1,6 @@
 // SGD and AdamW updates against torch.optim's formulas, evaluated here in
 // f64 (the kernels compute in f32, so they agree to f32 precision).
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // Reductions, casts and data movement against index arithmetic written out
 // here.
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
 

@@ -5,7 +5,7 @@
 // a GPU the test shows that the communicator compiles and links.
 #define CATCH_CONFIG_RUNNER
 
-#include "slapo/runtime/NcclComm.h"
+#include "Communicators.h"
 #include "slapo/runtime/Error.h"
 
 #include <catch2/catch.hpp>
@@ -18,6 +18,7 @@
 #include <vector>
 
 using namespace slapo::rt;
+using slapo::rt::cuda::createNcclCommunicator;
 
 namespace {
 
@@ -58,8 +59,9 @@ private:
 TEST_CASE(
     "an NCCL group of one rank sums, gathers and scatters on the device") {
   std::unique_ptr<ProcessMesh> mesh = ProcessMesh::create(1, 1);
+  cuda::Context ctx(0);
   std::unique_ptr<Communicator> group =
-      createNcclCommunicator(mesh->getWorld(), 0);
+      createNcclCommunicator(mesh->getWorld(), ctx);
   CHECK(group->getRank() == 0);
   CHECK(group->getSize() == 1);
 
@@ -89,20 +91,20 @@ TEST_CASE(
 TEST_CASE("a CUDA failure names the call") {
   int devices = 0;
   REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
-  std::unique_ptr<ProcessMesh> mesh = ProcessMesh::create(1, 1);
-  CHECK_THROWS_WITH(createNcclCommunicator(mesh->getWorld(), devices),
-                    "cudaSetDevice(" + std::to_string(devices) + ") failed: " +
-                        cudaGetErrorString(cudaErrorInvalidDevice));
+  CHECK_THROWS_WITH(cuda::Context(devices),
+                    "cudaSetDevice(" + std::to_string(devices) +
+                        "): cudaErrorInvalidDevice (" +
+                        cudaGetErrorString(cudaErrorInvalidDevice) + ")");
 }
 
 int main(int argc, char **argv) {
   int devices = 0;
   cudaError_t status = cudaGetDeviceCount(&devices);
   if (status != cudaSuccess || devices == 0) {
-    std::cout << "no CUDA device (cudaGetDeviceCount: "
+    std::cout << "skipped: no CUDA device (cudaGetDeviceCount: "
               << (status == cudaSuccess ? "0 devices"
                                         : cudaGetErrorString(status))
-              << "): skipped\n";
+              << ")\n";
     return kSkipped;
   }
   return Catch::Session().run(argc, argv);

@@ -17,9 +17,12 @@ struct RankProgramInfo {
   int64_t dp = 1, tp = 1;
   /// train(seed=): data sampling and dropout masks derive from it.
   uint64_t seed = 0;
+  /// The backend whose kernels the program calls: "cpu" or "cuda" (the
+  /// namespace of its kernel set in the runtime).
+  std::string target = "cpu";
 };
 
-/// Writes step.cpp for a module whose @train_step has a memory plan
+/// Writes the step's source (step.cpp, or step.cu for CUDA) for a module whose @train_step has a memory plan
 /// (slapo-plan-memory): tables of the arena's persistent tensors, one
 /// function per phase calling libslapo_runtime's kernels on views at planned
 /// offsets (each call commented with its module path), and a main that hands

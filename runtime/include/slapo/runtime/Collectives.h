@@ -1,8 +1,11 @@
 //===- Collectives.h - the collectives generated code calls -----*- C++ -*-===//
 //
 // Tensor-level collectives over a Communicator, with the meaning of the
-// slapo dialect's collective ops. They are device-neutral: a CUDA context
-// will get the same functions over NCCL. Shapes and dtypes are checked
+// slapo dialect's collective ops, for every backend: `ctx` is the backend's
+// Context (cpu::Context, cuda::Context), whose kernels stage the data, and
+// the group's memory is that device's (Device::createCommunicator). The
+// definitions are in runtime/comm/CollectivesImpl.h, instantiated by each
+// backend. Shapes and dtypes are checked
 // before any communication, so a mismatch throws Error on every rank alike
 // instead of leaving peers waiting. Staging (buckets, blocks along a
 // non-leading dim) uses the group's scratch buffer (Communicator::getScratch).
@@ -12,7 +15,6 @@
 #define SLAPO_RUNTIME_COLLECTIVES_H
 
 #include "slapo/runtime/Comm.h"
-#include "slapo/runtime/Context.h"
 #include "slapo/runtime/Tensor.h"
 
 namespace slapo::rt {
@@ -23,19 +25,23 @@ namespace slapo::rt {
 /// place). A group of one copies (or, in place, does nothing). Outputs that
 /// lie back to back in memory (as a planned bucket does) are reduced where
 /// they lie; other buckets are staged in the group's scratch buffer.
-void allReduce(cpu::Context &ctx, Communicator &group, const Tensor *inputs,
+template <class Context>
+void allReduce(Context &ctx, Communicator &group, const Tensor *inputs,
                const Tensor *outputs, int count, bool mean);
 /// output = the group's `input`s concatenated along `dim` in group-rank order
 /// (output.shape[dim] = size * input.shape[dim]).
-void allGather(cpu::Context &ctx, Communicator &group, const Tensor &input,
+template <class Context>
+void allGather(Context &ctx, Communicator &group, const Tensor &input,
                const Tensor &output, int dim);
 /// output = block getRank() along `dim` of the group's elementwise sum of
 /// `input` (input.shape[dim] = size * output.shape[dim]). F32, F64, I64.
-void reduceScatter(cpu::Context &ctx, Communicator &group, const Tensor &input,
+template <class Context>
+void reduceScatter(Context &ctx, Communicator &group, const Tensor &input,
                    const Tensor &output, int dim);
 /// output = block getRank() along `dim` of `input` (no communication: every
 /// rank holds the same input).
-void scatter(cpu::Context &ctx, Communicator &group, const Tensor &input,
+template <class Context>
+void scatter(Context &ctx, Communicator &group, const Tensor &input,
              const Tensor &output, int dim);
 
 } // namespace slapo::rt

@@ -11,6 +11,7 @@
 #ifndef SLAPO_RUNTIME_COMM_H
 #define SLAPO_RUNTIME_COMM_H
 
+#include "slapo/runtime/Device.h"
 #include "slapo/runtime/Tensor.h"
 
 #include <cstddef>
@@ -54,9 +55,10 @@ public:
   /// Staging memory of the collectives in Collectives.h (packing a bucket of
   /// tensors into one message, reordering blocks along a non-leading dim):
   /// one grow-only buffer per group, allocated on first use outside the
-  /// planned arena, as large as the largest message staged so far. Its
-  /// contents do not survive the next call.
-  std::byte *getScratch(size_t bytes);
+  /// planned arena, as large as the largest message staged so far, in the
+  /// memory the group communicates in (host memory here; a communicator over
+  /// a GPU's memory overrides it). Its contents do not survive the next call.
+  virtual std::byte *getScratch(size_t bytes);
 
   /// Wall seconds this rank has spent in the group's message passing so far:
   /// inside allReduceSum, allGather and reduceScatterSum of a group of
@@ -104,9 +106,17 @@ public:
   int getTpRank() const { return rank % tp; }
   int getDp() const { return dp; }
   int getTp() const { return tp; }
+  /// The world: a group over host memory, for the driver's own messages.
   Communicator &getWorld() { return *world; }
+  /// The groups generated code's collectives use, over the memory of the
+  /// device given to useDevice() (host memory before).
   Communicator &getDataParallel() { return *dataParallel; }
   Communicator &getTensorParallel() { return *tensorParallel; }
+  /// Makes the dp and tp groups communicate in `device`'s memory: each is
+  /// replaced by device.createCommunicator(group) where that is not null
+  /// (a GPU); the replaced host groups stay alive for the new ones. Called
+  /// once, before any collective.
+  void useDevice(Device &device);
   /// The getCommSeconds() of this rank's groups together.
   double getCommSeconds() const;
 
@@ -129,6 +139,10 @@ private:
   std::unique_ptr<Communicator> world;
   std::unique_ptr<Communicator> dataParallel;
   std::unique_ptr<Communicator> tensorParallel;
+  /// The host groups that useDevice() replaced, which the device's groups
+  /// may still use.
+  std::unique_ptr<Communicator> hostDataParallel;
+  std::unique_ptr<Communicator> hostTensorParallel;
 };
 
 } // namespace slapo::rt

@@ -13,7 +13,7 @@
 #define SLAPO_RUNTIME_PROGRAM_H
 
 #include "slapo/runtime/Comm.h"
-#include "slapo/runtime/Context.h"
+#include "slapo/runtime/Device.h"
 #include "slapo/runtime/Tensor.h"
 
 #include <cstdint>
@@ -52,10 +52,12 @@ struct MemoryPlan {
   int64_t arenaBytes;
 };
 
-/// One phase of the step (forward, backward, optimizer): reads and writes
-/// tensors in `arena` at planned offsets, and communicates within the groups
-/// of `mesh`.
-using PhaseFn = void (*)(cpu::Context &ctx, ProcessMesh &mesh, uint8_t *arena);
+/// One phase of the step (forward, backward, optimizer) of the 1-based step
+/// number `step`: runs the kernels of `device` (the Device that the
+/// program's createDevice made) on tensors in `arena`, the device's memory,
+/// at planned offsets, and communicates within the groups of `mesh`.
+using PhaseFn = void (*)(Device &device, ProcessMesh &mesh, uint8_t *arena,
+                         int64_t step);
 
 struct ProgramDesc {
   /// The model file slapoc compiled and a fingerprint of the compiled program
@@ -86,7 +88,8 @@ struct ProgramDesc {
   const InputSlot *inputs;
   int numInputs;
   /// 0-d I64 slots the driver writes before each step: the 1-based step
-  /// number and the run's last step (for learning-rate schedules).
+  /// number and the run's last step (for learning-rate schedules computed on
+  /// the device).
   ArenaSlot step, totalSteps;
   /// 0-d slots the step writes: the loss (F32, by forward) and the learning
   /// rate it used (F64, by optimizer).
@@ -98,6 +101,8 @@ struct ProgramDesc {
   /// Writes the step's constants into their arena slots; run once.
   PhaseFn initialize;
   PhaseFn forward, backward, optimizer;
+  /// The device of the backend the program was compiled for.
+  std::unique_ptr<Device> (*createDevice)(const DeviceOptions &options);
 };
 
 /// The rank program's main: joins the mesh, parses the command line

@@ -11,11 +11,18 @@
 
 #include <cstdint>
 
+// CUDA kernels draw the same bits as the CPU's (runtime/cuda).
+#if defined(__CUDACC__)
+#define SLAPO_HOST_DEVICE __host__ __device__
+#else
+#define SLAPO_HOST_DEVICE
+#endif
+
 namespace slapo::rt {
 
 /// Steele, Lea and Flood's SplitMix64 finalizer: a bijection that mixes
 /// every input bit into every output bit.
-inline uint64_t splitmix64(uint64_t x) {
+SLAPO_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -23,7 +30,7 @@ inline uint64_t splitmix64(uint64_t x) {
 }
 
 /// 64 random bits for element `counter` of stream `stream` under `seed`.
-inline uint64_t randomBits(uint64_t seed, uint64_t stream, uint64_t counter) {
+SLAPO_HOST_DEVICE inline uint64_t randomBits(uint64_t seed, uint64_t stream, uint64_t counter) {
   return splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ counter);
 }
 
@@ -31,7 +38,7 @@ inline uint64_t randomBits(uint64_t seed, uint64_t stream, uint64_t counter) {
 /// `step` for ranks of `rankStream` (0, or the tp rank inside fork_rng()):
 /// its masks are uniform01(randomBits(seed, this, element)) >= p. The tag
 /// keeps dropout streams apart from the data's, whose stream is the step.
-inline uint64_t dropoutStream(uint64_t step, uint64_t opStream,
+SLAPO_HOST_DEVICE inline uint64_t dropoutStream(uint64_t step, uint64_t opStream,
                               uint64_t rankStream) {
   constexpr uint64_t kDropoutTag = 0x64726f706f7574ull; // "dropout"
   return splitmix64(splitmix64(splitmix64(kDropoutTag ^ step) ^ opStream) ^
@@ -39,7 +46,7 @@ inline uint64_t dropoutStream(uint64_t step, uint64_t opStream,
 }
 
 /// A double in [0, 1) from the 53 high bits.
-inline double uniform01(uint64_t bits) {
+SLAPO_HOST_DEVICE inline double uniform01(uint64_t bits) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 

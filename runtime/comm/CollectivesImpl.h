@@ -1,4 +1,10 @@
-//===- Collectives.cpp - tensor collectives over a Communicator -----------===//
+//===- CollectivesImpl.h - the collectives over any backend ------*- C++ -*-===//
+//
+// The definitions of Collectives.h, a template over the backend's Context:
+// their staging (packing buckets, reordering blocks, dividing by the group
+// size) calls the backend's kernels, found by argument-dependent lookup on
+// the Context (cpu::copy, cuda::copy, ...). Included only by the backends,
+// which instantiate them for their Context.
 //
 // A Communicator moves flat runs of elements, one block per rank. A tensor
 // split along `dim` has its rank blocks contiguous only when every dim
@@ -8,18 +14,20 @@
 // group's scratch buffer, so that each rank's block becomes one run.
 //
 //===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_COMM_COLLECTIVESIMPL_H
+#define SLAPO_RUNTIME_COMM_COLLECTIVESIMPL_H
+
 #include "slapo/runtime/Collectives.h"
-
 #include "slapo/runtime/Error.h"
-#include "slapo/runtime/Kernels.h"
+#include "slapo/runtime/KernelTypes.h"
 
+#include <cstddef>
 #include <string>
 
 namespace slapo::rt {
+namespace detail {
 
-namespace {
-
-int64_t product(const Shape &shape, int begin, int end) {
+inline int64_t product(const Shape &shape, int begin, int end) {
   int64_t result = 1;
   for (int d = begin; d < end; ++d)
     result *= shape.dims[d];
@@ -27,14 +35,14 @@ int64_t product(const Shape &shape, int begin, int end) {
 }
 
 /// "F32 [2, 3]".
-std::string describe(const Tensor &tensor) {
+inline std::string describe(const Tensor &tensor) {
   return std::string(getName(tensor.dtype)) + " " + tensor.shape.str();
 }
 
 /// Checks that `whole` is `parts` blocks of `block` along `dim` (same dtype,
 /// same rank, same sizes but dim, whole's dim `parts` times block's) and
 /// returns the dim made non-negative.
-int checkBlocks(const char *operation, const char *wholeRole,
+inline int checkBlocks(const char *operation, const char *wholeRole,
                 const Tensor &whole, const char *blockRole, const Tensor &block,
                 int parts, int dim) {
   std::string where =
@@ -57,22 +65,26 @@ int checkBlocks(const char *operation, const char *wholeRole,
 }
 
 /// `to` [b, a, block] = `from` [a, b, block] with its leading dims swapped.
-void swapLeadingDims(cpu::Context &ctx, void *from, void *to, DType dtype,
+template <class Context>
+void swapLeadingDims(Context &ctx, void *from, void *to, DType dtype,
                      int64_t a, int64_t b, int64_t block) {
   static const int64_t kSwap[] = {1, 0, 2};
-  cpu::permute(ctx, Tensor(from, dtype, {a, b, block}),
+  permute(ctx, Tensor(from, dtype, {a, b, block}),
                Tensor(to, dtype, {b, a, block}), kSwap);
 }
 
-void divide(cpu::Context &ctx, const Tensor &input, const Tensor &output,
-            int divisor) {
-  float value = static_cast<float>(divisor);
-  cpu::binary(ctx, cpu::BinaryKind::Div, input,
-              Tensor(&value, DType::F32, Shape()), output);
+/// output = input / divisor, the divisor a 0-d F32 tensor written at
+/// `scalar` (in the device's memory: the end of the group's scratch).
+template <class Context>
+void divide(Context &ctx, const Tensor &input, const Tensor &output,
+            int divisor, std::byte *scalar) {
+  Tensor value(scalar, DType::F32, Shape());
+  fill(ctx, value, divisor);
+  binary(ctx, BinaryKind::Div, input, value, output);
 }
 
 /// Whether each output starts where the previous one ends.
-bool liesBackToBack(const Tensor *tensors, int count) {
+inline bool liesBackToBack(const Tensor *tensors, int count) {
   for (int i = 1; i < count; ++i)
     if (tensors[i].data != static_cast<std::byte *>(tensors[i - 1].data) +
                                tensors[i - 1].getBytes())
@@ -80,9 +92,10 @@ bool liesBackToBack(const Tensor *tensors, int count) {
   return true;
 }
 
-} // namespace
+} // namespace detail
 
-void allReduce(cpu::Context &ctx, Communicator &group, const Tensor *inputs,
+template <class Context>
+void allReduce(Context &ctx, Communicator &group, const Tensor *inputs,
                const Tensor *outputs, int count, bool mean) {
   int64_t elements = 0;
   for (int i = 0; i < count; ++i) {
@@ -90,15 +103,15 @@ void allReduce(cpu::Context &ctx, Communicator &group, const Tensor *inputs,
     if (input.dtype != DType::F32 || output.dtype != DType::F32 ||
         input.shape != output.shape)
       throw Error("all-reduce of tensor " + std::to_string(i) +
-                  " of a bucket: input " + describe(input) + " and output " +
-                  describe(output) + " must be F32 tensors of one shape");
+                  " of a bucket: input " + detail::describe(input) + " and output " +
+                  detail::describe(output) + " must be F32 tensors of one shape");
     elements += input.getNumElements();
   }
   if (count <= 0)
     return;
   auto copyUnlessInPlace = [&](int i) {
     if (inputs[i].data != outputs[i].data)
-      cpu::copy(ctx, inputs[i], outputs[i]);
+      copy(ctx, inputs[i], outputs[i]);
   };
   int size = group.getSize();
   if (size == 1) {
@@ -106,7 +119,7 @@ void allReduce(cpu::Context &ctx, Communicator &group, const Tensor *inputs,
       copyUnlessInPlace(i);
     return;
   }
-  if (liesBackToBack(outputs, count)) {
+  if (detail::liesBackToBack(outputs, count)) {
     for (int i = 0; i < count; ++i)
       copyUnlessInPlace(i);
     group.allReduceSum(outputs[0].data, elements, DType::F32);
@@ -114,13 +127,14 @@ void allReduce(cpu::Context &ctx, Communicator &group, const Tensor *inputs,
     // written, so the division runs in place.
     Tensor bucket(outputs[0].data, DType::F32, {elements});
     if (mean)
-      divide(ctx, bucket, bucket, size);
+      detail::divide(ctx, bucket, bucket, size, group.getScratch(sizeof(float)));
     return;
   }
-  std::byte *staged = group.getScratch(elements * getSize(DType::F32));
+  size_t stagedBytes = elements * getSize(DType::F32);
+  std::byte *staged = group.getScratch(stagedBytes + sizeof(float));
   std::byte *next = staged;
   for (int i = 0; i < count; ++i) {
-    cpu::copy(ctx, inputs[i], Tensor(next, DType::F32, inputs[i].shape));
+    copy(ctx, inputs[i], Tensor(next, DType::F32, inputs[i].shape));
     next += inputs[i].getBytes();
   }
   group.allReduceSum(staged, elements, DType::F32);
@@ -128,20 +142,21 @@ void allReduce(cpu::Context &ctx, Communicator &group, const Tensor *inputs,
   for (int i = 0; i < count; ++i) {
     Tensor sum(next, DType::F32, outputs[i].shape);
     if (mean)
-      divide(ctx, sum, outputs[i], size);
+      detail::divide(ctx, sum, outputs[i], size, staged + stagedBytes);
     else
-      cpu::copy(ctx, sum, outputs[i]);
+      copy(ctx, sum, outputs[i]);
     next += outputs[i].getBytes();
   }
 }
 
-void allGather(cpu::Context &ctx, Communicator &group, const Tensor &input,
+template <class Context>
+void allGather(Context &ctx, Communicator &group, const Tensor &input,
                const Tensor &output, int dim) {
   int size = group.getSize();
   int d =
-      checkBlocks("all-gather", "output", output, "input", input, size, dim);
-  int64_t outer = product(input.shape, 0, d);
-  int64_t block = product(input.shape, d, input.getRank());
+      detail::checkBlocks("all-gather", "output", output, "input", input, size, dim);
+  int64_t outer = detail::product(input.shape, 0, d);
+  int64_t block = detail::product(input.shape, d, input.getRank());
   if (outer == 1 || size == 1) {
     group.allGather(input.data, output.data, input.getNumElements(),
                     input.dtype);
@@ -149,32 +164,48 @@ void allGather(cpu::Context &ctx, Communicator &group, const Tensor &input,
   }
   std::byte *staged = group.getScratch(output.getBytes());
   group.allGather(input.data, staged, input.getNumElements(), input.dtype);
-  swapLeadingDims(ctx, staged, output.data, output.dtype, size, outer, block);
+  detail::swapLeadingDims(ctx, staged, output.data, output.dtype, size, outer, block);
 }
 
-void reduceScatter(cpu::Context &ctx, Communicator &group, const Tensor &input,
+template <class Context>
+void reduceScatter(Context &ctx, Communicator &group, const Tensor &input,
                    const Tensor &output, int dim) {
   int size = group.getSize();
-  int d = checkBlocks("reduce-scatter", "input", input, "output", output, size,
+  int d = detail::checkBlocks("reduce-scatter", "input", input, "output", output, size,
                       dim);
-  int64_t outer = product(output.shape, 0, d);
-  int64_t block = product(output.shape, d, output.getRank());
+  int64_t outer = detail::product(output.shape, 0, d);
+  int64_t block = detail::product(output.shape, d, output.getRank());
   if (outer == 1 || size == 1) {
     group.reduceScatterSum(input.data, output.data, output.getNumElements(),
                            output.dtype);
     return;
   }
   std::byte *staged = group.getScratch(input.getBytes());
-  swapLeadingDims(ctx, input.data, staged, input.dtype, outer, size, block);
+  detail::swapLeadingDims(ctx, input.data, staged, input.dtype, outer, size, block);
   group.reduceScatterSum(staged, output.data, output.getNumElements(),
                          output.dtype);
 }
 
-void scatter(cpu::Context &ctx, Communicator &group, const Tensor &input,
+template <class Context>
+void scatter(Context &ctx, Communicator &group, const Tensor &input,
              const Tensor &output, int dim) {
-  int d = checkBlocks("scatter", "input", input, "output", output,
+  int d = detail::checkBlocks("scatter", "input", input, "output", output,
                       group.getSize(), dim);
-  cpu::slice(ctx, input, output, d, group.getRank() * output.shape[d], 1);
+  slice(ctx, input, output, d, group.getRank() * output.shape[d], 1);
 }
 
+// Each backend instantiates the collectives for its Context
+// (runtime/cpu/Collectives.cpp, runtime/cuda/Collectives.cu).
+#define SLAPO_INSTANTIATE_COLLECTIVES(Context)                                 \
+  template void allReduce<Context>(Context &, Communicator &, const Tensor *,  \
+                                   const Tensor *, int, bool);                 \
+  template void allGather<Context>(Context &, Communicator &, const Tensor &,   \
+                                   const Tensor &, int);                       \
+  template void reduceScatter<Context>(Context &, Communicator &,              \
+                                       const Tensor &, const Tensor &, int);   \
+  template void scatter<Context>(Context &, Communicator &, const Tensor &,    \
+                                 const Tensor &, int);
+
 } // namespace slapo::rt
+
+#endif // SLAPO_RUNTIME_COMM_COLLECTIVESIMPL_H

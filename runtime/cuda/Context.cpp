@@ -1,0 +1,139 @@
+//===- Context.cpp - an NVIDIA GPU as a device ----------------------------===//
+
+#include "Communicators.h"
+#include "ContextImpl.h"
+#include "slapo/runtime/Collectives.h"
+#include "slapo/runtime/Error.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+namespace slapo::rt::cuda {
+
+void checkCuda(cudaError_t status, const char *what) {
+  if (status != cudaSuccess)
+    throw Error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
+                cudaGetErrorString(status) + ")");
+}
+
+Context::Context(int device) : device(device) {
+  checkCuda(cudaSetDevice(device),
+            ("cudaSetDevice(" + std::to_string(device) + ")").c_str());
+  // Non-blocking: the rank's work never waits for the legacy default stream
+  // that libraries may use behind its back.
+  checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags");
+  try {
+    impl = std::make_unique<Impl>();
+  } catch (...) {
+    // The destructor does not run for a constructor that throws.
+    cudaStreamDestroy(stream);
+    throw;
+  }
+}
+
+Context::~Context() {
+  // Errors are ignored: a destructor cannot report them, and after a failure
+  // the process ends anyway.
+  cudaStreamSynchronize(stream);
+  impl.reset();
+  cudaStreamDestroy(stream);
+}
+
+std::string Context::describe() const {
+  cudaDeviceProp properties;
+  if (cudaGetDeviceProperties(&properties, device) != cudaSuccess)
+    return "cuda:" + std::to_string(device);
+  char text[256];
+  std::snprintf(text, sizeof text, "cuda:%d %s (sm_%d%d, %.0f GiB)", device,
+                properties.name, properties.major, properties.minor,
+                properties.totalGlobalMem / 1073741824.0);
+  return text;
+}
+
+void *Context::allocate(size_t bytes) {
+  void *data = nullptr;
+  cudaError_t status = cudaMalloc(&data, bytes ? bytes : 1);
+  if (status != cudaSuccess) {
+    // Clears the error, which would otherwise stick to later calls.
+    cudaGetLastError();
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    throw Error("cannot allocate " + std::to_string(bytes) + " bytes on GPU " +
+                std::to_string(device) + " (" + std::to_string(free) +
+                " of " + std::to_string(total) + " bytes free): " +
+                cudaGetErrorString(status));
+  }
+  // cudaMalloc aligns to 256 bytes; the zeros are queued like a kernel.
+  checkCuda(cudaMemsetAsync(data, 0, bytes, stream), "cudaMemsetAsync");
+  return data;
+}
+
+void Context::release(void *data) noexcept {
+  if (data)
+    cudaFree(data);
+}
+
+void Context::copyToDevice(void *device, const void *host, size_t bytes) {
+  checkCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
+                            stream),
+            "cudaMemcpyAsync to the GPU");
+  // Pageable host memory may be reused by the caller at once.
+  synchronize();
+}
+
+void Context::copyToHost(void *host, const void *device, size_t bytes) {
+  checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
+                            stream),
+            "cudaMemcpyAsync from the GPU");
+  synchronize();
+}
+
+void Context::synchronize() {
+  // A kernel that failed to launch reports here, one that failed while
+  // running at the synchronization.
+  checkCuda(cudaGetLastError(), "a CUDA kernel launch");
+  checkCuda(cudaStreamSynchronize(stream), "a CUDA kernel");
+}
+
+std::unique_ptr<Communicator>
+Context::createCommunicator(Communicator &hostGroup) {
+  if (hostGroup.getSize() == 1)
+    return createLocalCommunicator(*this);
+  if (useNccl)
+    return createNcclCommunicator(hostGroup, *this);
+  return createHostStagedCommunicator(hostGroup, *this);
+}
+
+void Context::allGather(Communicator &group, const Tensor &input,
+                        const Tensor &output, int dim) {
+  rt::allGather(*this, group, input, output, dim);
+}
+
+std::unique_ptr<Device> createDevice(const DeviceOptions &options) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess)
+    throw Error(std::string("no usable CUDA device: ") +
+                cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
+                ")");
+  if (count == 0)
+    throw Error("no CUDA device");
+  if (options.comm != "auto" && options.comm != "nccl" &&
+      options.comm != "mpi")
+    throw Error("--comm must be auto, nccl or mpi, not '" + options.comm +
+                "'");
+  bool sharesGpu = options.localRanks > count;
+  if (options.comm == "nccl" && sharesGpu)
+    throw Error("--comm nccl: " + std::to_string(options.localRanks) +
+                " ranks share this node's " + std::to_string(count) +
+                " GPU(s), and NCCL needs one GPU per rank; use --comm mpi");
+  auto ctx = std::make_unique<Context>(options.localRank % count);
+  ctx->setUseNccl(options.comm == "nccl" ||
+                  (options.comm == "auto" && !sharesGpu));
+  return ctx;
+}
+
+} // namespace slapo::rt::cuda

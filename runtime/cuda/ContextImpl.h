@@ -1,0 +1,212 @@
+//===- ContextImpl.h - the CUDA context's library state ---------*- C++ -*-===//
+//
+// Private to runtime/cuda (and its tests): what the kernels of one GPU
+// share. The cuBLASLt handle, its workspace and the matmul plans made so far
+// (descriptors and the algorithm the heuristic chose, one per combination of
+// shapes, strides, dtypes and alignments); scratch buffers that grow to the
+// largest size asked for and are then reused, so that no kernel allocates
+// in the steady state; and the record in which kernels report a bad index
+// (an embedding index, a cross-entropy target) without the host waiting for
+// them: synchronize() throws it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_CUDA_CONTEXTIMPL_H
+#define SLAPO_RUNTIME_CUDA_CONTEXTIMPL_H
+
+#include "slapo/runtime/Error.h"
+#include "slapo/runtime/cuda/Context.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace slapo::rt::cuda {
+
+/// A bad index that a kernel found: which kind of index, where it was, and
+/// the bound it broke. Written by the one thread that claims the record, in
+/// host memory that the GPU writes through (mapped pinned memory), so the
+/// host reads it after synchronizing without another copy.
+struct KernelErrorRecord {
+  enum Kind : int32_t { None, EmbeddingIndex, CrossEntropyTarget };
+  /// Set last, after the other fields.
+  volatile int32_t kind;
+  volatile int64_t value;
+  volatile int64_t position;
+  volatile int64_t bound;
+};
+
+/// What a kernel passes to report a bad index; see reportBadIndex in
+/// KernelSupport.cuh.
+struct KernelErrorSink {
+  /// Device memory: 0 until a thread claims the record.
+  int32_t *claimed;
+  /// The record, mapped into the device's address space.
+  KernelErrorRecord *record;
+};
+
+/// The cuBLASLt objects of one contraction shape, made once.
+struct MatmulPlan {
+  cublasLtMatmulDesc_t operation = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algorithm{};
+};
+
+/// Scratch buffers of the kernels; kernels that run one after the other on
+/// the stream may share one, a kernel that needs several at once uses
+/// different ones.
+enum class Scratch {
+  /// Partial results of reductions split across blocks.
+  Partials,
+  /// f32 sums of a 16-bit embedding gradient.
+  Accumulator,
+  /// A matmul's operands and result where cuBLASLt cannot address them.
+  MatmulLhs,
+  MatmulRhs,
+  MatmulResult,
+  Count,
+};
+
+struct Context::Impl {
+  Impl();
+  ~Impl();
+  Impl(const Impl &) = delete;
+  Impl &operator=(const Impl &) = delete;
+
+  /// At least `bytes` of device memory for `slot`, valid for work queued on
+  /// `stream` after this call. Growing it frees the old buffer in stream
+  /// order (after the kernels queued before that used it).
+  void *getScratch(Scratch slot, size_t bytes, cudaStream_t stream);
+
+  KernelErrorSink getErrorSink() const { return {errorClaim, errorRecord}; }
+  /// Throws Error for the bad index a kernel recorded, if any, and clears
+  /// the record. Call after the stream has synchronized.
+  void checkKernelErrors(cudaStream_t stream);
+
+  int multiprocessors = 0;
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr;
+  /// PyTorch's cuBLAS workspace on Hopper.
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+  /// Keyed by everything the plan's descriptors and algorithm depend on.
+  std::map<std::vector<int64_t>, MatmulPlan> matmulPlans;
+
+private:
+  /// Frees what the constructor made, as far as it got.
+  void release() noexcept;
+
+  struct ScratchBuffer {
+    void *data = nullptr;
+    size_t bytes = 0;
+  };
+  ScratchBuffer scratch[static_cast<int>(Scratch::Count)];
+  int32_t *errorClaim = nullptr;
+  KernelErrorRecord *errorRecord = nullptr;
+};
+
+/// Throws Error "<what>: <cuBLAS's status name>" unless `status` is
+/// CUBLAS_STATUS_SUCCESS.
+inline void checkCublas(cublasStatus_t status, const char *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string(what) + ": " + cublasLtGetStatusName(status) +
+                " (" + cublasLtGetStatusString(status) + ")");
+}
+
+// The members are defined here, inline, because every file of runtime/cuda
+// that includes this header needs them and none owns the context.
+
+inline Context::Impl::Impl() {
+  int device = 0;
+  checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+  checkCuda(cudaDeviceGetAttribute(&multiprocessors,
+                                   cudaDevAttrMultiProcessorCount, device),
+            "cudaDeviceGetAttribute(multiprocessors)");
+  try {
+    checkCublas(cublasLtCreate(&lt), "cublasLtCreate");
+    checkCuda(cudaMalloc(&workspace, kWorkspaceBytes),
+              "cudaMalloc(cuBLASLt workspace)");
+    checkCuda(cudaMalloc(&errorClaim, sizeof(int32_t)),
+              "cudaMalloc(kernel error claim)");
+    checkCuda(cudaMemset(errorClaim, 0, sizeof(int32_t)),
+              "cudaMemset(kernel error claim)");
+    void *record = nullptr;
+    checkCuda(cudaHostAlloc(&record, sizeof(KernelErrorRecord),
+                            cudaHostAllocMapped),
+              "cudaHostAlloc(kernel error record)");
+    errorRecord = static_cast<KernelErrorRecord *>(record);
+    errorRecord->kind = KernelErrorRecord::None;
+  } catch (...) {
+    // The destructor does not run for a constructor that throws.
+    release();
+    throw;
+  }
+}
+
+inline Context::Impl::~Impl() { release(); }
+
+inline void Context::Impl::release() noexcept {
+  // Errors are ignored: the destructor cannot report them.
+  for (auto &[key, plan] : matmulPlans) {
+    cublasLtMatrixLayoutDestroy(plan.a);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.d);
+    cublasLtMatmulDescDestroy(plan.operation);
+  }
+  matmulPlans.clear();
+  for (ScratchBuffer &buffer : scratch) {
+    cudaFree(buffer.data);
+    buffer = {};
+  }
+  cudaFreeHost(errorRecord);
+  errorRecord = nullptr;
+  cudaFree(errorClaim);
+  errorClaim = nullptr;
+  cudaFree(workspace);
+  workspace = nullptr;
+  if (lt)
+    cublasLtDestroy(lt);
+  lt = nullptr;
+}
+
+inline void *Context::Impl::getScratch(Scratch slot, size_t bytes,
+                                       cudaStream_t stream) {
+  ScratchBuffer &buffer = scratch[static_cast<int>(slot)];
+  if (bytes <= buffer.bytes)
+    return buffer.data;
+  // Stream-ordered, so that growing never waits for the whole device.
+  if (buffer.data)
+    checkCuda(cudaFreeAsync(buffer.data, stream), "cudaFreeAsync(scratch)");
+  buffer = {};
+  // Rounded up, so that slowly growing requests do not reallocate often.
+  size_t rounded = (bytes + (size_t(1) << 20) - 1) >> 20 << 20;
+  checkCuda(cudaMallocAsync(&buffer.data, rounded, stream),
+            ("cudaMallocAsync(" + std::to_string(rounded) +
+             " bytes of kernel scratch)")
+                .c_str());
+  buffer.bytes = rounded;
+  return buffer.data;
+}
+
+inline void Context::Impl::checkKernelErrors(cudaStream_t stream) {
+  if (errorRecord->kind == KernelErrorRecord::None)
+    return;
+  const char *what = errorRecord->kind == KernelErrorRecord::EmbeddingIndex
+                         ? "embedding index "
+                         : "cross entropy target ";
+  std::string message = what + std::to_string(errorRecord->value) +
+                        " at position " + std::to_string(errorRecord->position) +
+                        " is out of range [0, " +
+                        std::to_string(errorRecord->bound) + ")";
+  errorRecord->kind = KernelErrorRecord::None;
+  checkCuda(cudaMemsetAsync(errorClaim, 0, sizeof(int32_t), stream),
+            "cudaMemsetAsync(kernel error claim)");
+  throw Error(message);
+}
+
+} // namespace slapo::rt::cuda
+
+#endif // SLAPO_RUNTIME_CUDA_CONTEXTIMPL_H

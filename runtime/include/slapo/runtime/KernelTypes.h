@@ -1,0 +1,86 @@
+//===- KernelTypes.h - the kernels' argument types --------------*- C++ -*-===//
+//
+// The kinds and keys the kernels of KernelSet.inc take, shared by every
+// backend so that one conformance test list can drive them all.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_KERNELTYPES_H
+#define SLAPO_RUNTIME_KERNELTYPES_H
+
+#include "slapo/runtime/Shard.h"
+
+#include <cstdint>
+
+namespace slapo::rt {
+
+enum class UnaryKind {
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Silu,
+  Sin,
+  Cos,
+  GeluErf,
+  GeluTanh,
+};
+
+/// GeluErfGrad and GeluTanhGrad are lhs * gelu'(rhs), the gradient of gelu
+/// (lhs the result's gradient, rhs gelu's input), float dtypes only.
+enum class BinaryKind {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,
+  GeluErfGrad,
+  GeluTanhGrad,
+};
+
+enum class CompareKind { Eq, Ne, Lt, Le, Gt, Ge };
+
+/// What a dropout's mask is drawn from (slapo.dropout): train(seed=), the
+/// 1-based step, the op's stream, and the rank stream (0 where the tp ranks
+/// share masks, the tp rank inside fork_rng()).
+struct DropoutKey {
+  uint64_t seed;
+  int64_t step;
+  int64_t stream;
+  int64_t rankStream;
+};
+
+/// Which elements of the whole tensor (the value one device computes for the
+/// global batch) a rank's operand holds: block `dpRank` of its dim 0 and, for
+/// a tensor-parallel split (shard.tp > 1), tp rank `tpRank`'s part of dim
+/// shard.axis as Shard.h lays it out. The default is the whole tensor.
+struct DropoutPlacement {
+  int64_t dpRank = 0;
+  ShardLayout shard;
+  int64_t tpRank = 0;
+};
+
+/// Permutations the product reads its operands and writes its result
+/// through, as slapo.matmul's attributes of the same names: the product
+/// reads permute(lhs, lhs) and permute(rhs, rhs) and writes permute(product,
+/// result) to out, with no copy. Null is no permutation; each has the rank
+/// of its tensor.
+struct MatmulPermutations {
+  const int64_t *lhs = nullptr;
+  const int64_t *rhs = nullptr;
+  const int64_t *result = nullptr;
+};
+
+enum class Reduction { None, Sum, Mean };
+
+enum class ReduceKind { Sum, Mean, Max };
+
+} // namespace slapo::rt
+
+#endif // SLAPO_RUNTIME_KERNELTYPES_H

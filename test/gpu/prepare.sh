@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds, here, everything test/gpu/run.sh runs on a GPU machine, into one
+# directory that travels there (at most 64 MiB): the CUDA test binaries, the
+# test models compiled with --target=cuda, their batches, and PyTorch's
+# reference losses and gradients computed here on the CPU. slapoc, MLIR and
+# LibTorch never run there.
+#
+#   test/gpu/prepare.sh [BUILD_DIR] [SUITE_DIR]     (default build/, build/gpu-suite)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+suite=${2:-$build/gpu-suite}
+python=/usr/bin/python3
+export PYTHONPATH=$root/third_party/.pydeps
+e2e=$root/test/e2e
+slapoc=$build/tools/slapoc/slapoc
+
+for binary in test/runtime/slapo-conformance-tests test/runtime/slapo-nccl-tests \
+    tools/slapo-merge/slapo-merge; do
+  if [ ! -x "$build/$binary" ]; then
+    echo "prepare.sh: $build/$binary is missing: build with the CUDA backend" >&2
+    exit 1
+  fi
+done
+
+rm -rf "$suite"
+mkdir -p "$suite/bin" "$suite/cases"
+cp "$build/test/runtime/slapo-conformance-tests" "$build/test/runtime/slapo-nccl-tests" \
+  "$build/tools/slapo-merge/slapo-merge" "$suite/bin/"
+cp "$e2e/compare.py" "$e2e/check_merged.py" "$e2e/torch_train.py" "$suite/bin/"
+strip "$suite"/bin/slapo-*
+
+# model NAME MODEL INPUTS...: exports test/models' MODEL and writes 5 steps
+# of batches for the given --input specs.
+model() {
+  local name=$1 kind=$2
+  shift 2
+  local dir=$suite/cases/$name
+  mkdir -p "$dir"
+  $python "$root/test/models/export.py" --model "$kind" --mode script --out "$dir/model.pt" > /dev/null
+  local specs=()
+  for spec in "$@"; do specs+=(--input "$spec"); done
+  $python "$e2e/make_batches.py" "$dir/model.pt" "${specs[@]}" --vocab 128 --steps 5 \
+    --seed 2 -o "$dir/batches.safetensors"
+}
+
+# reference NAME TORCH_TRAIN_FLAGS...: PyTorch's 5 steps on the CPU, with
+# step 1's gradients.
+reference() {
+  local dir=$suite/cases/$1
+  shift
+  $python "$e2e/torch_train.py" "$dir/model.pt" --batches "$dir/batches.safetensors" \
+    --steps 5 --out-json "$dir/ref.json" --save-grads "$dir/ref-grads.safetensors" "$@"
+}
+
+# program NAME OUT SLAPOC_FLAGS...: compiles the case's model for the GPU
+# into cases/NAME/OUT.
+program() {
+  local dir=$suite/cases/$1 out=$2
+  shift 2
+  "$slapoc" "$dir/model.pt" --target=cuda "$@" -o "$dir/$out" > "$dir/$out.compile.log"
+  strip "$dir/$out/rank0/train"
+  rm -f "$dir/$out/rank0/step.cu"
+}
+
+adamw=(--optimizer adamw --lr 0.003 --weight-decay 0.1 --grad-clip 1.0
+  --lr-schedule warmup_cosine --warmup-steps 2)
+gpt2_inputs=('input_ids=i64[8,32]' 'labels=i64[8,32]')
+
+model gpt2 gpt2 "${gpt2_inputs[@]}"
+reference gpt2 "${adamw[@]}"
+gpt2_flags=(--input 'input_ids=i64[8,32]' --input 'labels=i64[8,32]')
+program gpt2 fp32 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw.sched"
+program gpt2 bf16 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/bf16.sched"
+program gpt2 dp2 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw-dp2.sched"
+# tp=2 with the shipped Megatron-style schedule, adamw.sched's optimizer.
+sed 's/^train(.*/train(optimizer="adamw", lr=0.003, weight_decay=0.1, grad_clip=1.0, lr_schedule="warmup_cosine", warmup_steps=2)/' \
+  "$root/schedules/gpt2.sched" > "$suite/cases/gpt2/tp2.sched"
+grep -q 'lr_schedule="warmup_cosine"' "$suite/cases/gpt2/tp2.sched"
+program gpt2 tp2 --schedule "$suite/cases/gpt2/tp2.sched"
+
+model bert bert 'input_ids=i64[2,16]' 'attention_mask=i64[2,16]:2' 'labels=i64[2,16]'
+reference bert "${adamw[@]}"
+program bert fp32 --input 'input_ids=i64[2,16]' --input 'attention_mask=i64[2,16]' \
+  --input 'labels=i64[2,16]' --schedule "$e2e/Inputs/adamw.sched"
+
+model llama llama 'input_ids=i64[2,16]' 'labels=i64[2,16]'
+reference llama "${adamw[@]}"
+program llama fp32 --input 'input_ids=i64[2,16]' --input 'labels=i64[2,16]' \
+  --schedule "$e2e/Inputs/adamw.sched"
+
+cp "$root/test/gpu/run.sh" "$suite/"
+echo "prepare.sh: $suite ($(du -sh "$suite" | cut -f1))"

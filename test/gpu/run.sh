@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The GPU suite, on a machine with an NVIDIA GPU, over the directory
+# test/gpu/prepare.sh built elsewhere (this script is copied into it):
+#   - the kernel conformance list: every CUDA kernel against the CPU's;
+#   - the NCCL communicator;
+#   - GPT-2, BERT and LLaMA-style test models, 5 AdamW steps on one GPU, in
+#     fp32 (losses within 1e-4 of PyTorch's, step-1 gradients within 1e-4)
+#     and GPT-2 in bf16 (losses 1e-3, gradients 5e-2: the CPU's bf16 bounds);
+#   - GPT-2 with tp=2 and with dp=2, two ranks on one GPU (MPI staged through
+#     host memory), against the same reference;
+#   - a checkpoint saved on the GPU resumes bit for bit and merges into a
+#     state_dict that PyTorch loads.
+# Needs mpirun, python3 with torch and safetensors, and NCCL (found in
+# PyTorch's installation when it is not on the loader's path). Writes one
+# JSON line per check to $OUT/summary.jsonl (or SUITE/summary.jsonl) and
+# exits non-zero when any check failed.
+#
+#   SUITE/run.sh
+set -uo pipefail
+suite=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$suite}
+summary=$out/summary.jsonl
+: > "$summary"
+bin=$suite/bin
+cases=$suite/cases
+
+if ! ldconfig -p | grep -q libnccl.so.2; then
+  nccl=$(python3 -c "import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], 'lib'))" 2>/dev/null)
+  export LD_LIBRARY_PATH=${nccl:+$nccl:}${LD_LIBRARY_PATH:-}
+fi
+mpirun=(mpirun --oversubscribe --bind-to none)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+
+passed=0 failed=0
+# check NAME COMMAND...: runs one check, logs it to $out/NAME.log.
+check() {
+  local name=$1
+  shift
+  local start=$SECONDS status
+  "$@" > "$out/$name.log" 2>&1
+  status=$?
+  local seconds=$((SECONDS - start)) result=pass
+  if [ $status != 0 ]; then
+    result=fail
+    failed=$((failed + 1))
+    echo "FAIL $name (exit $status, ${seconds}s):"
+    tail -n 15 "$out/$name.log" | sed 's/^/    /'
+  else
+    passed=$((passed + 1))
+    echo "pass $name (${seconds}s)"
+  fi
+  printf '{"check": "%s", "result": "%s", "exit": %d, "seconds": %d}\n' \
+    "$name" "$result" "$status" "$seconds" >> "$summary"
+}
+
+# train CASE PROGRAM RANKS LOG [FLAGS...]: 5 steps of a compiled case.
+train() {
+  local dir=$cases/$1 program=$2 ranks=$3 log=$4
+  shift 4
+  "${mpirun[@]}" -np "$ranks" "$dir/$program/launch" --data "$dir/batches.safetensors" \
+    --quiet --log-json "$dir/$log" "$@"
+}
+compare() { python3 "$bin/compare.py" "$@"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+check conformance "$bin/slapo-conformance-tests" --use-colour no
+check nccl "$bin/slapo-nccl-tests" --use-colour no
+
+# Each case trains 5 steps of a compiled program (--save-grads: step 1's
+# gradients) and compares with PyTorch's reference.
+# trains MODEL PROGRAM RANKS RTOL GRAD_RTOL
+trains() {
+  local dir=$cases/$1
+  train "$1" "$2" "$3" "$2.json" --steps 5 --save-grads "$dir/$2-grads.safetensors" &&
+    compare --reference "$dir/ref.json" --run "$dir/$2.json" --rtol "$4" \
+      --grads "$dir/ref-grads.safetensors" "$dir/$2-grads.safetensors" --grad-rtol "$5"
+}
+for model in gpt2 bert llama; do
+  check "$model-fp32" trains "$model" fp32 1 1e-4 1e-4
+done
+# bf16 within its bounds, and really bf16: it misses fp32's 1e-6.
+bf16_is_not_fp32() {
+  ! compare --reference "$cases/gpt2/ref.json" --run "$cases/gpt2/bf16.json" --rtol 1e-6
+}
+check gpt2-bf16 trains gpt2 bf16 1 1e-3 5e-2
+check gpt2-bf16-differs bf16_is_not_fp32
+check gpt2-tp2 trains gpt2 tp2 2 1e-4 1e-4
+check gpt2-dp2 trains gpt2 dp2 2 1e-4 1e-4
+
+# Saved at step 3 on the GPU, resumed to step 5: the same losses bit for bit
+# as the uninterrupted fp32 run; the checkpoint merges into a state_dict
+# whose loss on step 4's batch is the resumed program's.
+resumes() {
+  local dir=$cases/gpt2
+  rm -rf "$dir/ckpt"
+  train gpt2 fp32 1 first.json --steps 3 --save "$dir/ckpt" &&
+    train gpt2 fp32 1 resumed.json --steps 5 --resume "$dir/ckpt" &&
+    compare --reference "$dir/fp32.json" --run "$dir/resumed.json" --steps 4:5 --exact
+}
+merges() {
+  local dir=$cases/gpt2
+  "$bin/slapo-merge" "$dir/fp32" "$dir/ckpt" -o "$dir/merged.safetensors" &&
+    (cd "$bin" && python3 check_merged.py "$dir/model.pt" --weights "$dir/merged.safetensors" \
+      --batches "$dir/batches.safetensors" --step 4 --out-json "$dir/merged.json") &&
+    train gpt2 fp32 1 forward4.json --resume "$dir/ckpt" --steps 4 --forward-only &&
+    compare --reference "$dir/merged.json" --run "$dir/forward4.json" --steps 4:4 --rtol 1e-5
+}
+check gpt2-checkpoint-resumes resumes
+check gpt2-checkpoint-merges merges
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
