@@ -28,6 +28,12 @@ config.substitutions.append(("%models", os.path.join(config.slapo_src_root, "tes
 if os.path.isdir(os.path.join(pydeps, "transformers")):
     config.available_features.add("transformers")
 
+# slapoc was built with the CUDA backend: --target=cuda compiles and links
+# (tests that need it say REQUIRES: cuda, and lit lists them as unsupported
+# elsewhere).
+if config.slapo_cuda_backend:
+    config.available_features.add("cuda")
+
 # Generated C++ is compiled against the runtime's headers.
 config.substitutions.append(("%runtime_include", os.path.join(config.slapo_src_root, "runtime", "include")))
 

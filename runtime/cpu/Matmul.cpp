@@ -150,10 +150,11 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
     }
     return;
   }
+  // The bias's dtype too: its memory descriptor is part of the primitive.
   std::vector<int64_t> key = {int64_t(Contraction::Linear),
                               int64_t(input.dtype),
                               int64_t(out.dtype),
-                              bool(bias),
+                              bias ? int64_t(bias.dtype) : -1,
                               m,
                               k,
                               n};

@@ -93,9 +93,11 @@ void Context::copyToHost(void *host, const void *device, size_t bytes) {
 
 void Context::synchronize() {
   // A kernel that failed to launch reports here, one that failed while
-  // running at the synchronization.
+  // running at the synchronization, and a bad index that a kernel found
+  // (embedding, cross-entropy) once the kernels have run.
   checkCuda(cudaGetLastError(), "a CUDA kernel launch");
   checkCuda(cudaStreamSynchronize(stream), "a CUDA kernel");
+  impl->checkKernelErrors(stream);
 }
 
 std::unique_ptr<Communicator>

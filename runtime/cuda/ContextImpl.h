@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -49,12 +50,24 @@ struct KernelErrorSink {
   KernelErrorRecord *record;
 };
 
-/// The cuBLASLt objects of one contraction shape, made once.
+/// The cuBLASLt objects of one contraction shape, made once; all null when
+/// cuBLASLt has no algorithm for it (with a bias epilogue, which the
+/// product then goes without).
 struct MatmulPlan {
   cublasLtMatmulDesc_t operation = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algorithm{};
 };
+
+/// Destroys the objects of `plan` that exist and clears it.
+inline void destroyPlan(MatmulPlan &plan) noexcept {
+  for (cublasLtMatrixLayout_t layout : {plan.a, plan.b, plan.d})
+    if (layout)
+      cublasLtMatrixLayoutDestroy(layout);
+  if (plan.operation)
+    cublasLtMatmulDescDestroy(plan.operation);
+  plan = MatmulPlan();
+}
 
 /// Scratch buffers of the kernels; kernels that run one after the other on
 /// the stream may share one, a kernel that needs several at once uses
@@ -129,14 +142,16 @@ inline Context::Impl::Impl() {
     checkCublas(cublasLtCreate(&lt), "cublasLtCreate");
     checkCuda(cudaMalloc(&workspace, kWorkspaceBytes),
               "cudaMalloc(cuBLASLt workspace)");
-    checkCuda(cudaMalloc(&errorClaim, sizeof(int32_t)),
+    void *claim = nullptr;
+    checkCuda(cudaMalloc(&claim, sizeof(int32_t)),
               "cudaMalloc(kernel error claim)");
+    errorClaim = static_cast<int32_t *>(claim);
     checkCuda(cudaMemset(errorClaim, 0, sizeof(int32_t)),
               "cudaMemset(kernel error claim)");
     void *record = nullptr;
-    checkCuda(cudaHostAlloc(&record, sizeof(KernelErrorRecord),
-                            cudaHostAllocMapped),
-              "cudaHostAlloc(kernel error record)");
+    checkCuda(
+        cudaHostAlloc(&record, sizeof(KernelErrorRecord), cudaHostAllocMapped),
+        "cudaHostAlloc(kernel error record)");
     errorRecord = static_cast<KernelErrorRecord *>(record);
     errorRecord->kind = KernelErrorRecord::None;
   } catch (...) {
@@ -150,12 +165,8 @@ inline Context::Impl::~Impl() { release(); }
 
 inline void Context::Impl::release() noexcept {
   // Errors are ignored: the destructor cannot report them.
-  for (auto &[key, plan] : matmulPlans) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.d);
-    cublasLtMatmulDescDestroy(plan.operation);
-  }
+  for (auto &[key, plan] : matmulPlans)
+    destroyPlan(plan);
   matmulPlans.clear();
   for (ScratchBuffer &buffer : scratch) {
     cudaFree(buffer.data);
@@ -197,10 +208,10 @@ inline void Context::Impl::checkKernelErrors(cudaStream_t stream) {
   const char *what = errorRecord->kind == KernelErrorRecord::EmbeddingIndex
                          ? "embedding index "
                          : "cross entropy target ";
-  std::string message = what + std::to_string(errorRecord->value) +
-                        " at position " + std::to_string(errorRecord->position) +
-                        " is out of range [0, " +
-                        std::to_string(errorRecord->bound) + ")";
+  std::string message =
+      what + std::to_string(errorRecord->value) + " at position " +
+      std::to_string(errorRecord->position) + " is out of range [0, " +
+      std::to_string(errorRecord->bound) + ")";
   errorRecord->kind = KernelErrorRecord::None;
   checkCuda(cudaMemsetAsync(errorClaim, 0, sizeof(int32_t), stream),
             "cudaMemsetAsync(kernel error claim)");

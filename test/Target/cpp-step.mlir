@@ -1,6 +1,19 @@
 // RUN: slapo-opt --slapo-autodiff --slapo-optimizer="optimizer=adamw lr=0.01" --slapo-plan-memory --mlir-print-debuginfo %s | slapo-translate --slapo-to-cpp > %t.cpp
 // RUN: FileCheck %s < %t.cpp
 // RUN: c++ -std=c++17 -fsyntax-only -Wall -Werror -I%runtime_include %t.cpp
+// The same step for the GPU differs only in the backend it names.
+// RUN: slapo-opt --slapo-autodiff --slapo-optimizer="optimizer=adamw lr=0.01" --slapo-plan-memory --mlir-print-debuginfo %s | slapo-translate --slapo-to-cpp --slapo-target=cuda > %t.cu
+// RUN: not diff %t.cpp %t.cu > %t.diff
+// RUN: FileCheck %s --check-prefix=CUDA < %t.diff
+// RUN: %if cuda %{ nvcc -std=c++17 -x cu -c -I%runtime_include %t.cu -o %t.o %}
+
+// CUDA: < #include "slapo/runtime/cpu/Kernels.h"
+// CUDA: > #include "slapo/runtime/cuda/Kernels.h"
+// CUDA: < using slapo::rt::cpu::Context;
+// CUDA: > using slapo::rt::cuda::Context;
+// CUDA: < slapo::rt::cpu::createDevice,
+// CUDA: > slapo::rt::cuda::createDevice,
+// CUDA-NOT: {{^[<>]}}
 
 // One function per phase; each kernel call follows a comment with its module
 // path and declares the views it touches first; tables describe the arena.

@@ -29,6 +29,11 @@ cp "$build/test/runtime/slapo-conformance-tests" "$build/test/runtime/slapo-nccl
   "$build/tools/slapo-merge/slapo-merge" "$suite/bin/"
 cp "$e2e/compare.py" "$e2e/check_merged.py" "$e2e/torch_train.py" "$suite/bin/"
 strip "$suite"/bin/slapo-*
+# The conformance test's CPU reference kernels need oneDNN (and what it
+# loads), which GPU machines do not install: they travel in lib/.
+mkdir -p "$suite/lib"
+ldd "$suite/bin/slapo-conformance-tests" |
+  awk '/libdnnl|libOpenCL|libgomp/ { print $3 }' | xargs -I{} cp -L {} "$suite/lib/"
 
 # model NAME MODEL INPUTS...: exports test/models' MODEL and writes 5 steps
 # of batches for the given --input specs.
@@ -90,4 +95,6 @@ program llama fp32 --input 'input_ids=i64[2,16]' --input 'labels=i64[2,16]' \
   --schedule "$e2e/Inputs/adamw.sched"
 
 cp "$root/test/gpu/run.sh" "$suite/"
-echo "prepare.sh: $suite ($(du -sh "$suite" | cut -f1))"
+# Compressed, the suite travels in a few MiB.
+tar -C "$(dirname "$suite")" -cf - "$(basename "$suite")" | xz -T2 -3 > "$suite.tar.xz"
+echo "prepare.sh: $suite ($(du -sh "$suite" | cut -f1)), $suite.tar.xz ($(du -sh "$suite.tar.xz" | cut -f1))"

@@ -19,11 +19,15 @@
 set -uo pipefail
 suite=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$suite}
+mkdir -p "$out"
 summary=$out/summary.jsonl
 : > "$summary"
 bin=$suite/bin
 cases=$suite/cases
 
+# What prepare.sh carried (oneDNN for the conformance test's CPU reference),
+# then NCCL.
+export LD_LIBRARY_PATH=$suite/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if ! ldconfig -p | grep -q libnccl.so.2; then
   nccl=$(python3 -c "import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], 'lib'))" 2>/dev/null)
   export LD_LIBRARY_PATH=${nccl:+$nccl:}${LD_LIBRARY_PATH:-}

@@ -5,12 +5,22 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/CommandLine.h"
+
+static llvm::cl::opt<std::string>
+    target("slapo-target",
+           llvm::cl::desc("with --slapo-to-cpp: the backend whose kernels "
+                          "the program calls (cpu or cuda)"),
+           llvm::cl::init("cpu"));
 
 int main(int argc, char **argv) {
   mlir::TranslateFromMLIRRegistration toCpp(
-      "slapo-to-cpp", "a planned @train_step as a rank program's step.cpp",
+      "slapo-to-cpp", "a planned @train_step as a rank program's step source",
       [](mlir::ModuleOp module, llvm::raw_ostream &os) {
-        return slapo::emitRankProgram(module, {"model.pt"}, os);
+        slapo::RankProgramInfo info;
+        info.modelName = "model.pt";
+        info.target = target;
+        return slapo::emitRankProgram(module, info, os);
       },
       [](mlir::DialectRegistry &registry) {
         registry.insert<slapo::SlapoDialect, mlir::func::FuncDialect>();

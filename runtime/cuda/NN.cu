@@ -1,0 +1,488 @@
+//===- NN.cu - embedding, normalization, softmax and losses ---------------===//
+//
+// Row-wise kernels give each row one block (a power of two of threads sized
+// to the row) and combine the threads' partial results with warp shuffles;
+// softmax, its logarithm and cross entropy fold each element into a running
+// (max, sum of exponentials) pair, so that a row is read once for its
+// statistics and once for the result. Bad indices are recorded for
+// synchronize() to throw (ContextImpl.h) instead of stopping the host.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelSupport.cuh"
+
+#include "slapo/runtime/cuda/Kernels.h"
+
+namespace slapo::rt::cuda {
+
+using namespace detail;
+
+//===----------------------------------------------------------------------===//
+// Embedding and its gradient.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// out[row] = table[indices[row]], rows of `rowWords` words W, one warp per
+/// row; a bad index is reported and its row zeroed.
+template <typename W, typename I>
+__global__ void embeddingKernel(int64_t count, int64_t vocabulary,
+                                int64_t rowWords, const I *indices,
+                                const W *table, W *out, KernelErrorSink sink) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = getGlobalThreads() / 32;
+  for (int64_t row = getGlobalThread() / 32; row < count; row += warps) {
+    int64_t index = indices[row];
+    W *to = out + row * rowWords;
+    if (index < 0 || index >= vocabulary) {
+      if (lane == 0)
+        reportBadIndex(sink, KernelErrorRecord::EmbeddingIndex, index, row,
+                       vocabulary);
+      for (int64_t w = lane; w < rowWords; w += 32)
+        to[w] = W{};
+      continue;
+    }
+    const W *from = table + index * rowWords;
+    for (int64_t w = lane; w < rowWords; w += 32)
+      to[w] = from[w];
+  }
+}
+
+/// sums[indices[row]] += grad[row] with atomic adds, one block per row,
+/// skipping `paddingIdx`; a bad index is reported and its row skipped.
+template <typename T, typename A, typename I>
+__global__ void embeddingGradKernel(int64_t count, int64_t vocabulary,
+                                    int64_t width, int64_t paddingIdx,
+                                    const I *indices, const T *grad, A *sums,
+                                    KernelErrorSink sink) {
+  for (int64_t row = blockIdx.x; row < count; row += gridDim.x) {
+    int64_t index = indices[row];
+    if (index < 0 || index >= vocabulary) {
+      if (threadIdx.x == 0)
+        reportBadIndex(sink, KernelErrorRecord::EmbeddingIndex, index, row,
+                       vocabulary);
+      continue;
+    }
+    if (index == paddingIdx)
+      continue;
+    for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
+      atomicAdd(sums + index * width + c, A(load(grad[row * width + c])));
+  }
+}
+
+} // namespace
+
+void embedding(Context &ctx, const Tensor &weight, const Tensor &indices,
+               const Tensor &out) {
+  int64_t vocabulary = weight.shape.dims[0];
+  int64_t count = indices.getNumElements();
+  size_t rowBytes = weight.getBytes() / std::max<int64_t>(vocabulary, 1);
+  if (count == 0)
+    return;
+  dispatch(IndexTypes(), indices.dtype, "embedding", [&](auto indexTag) {
+    using I = typename decltype(indexTag)::type;
+    // Rows move in the widest words that their size and both tables'
+    // alignment allow.
+    auto run = [&](auto wordTag) {
+      using W = typename decltype(wordTag)::type;
+      int64_t rowWords = rowBytes / sizeof(W);
+      embeddingKernel<<<getGridSize(ctx, count * 32, kBlockSize), kBlockSize, 0,
+                        ctx.getStream()>>>(
+          count, vocabulary, rowWords, indices.as<I>(), weight.as<W>(),
+          out.as<W>(), ctx.getImpl().getErrorSink());
+      checkLaunch("embedding");
+    };
+    auto fits = [&](size_t bytes) {
+      return rowBytes % bytes == 0 && isAligned(weight.data, bytes) &&
+             isAligned(out.data, bytes);
+    };
+    if (fits(16))
+      run(TypeTag<uint4>());
+    else if (fits(8))
+      run(TypeTag<uint64_t>());
+    else if (fits(4))
+      run(TypeTag<uint32_t>());
+    else if (fits(2))
+      run(TypeTag<uint16_t>());
+    else
+      run(TypeTag<uint8_t>());
+  });
+}
+
+void embeddingGrad(Context &ctx, const Tensor &grad, const Tensor &indices,
+                   const Tensor &out, int64_t paddingIdx) {
+  int64_t vocabulary = out.shape.dims[0], width = out.shape.dims[1];
+  int64_t count = indices.getNumElements();
+  cudaStream_t stream = ctx.getStream();
+  dispatch(IndexTypes(), indices.dtype, "embeddingGrad", [&](auto indexTag) {
+    using I = typename decltype(indexTag)::type;
+    dispatch(FloatTypes(), out.dtype, "embeddingGrad", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      // Sums of 16-bit gradients accumulate in f32 scratch and are rounded
+      // once; f32 and f64 accumulate in place.
+      using A = std::conditional_t<kIsHalfWidth<T>, float, T>;
+      A *sums = kIsHalfWidth<T> ? static_cast<A *>(ctx.getImpl().getScratch(
+                                      Scratch::Accumulator,
+                                      sizeof(A) * out.getNumElements(), stream))
+                                : reinterpret_cast<A *>(out.data);
+      checkCuda(
+          cudaMemsetAsync(sums, 0, sizeof(A) * out.getNumElements(), stream),
+          "embeddingGrad: cudaMemsetAsync");
+      if (count > 0 && width > 0) {
+        int threads = std::min(kBlockSize, getRowBlockSize(width, 4));
+        embeddingGradKernel<<<getGridSize(ctx, count, 1), threads, 0, stream>>>(
+            count, vocabulary, width, paddingIdx, indices.as<I>(), grad.as<T>(),
+            sums, ctx.getImpl().getErrorSink());
+        checkLaunch("embeddingGrad");
+      }
+      if constexpr (kIsHalfWidth<T>)
+        cast(ctx, Tensor(sums, DType::F32, out.shape), out);
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Layer norm.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct Add {
+  template <typename A> __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
+
+/// One block per row: the mean, then the biased variance about it (two
+/// passes, as on the CPU), then the normalized row.
+template <typename T>
+__global__ void layerNormKernel(int64_t rows, int64_t size, double eps,
+                                const T *in, const T *gamma, const T *beta,
+                                T *out) {
+  using C = Compute<T>;
+  using A = Accumulate<T>;
+  __shared__ A shared[32];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *x = in + row * size;
+    T *y = out + row * size;
+    A sum = 0;
+    for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+      sum += load(x[i]);
+    A mean = blockReduce(sum, Add(), A(0), shared) / A(size);
+    A squares = 0;
+    for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
+      A centered = A(load(x[i])) - mean;
+      squares += centered * centered;
+    }
+    squares = blockReduce(squares, Add(), A(0), shared);
+    C rstd = C(1.0 / sqrt(double(squares) / double(size) + eps));
+    C center = C(mean);
+    for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
+      C value = (load(x[i]) - center) * rstd;
+      if (gamma)
+        value *= load(gamma[i]);
+      if (beta)
+        value += load(beta[i]);
+      y[i] = store<T>(value);
+    }
+  }
+}
+
+} // namespace
+
+void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
+               const Tensor &bias, const Tensor &out, int64_t normalizedRank,
+               double eps) {
+  int rank = input.getRank();
+  int64_t size = product(input.shape, rank - int(normalizedRank), rank);
+  int64_t rows = size ? input.getNumElements() / size : 0;
+  if (rows == 0)
+    return;
+  dispatch(FloatTypes(), input.dtype, "layerNorm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layerNormKernel<<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0,
+                      ctx.getStream()>>>(rows, size, eps, input.as<T>(),
+                                         weight.as<T>(), bias.as<T>(),
+                                         out.as<T>());
+    checkLaunch("layerNorm");
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, log-softmax and cross entropy.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The running maximum of a row's elements and the sum of their
+/// exponentials relative to it. The results match the CPU's two passes
+/// (maximum, then sum) in every case: a NaN, or a +inf (whose exponential
+/// relative to itself is e^(inf - inf)), makes the sum NaN; -inf elements
+/// add nothing; a row of -inf alone has the sum NaN (finish()).
+template <typename C> struct MaxSum {
+  // No initializers: __shared__ arrays of it must be trivially constructible.
+  C max;
+  C sum;
+
+  __device__ static MaxSum empty() {
+    return {-std::numeric_limits<C>::infinity(), C(0)};
+  }
+
+  __device__ void fold(C x) {
+    if (x > max) {
+      // 1 + (x - x) is e^(x - x): NaN for x = +inf.
+      sum = sum * exp(max - x) + (C(1) + (x - x));
+      max = x;
+    } else if (!(x == -std::numeric_limits<C>::infinity())) {
+      sum += exp(x - max); // NaN for a NaN x
+    }
+  }
+
+  /// The sum as the CPU's two passes give it.
+  __device__ C finish() const {
+    return max == -std::numeric_limits<C>::infinity()
+               ? std::numeric_limits<C>::quiet_NaN()
+               : sum;
+  }
+};
+
+template <typename C>
+__device__ inline MaxSum<C> shuffleXor(MaxSum<C> value, int mask) {
+  return {detail::shuffleXor(value.max, mask),
+          detail::shuffleXor(value.sum, mask)};
+}
+
+struct CombineMaxSum {
+  template <typename C>
+  __device__ MaxSum<C> operator()(MaxSum<C> a, MaxSum<C> b) const {
+    C max = a.max > b.max ? a.max : b.max;
+    if (max == -std::numeric_limits<C>::infinity())
+      return a; // both empty so far
+    return {max, a.sum * exp(a.max - max) + b.sum * exp(b.max - max)};
+  }
+};
+
+/// The (max, sum) of row x[0, size) over the block; every thread gets it.
+template <typename T>
+__device__ inline MaxSum<Compute<T>> getRowMaxSum(const T *x, int64_t size) {
+  using C = Compute<T>;
+  __shared__ MaxSum<C> shared[32];
+  MaxSum<C> state = MaxSum<C>::empty();
+  for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+    state.fold(load(x[i]));
+  return blockReduce(state, CombineMaxSum(), MaxSum<C>::empty(), shared);
+}
+
+/// Softmax or log-softmax of contiguous rows, one block per row.
+template <bool Log, typename T>
+__global__ void softmaxRowsKernel(int64_t rows, int64_t size, const T *in,
+                                  T *out) {
+  using C = Compute<T>;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *x = in + row * size;
+    T *y = out + row * size;
+    MaxSum<C> state = getRowMaxSum(x, size);
+    C max = state.max, sum = state.finish();
+    if constexpr (Log) {
+      C logSum = log(sum);
+      for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+        y[i] = store<T>(load(x[i]) - max - logSum);
+    } else {
+      C scale = C(1) / sum;
+      for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+        y[i] = store<T>(exp(load(x[i]) - max) * scale);
+    }
+  }
+}
+
+/// Softmax or log-softmax along the middle dim of [outer, length, inner]
+/// with inner > 1: a thread per line, adjacent threads on adjacent
+/// (coalesced) columns, in the CPU's passes: maximum, sum, result.
+template <bool Log, typename T>
+__global__ void softmaxColumnsKernel(int64_t outer, int64_t length,
+                                     int64_t inner, const T *in, T *out) {
+  using C = Compute<T>;
+  for (int64_t line = getGlobalThread(); line < outer * inner;
+       line += getGlobalThreads()) {
+    int64_t first = line / inner * length * inner + line % inner;
+    const T *x = in + first;
+    T *y = out + first;
+    C max = -std::numeric_limits<C>::infinity();
+    for (int64_t i = 0; i < length; ++i)
+      max = maxPropagatingNaN(load(x[i * inner]), max);
+    C sum = 0;
+    for (int64_t i = 0; i < length; ++i)
+      sum += exp(load(x[i * inner]) - max);
+    C scale = Log ? log(sum) : C(1) / sum;
+    for (int64_t i = 0; i < length; ++i) {
+      C shifted = load(x[i * inner]) - max;
+      y[i * inner] = store<T>(Log ? shifted - scale : exp(shifted) * scale);
+    }
+  }
+}
+
+template <bool Log>
+void softmaxAlong(Context &ctx, const Tensor &input, const Tensor &out,
+                  int64_t dim) {
+  int rank = input.getRank();
+  int d = normalizeDim(dim, rank);
+  int64_t outer = product(input.shape, 0, d);
+  int64_t length = rank ? input.shape.dims[d] : 1;
+  int64_t inner = product(input.shape, d + 1, rank);
+  const char *kernel = Log ? "logSoftmax" : "softmax";
+  if (input.getNumElements() == 0)
+    return;
+  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cudaStream_t stream = ctx.getStream();
+    if (inner == 1)
+      softmaxRowsKernel<Log>
+          <<<getGridSize(ctx, outer, 1), getRowBlockSize(length, 8), 0,
+             stream>>>(outer, length, input.as<T>(), out.as<T>());
+    else
+      softmaxColumnsKernel<Log>
+          <<<getGridSize(ctx, outer * inner, kBlockSize), kBlockSize, 0,
+             stream>>>(outer, length, inner, input.as<T>(), out.as<T>());
+    checkLaunch(kernel);
+  });
+}
+
+/// The loss of each row, -log_softmax(row)[label] (0 for an ignored row or
+/// a bad label, which is reported), one block per row: into `out` as T
+/// (Reduction::None) or into `losses` for the total.
+template <typename T, typename I>
+__global__ void
+crossEntropyKernel(int64_t rows, int64_t classes, int64_t ignoreIndex,
+                   const T *logits, const I *labels, T *out,
+                   Accumulate<T> *losses, KernelErrorSink sink) {
+  using C = Compute<T>;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    int64_t label = labels[row];
+    C loss = 0;
+    if (label != ignoreIndex) {
+      if (label < 0 || label >= classes) {
+        if (threadIdx.x == 0)
+          reportBadIndex(sink, KernelErrorRecord::CrossEntropyTarget, label,
+                         row, classes);
+      } else {
+        const T *x = logits + row * classes;
+        MaxSum<C> state = getRowMaxSum(x, classes);
+        loss = log(state.finish()) - (load(x[label]) - state.max);
+      }
+    }
+    if (threadIdx.x == 0) {
+      if (out)
+        out[row] = store<T>(loss);
+      else
+        losses[row] = loss;
+    }
+  }
+}
+
+/// out = the sum of the rows' losses, divided by the rows whose label is not
+/// `ignoreIndex` for the mean (0 / 0 gives NaN, as PyTorch): one block, in a
+/// fixed order.
+template <typename T, typename I>
+__global__ void crossEntropyTotalKernel(int64_t rows, int64_t ignoreIndex,
+                                        bool mean, const Accumulate<T> *losses,
+                                        const I *labels, T *out) {
+  __shared__ double sharedTotal[32];
+  __shared__ int64_t sharedCount[32];
+  double total = 0;
+  int64_t counted = 0;
+  for (int64_t row = threadIdx.x; row < rows; row += blockDim.x) {
+    total += losses[row];
+    counted += labels[row] != ignoreIndex;
+  }
+  total = blockReduce(total, Add(), 0.0, sharedTotal);
+  counted = blockReduce(counted, Add(), int64_t(0), sharedCount);
+  if (threadIdx.x == 0)
+    *out = store<T>(mean ? total / static_cast<double>(counted) : total);
+}
+
+/// out[row] = (softmax(row) - onehot(label)) * rowWeight[row], one block
+/// per row; a label outside [0, classes) matches no class.
+template <typename T, typename I>
+__global__ void crossEntropyGradKernel(int64_t rows, int64_t classes,
+                                       const T *logits, const I *labels,
+                                       const T *rowWeight, T *out) {
+  using C = Compute<T>;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *x = logits + row * classes;
+    T *y = out + row * classes;
+    MaxSum<C> state = getRowMaxSum(x, classes);
+    C inverse = C(1) / state.finish();
+    C weight = load(rowWeight[row]);
+    int64_t label = labels[row];
+    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) {
+      // The softmax as softmax() rounds it, then the difference.
+      C probability = exp(load(x[i]) - state.max) * inverse;
+      y[i] = store<T>((i == label ? probability - C(1) : probability) * weight);
+    }
+  }
+}
+
+} // namespace
+
+void softmax(Context &ctx, const Tensor &input, const Tensor &out,
+             int64_t dim) {
+  softmaxAlong<false>(ctx, input, out, dim);
+}
+
+void logSoftmax(Context &ctx, const Tensor &input, const Tensor &out,
+                int64_t dim) {
+  softmaxAlong<true>(ctx, input, out, dim);
+}
+
+void crossEntropy(Context &ctx, const Tensor &logits, const Tensor &target,
+                  const Tensor &out, int64_t ignoreIndex, Reduction reduction) {
+  int64_t rows = logits.shape.dims[0];
+  int64_t classes = logits.getRank() > 1 ? logits.shape.dims[1] : 1;
+  cudaStream_t stream = ctx.getStream();
+  dispatch(FloatTypes(), logits.dtype, "crossEntropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = Accumulate<T>;
+    dispatch(IndexTypes(), target.dtype, "crossEntropy", [&](auto indexTag) {
+      using I = typename decltype(indexTag)::type;
+      bool perRow = reduction == Reduction::None;
+      A *losses = perRow ? nullptr
+                         : static_cast<A *>(ctx.getImpl().getScratch(
+                               Scratch::Partials,
+                               sizeof(A) * std::max<int64_t>(rows, 1), stream));
+      if (rows > 0) {
+        crossEntropyKernel<<<getGridSize(ctx, rows, 1),
+                             getRowBlockSize(classes, 8), 0, stream>>>(
+            rows, classes, ignoreIndex, logits.as<T>(), target.as<I>(),
+            perRow ? out.as<T>() : nullptr, losses,
+            ctx.getImpl().getErrorSink());
+        checkLaunch("crossEntropy");
+      }
+      if (perRow)
+        return;
+      crossEntropyTotalKernel<<<1, 1024, 0, stream>>>(
+          rows, ignoreIndex, reduction == Reduction::Mean, losses,
+          target.as<I>(), out.as<T>());
+      checkLaunch("crossEntropy");
+    });
+  });
+}
+
+void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
+                      const Tensor &rowWeight, const Tensor &out) {
+  int64_t rows = logits.shape.dims[0], classes = logits.shape.dims[1];
+  if (rows == 0 || classes == 0)
+    return;
+  dispatch(FloatTypes(), logits.dtype, "crossEntropyGrad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch(IndexTypes(), target.dtype, "crossEntropyGrad", [&](auto index) {
+      using I = typename decltype(index)::type;
+      crossEntropyGradKernel<<<getGridSize(ctx, rows, 1),
+                               getRowBlockSize(classes, 8), 0,
+                               ctx.getStream()>>>(
+          rows, classes, logits.as<T>(), target.as<I>(), rowWeight.as<T>(),
+          out.as<T>());
+      checkLaunch("crossEntropyGrad");
+    });
+  });
+}
+
+} // namespace slapo::rt::cuda

@@ -1,0 +1,1208 @@
+// The kernel conformance list: one list of cases, each a function generic
+// over a backend's Context that uploads host inputs (random, from fixed
+// seeds), runs kernels and downloads their outputs. Every case runs on the
+// CPU backend, the reference, and on the CUDA backend, and the outputs must
+// agree: exactly for integers, booleans, data movement, conversions and
+// dropout masks; within a few f32 ulps (relative 1e-5) for f32 math; within
+// one rounding (relative 2^-7 for bf16, 2^-10 for f16) where both backends
+// compute in f32 and round once; looser where the backends accumulate in
+// different orders or precisions (sums, products, embedding gradients),
+// as each case says. Kernels that reject their input (a bad embedding index
+// or cross-entropy target) must throw the same Error on both; the CUDA
+// backend throws when the stream synchronizes.
+//
+// Without a CUDA device the program says so and exits with kSkipped, which
+// ctest reports as a skipped test: on a machine without a GPU it shows that
+// the CUDA backend compiles and links.
+#define CATCH_CONFIG_RUNNER
+
+#include "slapo/runtime/Error.h"
+#include "slapo/runtime/cpu/Context.h"
+#include "slapo/runtime/cpu/Kernels.h"
+#include "slapo/runtime/cuda/Context.h"
+#include "slapo/runtime/cuda/Kernels.h"
+
+#include <catch2/catch.hpp>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace slapo::rt;
+
+namespace {
+
+/// The exit status ctest reads as "skipped" (SKIP_RETURN_CODE in
+/// CMakeLists.txt).
+constexpr int kSkipped = 77;
+
+//===----------------------------------------------------------------------===//
+// Host tensors.
+//===----------------------------------------------------------------------===//
+
+bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16 ||
+         dtype == DType::F16;
+}
+
+/// A tensor's bytes in host memory, with element access through double.
+struct HostTensor {
+  DType dtype;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+
+  HostTensor(DType dtype, Shape shape)
+      : dtype(dtype), shape(shape),
+        bytes(shape.getNumElements() * getSize(dtype)) {}
+
+  int64_t getCount() const { return shape.getNumElements(); }
+
+  double get(int64_t i) const {
+    const uint8_t *at = bytes.data() + i * getSize(dtype);
+    switch (dtype) {
+    case DType::F32:
+      return read<float>(at);
+    case DType::F64:
+      return read<double>(at);
+    case DType::BF16:
+      return BFloat16{read<uint16_t>(at)}.toFloat();
+    case DType::F16:
+      return __half2float(read<__half>(at));
+    case DType::I8:
+      return read<int8_t>(at);
+    case DType::I32:
+      return read<int32_t>(at);
+    case DType::I64:
+      return static_cast<double>(read<int64_t>(at));
+    case DType::Bool:
+      return read<uint8_t>(at) != 0;
+    }
+    return 0;
+  }
+
+  /// Element i = value, rounded as the kernels round (16-bit floats through
+  /// f32).
+  void set(int64_t i, double value) {
+    uint8_t *at = bytes.data() + i * getSize(dtype);
+    switch (dtype) {
+    case DType::F32:
+      return write(at, static_cast<float>(value));
+    case DType::F64:
+      return write(at, value);
+    case DType::BF16:
+      return write(at, BFloat16::fromFloat(static_cast<float>(value)).bits);
+    case DType::F16:
+      return write(at, __float2half_rn(static_cast<float>(value)));
+    case DType::I8:
+      return write(at, static_cast<int8_t>(value));
+    case DType::I32:
+      return write(at, static_cast<int32_t>(value));
+    case DType::I64:
+      return write(at, static_cast<int64_t>(value));
+    case DType::Bool:
+      return write(at, static_cast<uint8_t>(value != 0));
+    }
+  }
+
+private:
+  template <typename T> static T read(const uint8_t *at) {
+    T value;
+    std::memcpy(&value, at, sizeof value);
+    return value;
+  }
+  template <typename T> static void write(uint8_t *at, T value) {
+    std::memcpy(at, &value, sizeof value);
+  }
+};
+
+/// Uniform values in [low, high) (integers: [low, high]; Bool: either).
+HostTensor random(DType dtype, Shape shape, uint32_t seed, double low = -1,
+                  double high = 1) {
+  HostTensor tensor(dtype, shape);
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<double> real(low, high);
+  std::uniform_int_distribution<int64_t> integer(std::llround(low),
+                                                 std::llround(high));
+  for (int64_t i = 0; i < tensor.getCount(); ++i)
+    tensor.set(i, isFloat(dtype)         ? real(engine)
+                  : dtype == DType::Bool ? double(engine() & 1)
+                                         : double(integer(engine)));
+  return tensor;
+}
+
+HostTensor literal(DType dtype, Shape shape, std::vector<double> values) {
+  HostTensor tensor(dtype, shape);
+  for (int64_t i = 0; i < tensor.getCount(); ++i)
+    tensor.set(i, values[i]);
+  return tensor;
+}
+
+/// A 0-d F64 tensor: the optimizers' learning rate.
+HostTensor scalar(double value) {
+  return literal(DType::F64, Shape(), {value});
+}
+
+//===----------------------------------------------------------------------===//
+// Running a case on a backend.
+//===----------------------------------------------------------------------===//
+
+/// The tensors one run of a case allocates in a backend's memory, freed at
+/// its end.
+template <typename Ctx> class Session {
+public:
+  explicit Session(Ctx &ctx) : ctx(ctx) {}
+  ~Session() {
+    for (void *data : buffers)
+      ctx.release(data);
+  }
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  Tensor upload(const HostTensor &host) {
+    Tensor tensor = allocate(host.dtype, host.shape);
+    ctx.copyToDevice(tensor.data, host.bytes.data(), host.bytes.size());
+    return tensor;
+  }
+  /// An output, filled with a pattern that no kernel writes, so that an
+  /// element one backend leaves unwritten differs.
+  Tensor output(DType dtype, Shape shape) {
+    HostTensor pattern(dtype, shape);
+    std::fill(pattern.bytes.begin(), pattern.bytes.end(), uint8_t(0x5a));
+    return upload(pattern);
+  }
+  HostTensor download(const Tensor &tensor) {
+    HostTensor host(tensor.dtype, tensor.shape);
+    ctx.copyToHost(host.bytes.data(), tensor.data, host.bytes.size());
+    return host;
+  }
+
+  Ctx &ctx;
+
+private:
+  Tensor allocate(DType dtype, Shape shape) {
+    size_t bytes = shape.getNumElements() * getSize(dtype);
+    buffers.push_back(ctx.allocate(std::max<size_t>(bytes, 1)));
+    return Tensor(buffers.back(), dtype, shape);
+  }
+
+  std::vector<void *> buffers;
+};
+
+using Outputs = std::vector<HostTensor>;
+
+/// |got - want| <= absolute + relative * |want|; NaN matches NaN.
+struct Tolerance {
+  double relative = 0, absolute = 0;
+};
+
+/// A few ulps of f32 and f64 math, one rounding of 16-bit floats; exact for
+/// the rest.
+Tolerance getDefaultTolerance(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return {1e-5, 1e-6};
+  case DType::F64:
+    return {1e-12, 1e-14};
+  case DType::BF16:
+    return {8e-3, 1e-6}; // 2^-7 (one bf16 rounding), and a little
+  case DType::F16:
+    return {1.5e-3, 1e-6}; // 2^-10, and a little
+  default:
+    return {};
+  }
+}
+
+Tolerance getExact(DType) { return {}; }
+
+/// The default tolerances, with an absolute tolerance of at least
+/// `absolute` for floats: for sums whose terms cancel.
+std::function<Tolerance(DType)> withAbsolute(double absolute) {
+  return [absolute](DType dtype) {
+    Tolerance tolerance = getDefaultTolerance(dtype);
+    if (isFloat(dtype))
+      tolerance.absolute = std::max(tolerance.absolute, absolute);
+    return tolerance;
+  };
+}
+
+/// For results that span orders of magnitude (probabilities): relative
+/// alone, but for f16's subnormal spacing (2^-24).
+Tolerance getRelative(DType dtype) {
+  Tolerance tolerance = getDefaultTolerance(dtype);
+  tolerance.absolute = dtype == DType::F16 ? 0x1.0p-24 : 0;
+  return tolerance;
+}
+
+struct Case {
+  std::string name;
+  std::function<Outputs(Session<cpu::Context> &)> onCpu;
+  std::function<Outputs(Session<cuda::Context> &)> onCuda;
+  std::function<Tolerance(DType)> tolerance = getDefaultTolerance;
+  /// Whether both backends must throw (the same Error).
+  bool throws = false;
+};
+
+class CaseList {
+public:
+  /// Adds a case; `body(session)` runs it on either backend.
+  template <typename F>
+  void add(std::string name, F body,
+           std::function<Tolerance(DType)> tolerance = getDefaultTolerance,
+           bool throws = false) {
+    cases.push_back(
+        {std::move(name), body, body, std::move(tolerance), throws});
+  }
+
+  /// Adds a case that runs `run(ctx, inputs, out)` on `inputs` uploaded
+  /// and one output of `dtype` and `shape`.
+  template <typename F>
+  void
+  addKernel(std::string name, std::vector<HostTensor> inputs, DType dtype,
+            Shape shape, F run,
+            std::function<Tolerance(DType)> tolerance = getDefaultTolerance) {
+    add(
+        std::move(name),
+        [=](auto &session) -> Outputs {
+          std::vector<Tensor> in;
+          for (const HostTensor &input : inputs)
+            in.push_back(session.upload(input));
+          Tensor out = session.output(dtype, shape);
+          run(session.ctx, in, out);
+          return {session.download(out)};
+        },
+        std::move(tolerance));
+  }
+
+  const std::vector<Case> &get() const { return cases; }
+
+private:
+  std::vector<Case> cases;
+};
+
+std::string describe(DType dtype, const Shape &shape) {
+  return std::string(getName(dtype)) + " " + shape.str();
+}
+
+//===----------------------------------------------------------------------===//
+// The cases.
+//===----------------------------------------------------------------------===//
+
+const DType kAllTypes[] = {DType::F32, DType::F64, DType::BF16, DType::F16,
+                           DType::I8,  DType::I32, DType::I64,  DType::Bool};
+const DType kFloatTypes[] = {DType::F32, DType::F64, DType::BF16, DType::F16};
+const DType kIntegerTypes[] = {DType::I8, DType::I32, DType::I64};
+/// One dtype of each element width, for the kernels that only move data.
+const DType kWidthTypes[] = {DType::Bool, DType::BF16, DType::F32, DType::I64};
+
+void addGenerators(CaseList &cases) {
+  for (DType dtype : kAllTypes) {
+    for (double value : {3.0, -0.0, 0.0}) {
+      cases.addKernel(
+          "fill " + describe(dtype, {37, 5}) + " with " + std::to_string(value),
+          {}, dtype, {37, 5},
+          [value](auto &ctx, auto &, const Tensor &out) {
+            fill(ctx, out, value);
+          },
+          getExact);
+    }
+    cases.add(
+        std::string("copyFrom ") + getName(dtype),
+        [dtype](auto &session) -> Outputs {
+          HostTensor values = random(dtype, {1001}, 3, -50, 50);
+          Tensor out = session.output(dtype, {1001});
+          copyFrom(session.ctx, out, values.bytes.data());
+          return {session.download(out)};
+        },
+        getExact);
+  }
+  for (DType dtype : {DType::F32, DType::F64, DType::BF16, DType::F16,
+                      DType::I8, DType::I32, DType::I64}) {
+    bool integer = !isFloat(dtype);
+    double start = integer ? -5 : 1.5, step = integer ? 1 : 0.1;
+    int64_t count = dtype == DType::I8 ? 100 : 1000;
+    cases.addKernel(
+        "arange " + describe(dtype, {count}), {}, dtype, {count},
+        [=](auto &ctx, auto &, const Tensor &out) {
+          arange(ctx, out, start, step);
+        },
+        getExact);
+  }
+}
+
+void addUnary(CaseList &cases) {
+  const std::pair<UnaryKind, const char *> kinds[] = {
+      {UnaryKind::Neg, "Neg"},         {UnaryKind::Abs, "Abs"},
+      {UnaryKind::Exp, "Exp"},         {UnaryKind::Log, "Log"},
+      {UnaryKind::Sqrt, "Sqrt"},       {UnaryKind::Rsqrt, "Rsqrt"},
+      {UnaryKind::Tanh, "Tanh"},       {UnaryKind::Sigmoid, "Sigmoid"},
+      {UnaryKind::Relu, "Relu"},       {UnaryKind::Silu, "Silu"},
+      {UnaryKind::Sin, "Sin"},         {UnaryKind::Cos, "Cos"},
+      {UnaryKind::GeluErf, "GeluErf"}, {UnaryKind::GeluTanh, "GeluTanh"}};
+  const Shape shape = {3, 333};
+  for (auto [kind, name] : kinds) {
+    bool positive = kind == UnaryKind::Log || kind == UnaryKind::Sqrt ||
+                    kind == UnaryKind::Rsqrt;
+    for (DType dtype : kFloatTypes)
+      cases.addKernel(
+          std::string("unary ") + name + " " + describe(dtype, shape),
+          {random(dtype, shape, 10 + int(kind), positive ? 0.05 : -4, 4)},
+          dtype, shape, [kind = kind](auto &ctx, auto &in, const Tensor &out) {
+            unary(ctx, kind, in[0], out);
+          });
+    if (kind == UnaryKind::Neg || kind == UnaryKind::Abs ||
+        kind == UnaryKind::Relu)
+      for (DType dtype : kIntegerTypes)
+        cases.addKernel(std::string("unary ") + name + " " +
+                            describe(dtype, shape),
+                        {random(dtype, shape, 20, -100, 100)}, dtype, shape,
+                        [kind = kind](auto &ctx, auto &in, const Tensor &out) {
+                          unary(ctx, kind, in[0], out);
+                        });
+  }
+}
+
+void addCasts(CaseList &cases) {
+  const Shape shape = {5, 67};
+  for (DType from : kAllTypes)
+    for (DType to : kAllTypes)
+      // Values every dtype holds; floats with fractions, which truncate.
+      cases.addKernel(
+          "cast " + describe(from, shape) + " to " + getName(to),
+          {random(from, shape, 30, -100, 100)}, to, shape,
+          [](auto &ctx, auto &in, const Tensor &out) { cast(ctx, in[0], out); },
+          getExact);
+}
+
+/// The operand shapes of binary-shaped ops: equal shapes (the contiguous
+/// kernel) and broadcasts of several kinds (the strided one).
+struct BinaryShapes {
+  const char *name;
+  Shape lhs, rhs, out;
+};
+const BinaryShapes kBinaryShapes[] = {
+    {"equal", {4, 131}, {4, 131}, {4, 131}},
+    {"row", {6, 7, 130}, {130}, {6, 7, 130}},
+    {"outer", {4, 1, 33}, {3, 1}, {4, 3, 33}},
+    {"scalar", {}, {7, 9}, {7, 9}},
+};
+
+void addBinary(CaseList &cases) {
+  const std::pair<BinaryKind, const char *> kinds[] = {
+      {BinaryKind::Add, "Add"},
+      {BinaryKind::Sub, "Sub"},
+      {BinaryKind::Mul, "Mul"},
+      {BinaryKind::Div, "Div"},
+      {BinaryKind::Pow, "Pow"},
+      {BinaryKind::Maximum, "Maximum"},
+      {BinaryKind::Minimum, "Minimum"},
+      {BinaryKind::GeluErfGrad, "GeluErfGrad"},
+      {BinaryKind::GeluTanhGrad, "GeluTanhGrad"}};
+  for (auto [kind, name] : kinds) {
+    bool gelu =
+        kind == BinaryKind::GeluErfGrad || kind == BinaryKind::GeluTanhGrad;
+    for (DType dtype : kAllTypes) {
+      if (gelu && !isFloat(dtype))
+        continue;
+      for (const BinaryShapes &shapes : kBinaryShapes) {
+        // Every dtype on equal shapes, f32 and i32 on every broadcast.
+        if (shapes.lhs != shapes.rhs && dtype != DType::F32 &&
+            dtype != DType::I32)
+          continue;
+        HostTensor lhs = random(dtype, shapes.lhs, 40, -3, 3);
+        HostTensor rhs = random(dtype, shapes.rhs, 41, -3, 3);
+        if (kind == BinaryKind::Pow && isFloat(dtype)) {
+          // Positive bases; exponents with the exact squares and cubes.
+          lhs = random(dtype, shapes.lhs, 42, 0.25, 2);
+          for (int64_t i = 0; i < rhs.getCount(); ++i)
+            rhs.set(i, i % 3 == 0 ? 2 : i % 3 == 1 ? 3 : rhs.get(i));
+        } else if (kind == BinaryKind::Pow) {
+          rhs = random(dtype, shapes.rhs, 43, -1, 5);
+        } else if (kind == BinaryKind::Div && isFloat(dtype)) {
+          rhs = random(dtype, shapes.rhs, 44, 0.5, 3); // no division by 0
+        }
+        cases.addKernel(std::string("binary ") + name + " " +
+                            describe(dtype, shapes.out) + " " + shapes.name,
+                        {lhs, rhs}, dtype, shapes.out,
+                        [kind = kind](auto &ctx, auto &in, const Tensor &out) {
+                          binary(ctx, kind, in[0], in[1], out);
+                        });
+      }
+    }
+  }
+  // In place, as the collectives divide a bucket by the group size.
+  for (DType dtype : {DType::F32, DType::BF16})
+    cases.add("binary Div " + describe(dtype, {1000}) + " in place",
+              [dtype](auto &session) -> Outputs {
+                Tensor data = session.upload(random(dtype, {1000}, 45));
+                Tensor divisor = session.upload(literal(dtype, Shape(), {4}));
+                binary(session.ctx, BinaryKind::Div, data, divisor, data);
+                return {session.download(data)};
+              });
+}
+
+void addCompareAndWhere(CaseList &cases) {
+  const std::pair<CompareKind, const char *> kinds[] = {
+      {CompareKind::Eq, "Eq"}, {CompareKind::Ne, "Ne"},
+      {CompareKind::Lt, "Lt"}, {CompareKind::Le, "Le"},
+      {CompareKind::Gt, "Gt"}, {CompareKind::Ge, "Ge"}};
+  for (auto [kind, name] : kinds)
+    for (DType dtype : kAllTypes)
+      for (const BinaryShapes &shapes : kBinaryShapes) {
+        if (shapes.lhs != shapes.rhs && dtype != DType::F32)
+          continue;
+        // Small integers, so that equal elements are common.
+        HostTensor lhs = random(dtype, shapes.lhs, 50, -2, 2);
+        HostTensor rhs = random(dtype, shapes.rhs, 51, -2, 2);
+        for (HostTensor *operand : {&lhs, &rhs})
+          for (int64_t i = 0; isFloat(dtype) && i < operand->getCount(); ++i)
+            operand->set(i, std::round(operand->get(i)));
+        cases.addKernel(std::string("compare ") + name + " " +
+                            describe(dtype, shapes.out) + " " + shapes.name,
+                        {lhs, rhs}, DType::Bool, shapes.out,
+                        [kind = kind](auto &ctx, auto &in, const Tensor &out) {
+                          compare(ctx, kind, in[0], in[1], out);
+                        });
+      }
+  for (DType dtype : kWidthTypes) {
+    cases.addKernel(
+        "where " + describe(dtype, {5, 7}) + " broadcast",
+        {random(DType::Bool, {5, 1}, 60), random(dtype, {1, 7}, 61),
+         random(dtype, {5, 7}, 62)},
+        dtype, {5, 7},
+        [](auto &ctx, auto &in, const Tensor &out) {
+          where(ctx, in[0], in[1], in[2], out);
+        },
+        getExact);
+    cases.addKernel(
+        "where " + describe(dtype, {3, 1001}) + " equal",
+        {random(DType::Bool, {3, 1001}, 63), random(dtype, {3, 1001}, 64),
+         random(dtype, {3, 1001}, 65)},
+        dtype, {3, 1001},
+        [](auto &ctx, auto &in, const Tensor &out) {
+          where(ctx, in[0], in[1], in[2], out);
+        },
+        getExact);
+  }
+}
+
+void addTriangularAndDropout(CaseList &cases) {
+  for (DType dtype : kWidthTypes)
+    for (bool lower : {true, false})
+      for (int64_t diagonal : {-2, 0, 3}) {
+        Shape shape = {3, 5, 7};
+        cases.addKernel(
+            std::string("triangular ") + (lower ? "lower " : "upper ") +
+                std::to_string(diagonal) + " " + describe(dtype, shape),
+            {random(dtype, shape, 70, -9, 9)}, dtype, shape,
+            [=](auto &ctx, auto &in, const Tensor &out) {
+              triangular(ctx, in[0], out, lower, diagonal);
+            },
+            getExact);
+      }
+
+  DropoutKey key{/*seed=*/1234, /*step=*/3, /*stream=*/5, /*rankStream=*/1};
+  for (DType dtype : kFloatTypes)
+    for (double p : {0.1, 0.5}) {
+      Shape shape = {4, 33, 65};
+      cases.addKernel(
+          "dropout " + std::to_string(p) + " " + describe(dtype, shape),
+          {random(dtype, shape, 80)}, dtype, shape,
+          [=](auto &ctx, auto &in, const Tensor &out) {
+            dropout(ctx, in[0], out, p, key, DropoutPlacement());
+          },
+          getExact);
+    }
+  // A data- and tensor-parallel rank's part of the whole tensor's mask.
+  DropoutPlacement placement;
+  placement.dpRank = 1;
+  placement.shard.axis = 1;
+  placement.shard.chunks = 3;
+  placement.shard.tp = 2;
+  placement.tpRank = 1;
+  for (DType dtype : {DType::F32, DType::BF16})
+    cases.addKernel(
+        "dropout 0.3 tp split " + describe(dtype, {4, 6, 11}),
+        {random(dtype, {4, 6, 11}, 81)}, dtype, {4, 6, 11},
+        [=](auto &ctx, auto &in, const Tensor &out) {
+          dropout(ctx, in[0], out, 0.3, key, placement);
+        },
+        getExact);
+}
+
+void addContractions(CaseList &cases) {
+  // Sums of up to 100 products of values in [-1, 1] accumulate in
+  // different orders: an absolute tolerance.
+  auto products = withAbsolute(1e-4);
+  struct LinearCase {
+    DType input, out, bias;
+    bool hasBias;
+    Shape inputShape;
+    int64_t n;
+  };
+  const LinearCase linearCases[] = {
+      {DType::F32, DType::F32, DType::F32, false, {37, 70}, 45},
+      {DType::F32, DType::F32, DType::F32, true, {37, 70}, 45},
+      {DType::F32, DType::F32, DType::F32, true, {3, 5, 64}, 96},
+      {DType::BF16, DType::BF16, DType::BF16, true, {37, 70}, 45},
+      {DType::BF16, DType::BF16, DType::BF16, false, {2, 64, 128}, 256},
+      {DType::BF16, DType::F32, DType::F32, true, {37, 70}, 45},
+      {DType::BF16, DType::F32, DType::BF16, true, {37, 70}, 45},
+      {DType::F32, DType::F32, DType::F32, true, {4, 0}, 5},
+  };
+  for (const LinearCase &c : linearCases) {
+    int64_t k = c.inputShape.dims[c.inputShape.rank - 1];
+    Shape outShape = c.inputShape;
+    outShape.dims[outShape.rank - 1] = c.n;
+    std::vector<HostTensor> inputs = {random(c.input, c.inputShape, 90),
+                                      random(c.input, {c.n, k}, 91)};
+    if (c.hasBias)
+      inputs.push_back(random(c.bias, {c.n}, 92));
+    cases.addKernel(
+        "linear " + describe(c.input, c.inputShape) + " by " +
+            std::to_string(c.n) + " into " + getName(c.out) +
+            (c.hasBias ? std::string(" + bias ") + getName(c.bias) : ""),
+        inputs, c.out, outShape,
+        [hasBias = c.hasBias](auto &ctx, auto &in, const Tensor &out) {
+          linear(ctx, in[0], in[1], hasBias ? in[2] : Tensor(), out);
+        },
+        products);
+  }
+
+  // Each operand stored as `lhs`/`rhs` and read through its permutation;
+  // the product written to `out` through `result`.
+  struct MatmulCase {
+    const char *name;
+    DType input, out;
+    Shape lhs, rhs, out_;
+    std::vector<int64_t> lhsPermutation, rhsPermutation, resultPermutation;
+  };
+  const MatmulCase matmulCases[] = {
+      {"batched",
+       DType::F32,
+       DType::F32,
+       {5, 37, 19},
+       {5, 19, 23},
+       {5, 37, 23},
+       {},
+       {},
+       {}},
+      {"broadcast batch",
+       DType::F32,
+       DType::F32,
+       {2, 1, 9, 16},
+       {3, 16, 11},
+       {2, 3, 9, 11},
+       {},
+       {},
+       {}},
+      {"shared rhs",
+       DType::F32,
+       DType::F32,
+       {4, 33, 16},
+       {16, 24},
+       {4, 33, 24},
+       {},
+       {},
+       {}},
+      {"shared lhs",
+       DType::F32,
+       DType::F32,
+       {9, 16},
+       {4, 16, 11},
+       {4, 9, 11},
+       {},
+       {},
+       {}},
+      {"lhs transposed",
+       DType::F32,
+       DType::F32,
+       {3, 19, 37},
+       {3, 19, 23},
+       {3, 37, 23},
+       {0, 2, 1},
+       {},
+       {}},
+      {"rhs transposed",
+       DType::F32,
+       DType::F32,
+       {3, 37, 19},
+       {3, 23, 19},
+       {3, 37, 23},
+       {},
+       {0, 2, 1},
+       {}},
+      {"result transposed",
+       DType::F32,
+       DType::F32,
+       {3, 37, 19},
+       {3, 19, 23},
+       {3, 23, 37},
+       {},
+       {},
+       {0, 2, 1}},
+      // Attention's heads: [B, T, H, D] read as [B, H, T, D], the product
+      // written back as [B, T, H, D].
+      {"heads",
+       DType::F32,
+       DType::F32,
+       {2, 17, 3, 8},
+       {2, 3, 8, 17},
+       {2, 17, 3, 17},
+       {0, 2, 1, 3},
+       {},
+       {0, 2, 1, 3}},
+      {"q by k transposed",
+       DType::F32,
+       DType::F32,
+       {2, 17, 3, 8},
+       {2, 17, 3, 8},
+       {2, 3, 17, 17},
+       {0, 2, 1, 3},
+       {0, 2, 3, 1},
+       {}},
+      // Neither matrix dim of lhs nor of the result has stride 1: both go
+      // through contiguous scratch.
+      {"unaddressable",
+       DType::F32,
+       DType::F32,
+       {9, 16, 2},
+       {2, 16, 5},
+       {9, 5, 2},
+       {2, 0, 1},
+       {},
+       {1, 2, 0}},
+      {"bf16",
+       DType::BF16,
+       DType::BF16,
+       {4, 64, 96},
+       {4, 96, 80},
+       {4, 64, 80},
+       {},
+       {},
+       {}},
+      {"bf16 into f32",
+       DType::BF16,
+       DType::F32,
+       {4, 64, 96},
+       {4, 96, 80},
+       {4, 64, 80},
+       {},
+       {},
+       {}},
+      {"bf16 heads",
+       DType::BF16,
+       DType::BF16,
+       {2, 17, 3, 8},
+       {2, 17, 3, 8},
+       {2, 3, 17, 17},
+       {0, 2, 1, 3},
+       {0, 2, 3, 1},
+       {}},
+      {"bf16 into f32 transposed",
+       DType::BF16,
+       DType::F32,
+       {3, 19, 37},
+       {3, 23, 19},
+       {3, 23, 37},
+       {0, 2, 1},
+       {0, 2, 1},
+       {0, 2, 1}},
+      {"empty sum",
+       DType::F32,
+       DType::F32,
+       {2, 3, 0},
+       {2, 0, 4},
+       {2, 3, 4},
+       {},
+       {},
+       {}},
+  };
+  for (const MatmulCase &c : matmulCases) {
+    cases.addKernel(
+        std::string("matmul ") + c.name + " " + describe(c.input, c.lhs) +
+            " by " + c.rhs.str() + " into " + describe(c.out, c.out_),
+        {random(c.input, c.lhs, 100), random(c.input, c.rhs, 101)}, c.out,
+        c.out_,
+        [c](auto &ctx, auto &in, const Tensor &out) {
+          auto orNull = [](const std::vector<int64_t> &permutation) {
+            return permutation.empty() ? nullptr : permutation.data();
+          };
+          MatmulPermutations permutations;
+          permutations.lhs = orNull(c.lhsPermutation);
+          permutations.rhs = orNull(c.rhsPermutation);
+          permutations.result = orNull(c.resultPermutation);
+          matmul(ctx, in[0], in[1], out, permutations);
+        },
+        products);
+  }
+}
+
+void addNN(CaseList &cases) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64})
+    for (DType indexType : {DType::I64, DType::I32})
+      for (int64_t width : {33, 64}) {
+        HostTensor indices = random(indexType, {4, 7}, 110, 0, 49);
+        cases.addKernel(
+            "embedding " + describe(dtype, {50, width}) + " at " +
+                describe(indexType, {4, 7}),
+            {random(dtype, {50, width}, 111), indices}, dtype, {4, 7, width},
+            [](auto &ctx, auto &in, const Tensor &out) {
+              embedding(ctx, in[0], in[1], out);
+            },
+            getExact);
+      }
+  cases.add(
+      "embedding with an index out of range",
+      [](auto &session) -> Outputs {
+        Tensor weight = session.upload(random(DType::F32, {50, 8}, 112));
+        Tensor indices =
+            session.upload(literal(DType::I64, {5}, {1, 2, 49, 50, 0}));
+        Tensor out = session.output(DType::F32, {5, 8});
+        embedding(session.ctx, weight, indices, out);
+        return {session.download(out)};
+      },
+      getExact, /*throws=*/true);
+
+  // Repeated indices (12 rows, 28 lookups) and the padding row.
+  for (DType dtype : kFloatTypes)
+    for (int64_t padding : {int64_t(-1), int64_t(3)}) {
+      // The CPU adds in the element type, rounding 16-bit sums at every
+      // step (a few lookups per row); the GPU adds in f32 and rounds once.
+      std::function<Tolerance(DType)> tolerance = withAbsolute(1e-6);
+      if (dtype == DType::BF16)
+        tolerance = [](DType) { return Tolerance{3e-2, 3e-2}; };
+      else if (dtype == DType::F16)
+        tolerance = [](DType) { return Tolerance{4e-3, 4e-3}; };
+      cases.addKernel(
+          "embeddingGrad " + describe(dtype, {12, 33}) + " padding " +
+              std::to_string(padding),
+          {random(dtype, {4, 7, 33}, 120),
+           random(DType::I64, {4, 7}, 121, 0, 11)},
+          dtype, {12, 33},
+          [padding](auto &ctx, auto &in, const Tensor &out) {
+            embeddingGrad(ctx, in[0], in[1], out, padding);
+          },
+          tolerance);
+    }
+  cases.addKernel(
+      "embeddingGrad F32 [500, 64] at I32 [16, 64]",
+      {random(DType::F32, {16, 64, 64}, 122),
+       random(DType::I32, {16, 64}, 123, 0, 499)},
+      DType::F32, {500, 64},
+      [](auto &ctx, auto &in, const Tensor &out) {
+        embeddingGrad(ctx, in[0], in[1], out, -1);
+      },
+      withAbsolute(1e-6));
+
+  struct NormCase {
+    Shape shape;
+    int64_t normalizedRank;
+    bool affine;
+  };
+  for (DType dtype : kFloatTypes)
+    for (const NormCase &c :
+         {NormCase{{6, 77}, 1, true}, NormCase{{3, 5, 24}, 2, true},
+          NormCase{{4, 768}, 1, false}, NormCase{{2, 4099}, 1, true}}) {
+      Shape parameterShape;
+      for (int d = c.shape.rank - int(c.normalizedRank); d < c.shape.rank; ++d)
+        parameterShape.dims[parameterShape.rank++] = c.shape.dims[d];
+      cases.addKernel(
+          "layerNorm " + describe(dtype, c.shape) + " over " +
+              std::to_string(c.normalizedRank) +
+              (c.affine ? " dims, affine" : " dims"),
+          {random(dtype, c.shape, 130, -2, 3),
+           random(dtype, parameterShape, 131, 0.5, 1.5),
+           random(dtype, parameterShape, 132)},
+          dtype, c.shape,
+          [c](auto &ctx, auto &in, const Tensor &out) {
+            layerNorm(ctx, in[0], c.affine ? in[1] : Tensor(),
+                      c.affine ? in[2] : Tensor(), out, c.normalizedRank, 1e-5);
+          },
+          withAbsolute(1e-5));
+    }
+
+  struct SoftmaxCase {
+    Shape shape;
+    int64_t dim;
+  };
+  for (DType dtype : kFloatTypes)
+    for (const SoftmaxCase &c :
+         {SoftmaxCase{{7, 33}, -1}, SoftmaxCase{{3, 17, 5}, 1},
+          SoftmaxCase{{6, 4}, 0}, SoftmaxCase{{2, 50257}, 1}})
+      for (bool log : {false, true}) {
+        HostTensor input = random(dtype, c.shape, 140, -8, 8);
+        if (c.dim == -1) {
+          // Masked scores: row 1 partly and row 2 wholly -inf (NaN out).
+          for (int64_t i = 0; i < 33; ++i) {
+            if (i % 3 == 0)
+              input.set(33 + i, -INFINITY);
+            input.set(66 + i, -INFINITY);
+          }
+        }
+        cases.addKernel(
+            std::string(log ? "logSoftmax " : "softmax ") +
+                describe(dtype, c.shape) + " along " + std::to_string(c.dim),
+            {input}, dtype, c.shape,
+            [c, log](auto &ctx, auto &in, const Tensor &out) {
+              if (log)
+                logSoftmax(ctx, in[0], out, c.dim);
+              else
+                softmax(ctx, in[0], out, c.dim);
+            },
+            log ? getDefaultTolerance : getRelative);
+      }
+
+  const std::pair<Reduction, const char *> reductions[] = {
+      {Reduction::None, "None"},
+      {Reduction::Sum, "Sum"},
+      {Reduction::Mean, "Mean"}};
+  for (DType dtype : kFloatTypes)
+    for (DType indexType : {DType::I64, DType::I32})
+      for (auto [reduction, name] : reductions)
+        for (Shape shape : {Shape{37, 1000}, Shape{3, 50257}}) {
+          int64_t rows = shape.dims[0], classes = shape.dims[1];
+          HostTensor target =
+              random(indexType, {rows}, 150, 0, double(classes - 1));
+          target.set(1, -100); // ignored
+          cases.addKernel(
+              std::string("crossEntropy ") + name + " " +
+                  describe(dtype, shape) + " at " + getName(indexType),
+              {random(dtype, shape, 151, -6, 6), target}, dtype,
+              reduction == Reduction::None ? Shape{rows} : Shape(),
+              [reduction = reduction](auto &ctx, auto &in, const Tensor &out) {
+                crossEntropy(ctx, in[0], in[1], out, -100, reduction);
+              },
+              withAbsolute(1e-5));
+        }
+  cases.addKernel("crossEntropy Mean with every target ignored",
+                  {random(DType::F32, {3, 10}, 152),
+                   literal(DType::I64, {3}, {-100, -100, -100})},
+                  DType::F32, Shape(),
+                  [](auto &ctx, auto &in, const Tensor &out) {
+                    crossEntropy(ctx, in[0], in[1], out, -100, Reduction::Mean);
+                  });
+  cases.add(
+      "crossEntropy with a target out of range",
+      [](auto &session) -> Outputs {
+        Tensor logits = session.upload(random(DType::F32, {4, 10}, 153));
+        Tensor target =
+            session.upload(literal(DType::I64, {4}, {0, -100, 10, 9}));
+        Tensor out = session.output(DType::F32, Shape());
+        crossEntropy(session.ctx, logits, target, out, -100, Reduction::Mean);
+        return {session.download(out)};
+      },
+      getDefaultTolerance, /*throws=*/true);
+
+  for (DType dtype : kFloatTypes)
+    for (DType indexType : {DType::I64, DType::I32})
+      for (Shape shape : {Shape{37, 1000}, Shape{3, 50257}}) {
+        int64_t rows = shape.dims[0], classes = shape.dims[1];
+        HostTensor target =
+            random(indexType, {rows}, 160, 0, double(classes - 1));
+        target.set(1, -100); // matches no class
+        cases.addKernel(
+            "crossEntropyGrad " + describe(dtype, shape) + " at " +
+                getName(indexType),
+            {random(dtype, shape, 161, -6, 6), target,
+             random(dtype, {rows}, 162, 0, 1)},
+            dtype, shape,
+            [](auto &ctx, auto &in, const Tensor &out) {
+              crossEntropyGrad(ctx, in[0], in[1], in[2], out);
+            },
+            getRelative);
+      }
+}
+
+void addReductions(CaseList &cases) {
+  const std::pair<ReduceKind, const char *> kinds[] = {
+      {ReduceKind::Sum, "Sum"},
+      {ReduceKind::Mean, "Mean"},
+      {ReduceKind::Max, "Max"}};
+  struct ReduceCase {
+    const char *name;
+    Shape shape;
+    uint32_t mask;
+  };
+  const ReduceCase shapes[] = {
+      {"rows", {129, 257}, 0b10},
+      {"long rows", {3, 5000}, 0b10},
+      {"columns", {1000, 67}, 0b01},
+      {"middle", {7, 300, 33}, 0b010},
+      {"two groups", {6, 5, 4, 3}, 0b0101},
+      {"everything", {(1 << 20) + 3}, 0b1},
+      {"size-1 dims only", {5, 1, 7}, 0b010},
+  };
+  for (auto [kind, name] : kinds)
+    for (DType dtype : kAllTypes)
+      for (const ReduceCase &c : shapes) {
+        // The large reduction in f32, the others in every dtype.
+        if (c.shape.rank == 1 && dtype != DType::F32 && dtype != DType::I64)
+          continue;
+        Shape outShape;
+        for (int d = 0; d < c.shape.rank; ++d)
+          if (!(c.mask >> d & 1u))
+            outShape.dims[outShape.rank++] = c.shape.dims[d];
+        // Sums of up to a million terms in [-1, 1]: the GPU's f32 partial
+        // sums against the CPU's f64, each rounded once.
+        cases.addKernel(
+            std::string("reduce ") + name + " " + describe(dtype, c.shape) +
+                " " + c.name,
+            {random(dtype, c.shape, 170, -1, 1)}, dtype, outShape,
+            [kind = kind, mask = c.mask](auto &ctx, auto &in,
+                                         const Tensor &out) {
+              reduce(ctx, kind, in[0], out, mask);
+            },
+            withAbsolute(c.shape.rank == 1 ? 1e-2 : 1e-4));
+      }
+}
+
+void addDataMovement(CaseList &cases) {
+  struct PermuteCase {
+    Shape shape;
+    std::vector<int64_t> permutation;
+  };
+  for (DType dtype : kWidthTypes) {
+    for (const PermuteCase &c :
+         {PermuteCase{{3, 5, 7}, {2, 0, 1}},
+          PermuteCase{{2, 9, 3, 16}, {0, 2, 1, 3}},
+          PermuteCase{{4, 6, 8}, {0, 1, 2}}, PermuteCase{{}, {}}}) {
+      Shape outShape = c.shape;
+      for (int d = 0; d < c.shape.rank; ++d)
+        outShape.dims[d] = c.shape.dims[c.permutation[d]];
+      cases.addKernel(
+          "permute " + describe(dtype, c.shape) + " to " + outShape.str(),
+          {random(dtype, c.shape, 180, -9, 9)}, dtype, outShape,
+          [c](auto &ctx, auto &in, const Tensor &out) {
+            permute(ctx, in[0], out, c.permutation.data());
+          },
+          getExact);
+    }
+    cases.addKernel(
+        "slice " + describe(dtype, {4, 20, 6}) + " dim 1 2:20:3",
+        {random(dtype, {4, 20, 6}, 181, -9, 9)}, dtype, {4, 6, 6},
+        [](auto &ctx, auto &in, const Tensor &out) {
+          slice(ctx, in[0], out, 1, 2, 3);
+        },
+        getExact);
+    cases.addKernel(
+        "slice " + describe(dtype, {4, 64}) + " dim -1 8:40",
+        {random(dtype, {4, 64}, 182, -9, 9)}, dtype, {4, 32},
+        [](auto &ctx, auto &in, const Tensor &out) {
+          slice(ctx, in[0], out, -1, 8, 1);
+        },
+        getExact);
+    for (int64_t dim : {0, 1, -1}) {
+      Shape a = {2, 3, 8}, b = {2, 3, 8}, c = {2, 3, 8};
+      int d = dim < 0 ? 2 : int(dim);
+      b.dims[d] = 5;
+      c.dims[d] = 1;
+      Shape out = a;
+      out.dims[d] = a.dims[d] + b.dims[d] + c.dims[d];
+      cases.addKernel(
+          "concat " + describe(dtype, out) + " along " + std::to_string(dim),
+          {random(dtype, a, 183, -9, 9), random(dtype, b, 184, -9, 9),
+           random(dtype, c, 185, -9, 9)},
+          dtype, out,
+          [dim](auto &ctx, auto &in, const Tensor &out) {
+            concat(ctx, in.data(), int(in.size()), out, dim);
+          },
+          getExact);
+    }
+    for (auto [from, to] :
+         {std::pair{Shape{3, 1, 5}, Shape{2, 3, 4, 5}},
+          std::pair{Shape(), Shape{7}}, std::pair{Shape{64}, Shape{5, 64}}})
+      cases.addKernel(
+          "broadcast " + describe(dtype, from) + " to " + to.str(),
+          {random(dtype, from, 186, -9, 9)}, dtype, to,
+          [](auto &ctx, auto &in, const Tensor &out) {
+            broadcast(ctx, in[0], out);
+          },
+          getExact);
+    cases.addKernel(
+        "copy " + describe(dtype, {3, 333}),
+        {random(dtype, {3, 333}, 187, -9, 9)}, dtype, {3, 333},
+        [](auto &ctx, auto &in, const Tensor &out) { copy(ctx, in[0], out); },
+        getExact);
+  }
+}
+
+void addOptimizers(CaseList &cases) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+    Shape shape = {1000, 3};
+    for (bool momentum : {false, true})
+      cases.add("sgdUpdate " + describe(dtype, shape) +
+                    (momentum ? " with momentum" : ""),
+                [=](auto &session) -> Outputs {
+                  Tensor param = session.upload(random(dtype, shape, 190));
+                  Tensor grad = session.upload(random(dtype, shape, 191));
+                  Tensor buffer =
+                      momentum ? session.upload(random(dtype, shape, 192))
+                               : Tensor();
+                  Tensor lr = session.upload(scalar(0.05));
+                  sgdUpdate(session.ctx, param, grad, buffer, lr,
+                            momentum ? 0.9 : 0, 0.01);
+                  Outputs outputs = {session.download(param)};
+                  if (momentum)
+                    outputs.push_back(session.download(buffer));
+                  return outputs;
+                });
+    for (int64_t step : {1, 7})
+      cases.add("adamwUpdate " + describe(dtype, shape) + " step " +
+                    std::to_string(step),
+                [=](auto &session) -> Outputs {
+                  Tensor param = session.upload(random(dtype, shape, 193));
+                  Tensor grad = session.upload(random(dtype, shape, 194));
+                  Tensor expAvg =
+                      session.upload(random(dtype, shape, 195, -0.1, 0.1));
+                  Tensor expAvgSq =
+                      session.upload(random(dtype, shape, 196, 0, 0.01));
+                  Tensor lr = session.upload(scalar(1e-3));
+                  adamwUpdate(session.ctx, param, grad, expAvg, expAvgSq, lr,
+                              step, 0.9, 0.999, 1e-8, 0.01);
+                  return {session.download(param), session.download(expAvg),
+                          session.download(expAvgSq)};
+                });
+  }
+}
+
+const std::vector<Case> &getCases() {
+  static const std::vector<Case> cases = [] {
+    CaseList list;
+    addGenerators(list);
+    addUnary(list);
+    addCasts(list);
+    addBinary(list);
+    addCompareAndWhere(list);
+    addTriangularAndDropout(list);
+    addContractions(list);
+    addNN(list);
+    addReductions(list);
+    addDataMovement(list);
+    addOptimizers(list);
+    return list.get();
+  }();
+  return cases;
+}
+
+//===----------------------------------------------------------------------===//
+// The runner.
+//===----------------------------------------------------------------------===//
+
+/// The backends, made once in main() after a CUDA device was found.
+std::unique_ptr<cpu::Context> cpuContext;
+std::unique_ptr<cuda::Context> cudaContext;
+
+struct Outcome {
+  Outputs outputs;
+  std::optional<std::string> error;
+};
+
+template <typename Ctx>
+Outcome runOn(Ctx &ctx, const std::function<Outputs(Session<Ctx> &)> &body) {
+  Outcome outcome;
+  try {
+    Session<Ctx> session(ctx);
+    outcome.outputs = body(session);
+  } catch (const Error &error) {
+    outcome.error = error.what();
+  }
+  return outcome;
+}
+
+/// Checks `got` (CUDA) against `want` (CPU) and describes the worst
+/// mismatches.
+void compareOutput(const HostTensor &got, const HostTensor &want,
+                   Tolerance tolerance, size_t index) {
+  INFO("output " << index << ": " << describe(want.dtype, want.shape)
+                 << ", tolerance relative " << tolerance.relative
+                 << " absolute " << tolerance.absolute);
+  REQUIRE(got.dtype == want.dtype);
+  REQUIRE(got.shape == want.shape);
+  int64_t mismatches = 0, worst = -1;
+  double worstExcess = 0;
+  for (int64_t i = 0; i < want.getCount(); ++i) {
+    double g = got.get(i), w = want.get(i);
+    bool matches = std::isnan(w)   ? std::isnan(g)
+                   : std::isinf(w) ? g == w
+                                   : std::fabs(g - w) <=
+                                         tolerance.absolute +
+                                             tolerance.relative * std::fabs(w);
+    if (matches)
+      continue;
+    ++mismatches;
+    double excess = std::isfinite(g - w) ? std::fabs(g - w) : INFINITY;
+    if (worst < 0 || excess > worstExcess) {
+      worst = i;
+      worstExcess = excess;
+    }
+  }
+  if (mismatches) {
+    std::ostringstream message;
+    message.precision(9);
+    message << mismatches << " of " << want.getCount()
+            << " elements differ; the worst at element " << worst << ": CUDA "
+            << got.get(worst) << ", CPU " << want.get(worst);
+    FAIL_CHECK(message.str());
+  }
+}
+
+void runCase(const Case &c) {
+  Outcome want = runOn(*cpuContext, c.onCpu);
+  Outcome got = runOn(*cudaContext, c.onCuda);
+  INFO("CPU: " << want.error.value_or("no error")
+               << "; CUDA: " << got.error.value_or("no error"));
+  CHECK(want.error.has_value() == c.throws);
+  if (want.error || got.error) {
+    CHECK(got.error == want.error);
+    return;
+  }
+  REQUIRE(got.outputs.size() == want.outputs.size());
+  for (size_t i = 0; i < want.outputs.size(); ++i)
+    compareOutput(got.outputs[i], want.outputs[i],
+                  c.tolerance(want.outputs[i].dtype), i);
+}
+
+} // namespace
+
+TEST_CASE("every kernel agrees with the CPU backend", "[conformance]") {
+  for (const Case &c : getCases())
+    DYNAMIC_SECTION(c.name) { runCase(c); }
+}
+
+TEST_CASE("the conformance cases have distinct names", "[conformance]") {
+  // Catch runs one of several sections of one name.
+  std::set<std::string> names;
+  for (const Case &c : getCases()) {
+    INFO(c.name);
+    CHECK(names.insert(c.name).second);
+  }
+}
+
+int main(int argc, char **argv) {
+  int devices = 0;
+  cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    std::cout << "skipped: no CUDA device (cudaGetDeviceCount: "
+              << (status == cudaSuccess ? "0 devices"
+                                        : cudaGetErrorString(status))
+              << ")\n";
+    return kSkipped;
+  }
+  cpuContext = std::make_unique<cpu::Context>();
+  cudaContext = std::make_unique<cuda::Context>(0);
+  int result = Catch::Session().run(argc, argv);
+  cudaContext.reset();
+  cpuContext.reset();
+  return result;
+}
