@@ -18,6 +18,73 @@ void checkCuda(cudaError_t status, const char *what) {
                 cudaGetErrorString(status) + ")");
 }
 
+Context::Impl::Impl() {
+  int device = 0;
+  checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+  checkCuda(cudaDeviceGetAttribute(&multiprocessors,
+                                   cudaDevAttrMultiProcessorCount, device),
+            "cudaDeviceGetAttribute(multiprocessors)");
+  try {
+    checkCublas(cublasLtCreate(&lt), "cublasLtCreate");
+    checkCuda(cudaMalloc(&workspace, kWorkspaceBytes),
+              "cudaMalloc(cuBLASLt workspace)");
+    void *claim = nullptr;
+    checkCuda(cudaMalloc(&claim, sizeof(int32_t)),
+              "cudaMalloc(kernel error claim)");
+    errorClaim = static_cast<int32_t *>(claim);
+    checkCuda(cudaMemset(errorClaim, 0, sizeof(int32_t)),
+              "cudaMemset(kernel error claim)");
+    void *record = nullptr;
+    checkCuda(
+        cudaHostAlloc(&record, sizeof(KernelErrorRecord), cudaHostAllocMapped),
+        "cudaHostAlloc(kernel error record)");
+    errorRecord = static_cast<KernelErrorRecord *>(record);
+    errorRecord->kind = KernelErrorRecord::None;
+  } catch (...) {
+    // The destructor does not run for a constructor that throws.
+    release();
+    throw;
+  }
+}
+
+Context::Impl::~Impl() { release(); }
+
+void Context::Impl::release() noexcept {
+  // Errors are ignored: the destructor cannot report them.
+  for (auto &[key, plan] : matmulPlans)
+    destroyPlan(plan);
+  matmulPlans.clear();
+  for (ScratchBuffer &buffer : scratch) {
+    cudaFree(buffer.data);
+    buffer = {};
+  }
+  cudaFreeHost(errorRecord);
+  errorRecord = nullptr;
+  cudaFree(errorClaim);
+  errorClaim = nullptr;
+  cudaFree(workspace);
+  workspace = nullptr;
+  if (lt)
+    cublasLtDestroy(lt);
+  lt = nullptr;
+}
+
+void Context::Impl::checkKernelErrors(cudaStream_t stream) {
+  if (errorRecord->kind == KernelErrorRecord::None)
+    return;
+  const char *what = errorRecord->kind == KernelErrorRecord::EmbeddingIndex
+                         ? "embedding index "
+                         : "cross entropy target ";
+  std::string message =
+      what + std::to_string(errorRecord->value) + " at position " +
+      std::to_string(errorRecord->position) + " is out of range [0, " +
+      std::to_string(errorRecord->bound) + ")";
+  errorRecord->kind = KernelErrorRecord::None;
+  checkCuda(cudaMemsetAsync(errorClaim, 0, sizeof(int32_t), stream),
+            "cudaMemsetAsync(kernel error claim)");
+  throw Error(message);
+}
+
 Context::Context(int device) : device(device) {
   checkCuda(cudaSetDevice(device),
             ("cudaSetDevice(" + std::to_string(device) + ")").c_str());

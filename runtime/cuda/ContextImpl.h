@@ -129,60 +129,6 @@ inline void checkCublas(cublasStatus_t status, const char *what) {
                 " (" + cublasLtGetStatusString(status) + ")");
 }
 
-// The members are defined here, inline, because every file of runtime/cuda
-// that includes this header needs them and none owns the context.
-
-inline Context::Impl::Impl() {
-  int device = 0;
-  checkCuda(cudaGetDevice(&device), "cudaGetDevice");
-  checkCuda(cudaDeviceGetAttribute(&multiprocessors,
-                                   cudaDevAttrMultiProcessorCount, device),
-            "cudaDeviceGetAttribute(multiprocessors)");
-  try {
-    checkCublas(cublasLtCreate(&lt), "cublasLtCreate");
-    checkCuda(cudaMalloc(&workspace, kWorkspaceBytes),
-              "cudaMalloc(cuBLASLt workspace)");
-    void *claim = nullptr;
-    checkCuda(cudaMalloc(&claim, sizeof(int32_t)),
-              "cudaMalloc(kernel error claim)");
-    errorClaim = static_cast<int32_t *>(claim);
-    checkCuda(cudaMemset(errorClaim, 0, sizeof(int32_t)),
-              "cudaMemset(kernel error claim)");
-    void *record = nullptr;
-    checkCuda(
-        cudaHostAlloc(&record, sizeof(KernelErrorRecord), cudaHostAllocMapped),
-        "cudaHostAlloc(kernel error record)");
-    errorRecord = static_cast<KernelErrorRecord *>(record);
-    errorRecord->kind = KernelErrorRecord::None;
-  } catch (...) {
-    // The destructor does not run for a constructor that throws.
-    release();
-    throw;
-  }
-}
-
-inline Context::Impl::~Impl() { release(); }
-
-inline void Context::Impl::release() noexcept {
-  // Errors are ignored: the destructor cannot report them.
-  for (auto &[key, plan] : matmulPlans)
-    destroyPlan(plan);
-  matmulPlans.clear();
-  for (ScratchBuffer &buffer : scratch) {
-    cudaFree(buffer.data);
-    buffer = {};
-  }
-  cudaFreeHost(errorRecord);
-  errorRecord = nullptr;
-  cudaFree(errorClaim);
-  errorClaim = nullptr;
-  cudaFree(workspace);
-  workspace = nullptr;
-  if (lt)
-    cublasLtDestroy(lt);
-  lt = nullptr;
-}
-
 inline void *Context::Impl::getScratch(Scratch slot, size_t bytes,
                                        cudaStream_t stream) {
   ScratchBuffer &buffer = scratch[static_cast<int>(slot)];
@@ -200,22 +146,6 @@ inline void *Context::Impl::getScratch(Scratch slot, size_t bytes,
                 .c_str());
   buffer.bytes = rounded;
   return buffer.data;
-}
-
-inline void Context::Impl::checkKernelErrors(cudaStream_t stream) {
-  if (errorRecord->kind == KernelErrorRecord::None)
-    return;
-  const char *what = errorRecord->kind == KernelErrorRecord::EmbeddingIndex
-                         ? "embedding index "
-                         : "cross entropy target ";
-  std::string message =
-      what + std::to_string(errorRecord->value) + " at position " +
-      std::to_string(errorRecord->position) + " is out of range [0, " +
-      std::to_string(errorRecord->bound) + ")";
-  errorRecord->kind = KernelErrorRecord::None;
-  checkCuda(cudaMemsetAsync(errorClaim, 0, sizeof(int32_t), stream),
-            "cudaMemsetAsync(kernel error claim)");
-  throw Error(message);
 }
 
 } // namespace slapo::rt::cuda
