@@ -22,7 +22,6 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -425,18 +424,12 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> output;
   std::optional<StagedDirectory> outputDir;
-  // --verify without -o compiles into a directory of its own and keeps
-  // nothing.
+  // --verify without -o stages an output it never publishes, next to a
+  // fresh name in the temporary directory.
   llvm::SmallString<256> scratch;
-  auto removeScratch = llvm::make_scope_exit([&] {
-    if (!scratch.empty())
-      llvm::sys::fs::remove_directories(scratch);
-  });
-  if (writesDirectory && options.output == "-") {
-    if (std::error_code code =
-            llvm::sys::fs::createUniqueDirectory("slapoc-verify", scratch))
-      return fail("cannot create a temporary directory: " + code.message());
-  }
+  if (writesDirectory && options.output == "-")
+    llvm::sys::fs::createUniquePath("slapoc-verify-%%%%%%%%", scratch,
+                                    /*MakeAbsolute=*/true);
   if (writesDirectory) {
     auto staged = StagedDirectory::create(scratch.empty()
                                               ? llvm::StringRef(options.output)
