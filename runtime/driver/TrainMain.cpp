@@ -23,6 +23,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -262,6 +263,7 @@ private:
   std::vector<DataInput> inputs;
   std::vector<std::unique_ptr<uint8_t[]>> globalBatch;
   std::unique_ptr<std::ofstream> logFile;
+  std::optional<CheckpointDirectoryLock> checkpointLock;
   int64_t firstStep = 1;
   std::chrono::steady_clock::time_point start;
 };
@@ -272,9 +274,7 @@ void Trainer::prepare() {
                 std::to_string(options.steps));
   if (options.saveEvery > 0 && options.save.empty())
     throw Error("--save-every needs --save DIR");
-  // Problems with where results go are found before any work is done.
-  if (!options.save.empty())
-    checkCheckpointDirectory(options.save);
+  // Problems with where results go are found before any step is run.
   if (!options.logJson.empty() && isReporter()) {
     logFile = std::make_unique<std::ofstream>(options.logJson);
     if (!*logFile)
@@ -299,6 +299,15 @@ void Trainer::prepare() {
     throw Error("the checkpoint in " + options.resume + " is at step " +
                 std::to_string(firstStep - 1) + ", not before --steps " +
                 std::to_string(options.steps));
+  if (!options.save.empty()) {
+    // Rank 0 claims the directory for this run before any rank saves there;
+    // if it cannot, it ends the job instead of joining this barrier.
+    if (isReporter())
+      checkpointLock.emplace(claimCheckpointDirectory(
+          options.save, program.fingerprint, firstStep - 1));
+    int64_t claimed = 1;
+    mesh.getWorld().allReduceSum(&claimed, 1, DType::I64);
+  }
 
   for (int i = 0; i < program.numInputs; ++i) {
     const InputSlot &input = program.inputs[i];

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+from child_signals import default_signal_actions
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -25,7 +27,7 @@ def main():
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
 
-    job = subprocess.Popen(command)
+    job = subprocess.Popen(command, preexec_fn=default_signal_actions)
     deadline = time.monotonic() + 120
     while not glob.glob(args.exists):
         if job.poll() is not None or time.monotonic() > deadline:
