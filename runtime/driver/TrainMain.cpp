@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -269,11 +270,6 @@ private:
 };
 
 void Trainer::prepare() {
-  if (options.steps < 1)
-    throw Error("--steps must be at least 1, got " +
-                std::to_string(options.steps));
-  if (options.saveEvery > 0 && options.save.empty())
-    throw Error("--save-every needs --save DIR");
   // Problems with where results go are found before any step is run.
   if (!options.logJson.empty() && isReporter()) {
     logFile = std::make_unique<std::ofstream>(options.logJson);
@@ -443,6 +439,29 @@ void Trainer::run() {
   }
 }
 
+/// What is wrong with flags that parsed, or nothing: a bad usage, found
+/// before anything runs. `saveEveryGiven`: --save-every was on the command
+/// line.
+std::string findUsageError(const TrainOptions &options, bool saveEveryGiven) {
+  if (options.steps < 1)
+    return "--steps must be at least 1, got " + std::to_string(options.steps);
+  if (saveEveryGiven && options.saveEvery < 1)
+    return "--save-every must be at least 1 (a checkpoint every K steps), "
+           "got " +
+           std::to_string(options.saveEvery);
+  if (saveEveryGiven && options.save.empty())
+    return "--save-every needs --save DIR";
+  // Far more threads than cores only slow a step down, and enough of them
+  // exhaust what the OpenMP runtime and oneDNN can start.
+  long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  if (options.threads < 0 || options.threads > 4 * cores)
+    return "--threads " + std::to_string(options.threads) +
+           " is out of range: give 1 to " + std::to_string(4 * cores) +
+           " (4 x the " + std::to_string(cores) +
+           " cores of this machine), or 0 for one thread per core";
+  return "";
+}
+
 } // namespace
 
 int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
@@ -475,13 +494,13 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   app.add_option("--log-json", options.logJson,
                  "write one JSON object per step to this file");
   app.add_option("--threads", options.threads,
-                 "CPU programs: threads (default: all cores)");
+                 "CPU programs: threads, at most 4 x the cores (default 0: "
+                 "one per core)");
   app.add_option("--save", options.save,
                  "checkpoint directory: saved at the last step and every "
                  "--save-every steps");
-  app.add_option("--save-every", options.saveEvery,
-                 "save a checkpoint every K steps")
-      ->check(CLI::PositiveNumber);
+  CLI::Option *saveEvery = app.add_option(
+      "--save-every", options.saveEvery, "save a checkpoint every K steps");
   app.add_option("--resume", options.resume,
                  "continue from a checkpoint (a --save directory or one of "
                  "its step directories)");
@@ -506,6 +525,12 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
     // rank has the same command line: one of them says what is wrong.
     int status = rank == 0 ? app.exit(e) : e.get_exit_code();
     return status == 0 ? 0 : 1;
+  }
+  std::string usageError = findUsageError(options, saveEvery->count() > 0);
+  if (!usageError.empty()) {
+    if (rank == 0)
+      std::fprintf(stderr, "rank 0: error: %s\n", usageError.c_str());
+    return 1;
   }
   try {
     Trainer(program, options, *mesh).run();
