@@ -46,6 +46,7 @@ struct TrainOptions {
   std::string saveWeights;
   bool quiet = false;
   std::string comm = "auto";
+  double timeout = ProcessMesh::kDefaultTimeoutSeconds;
 };
 
 /// The arena of one rank in its device's memory: every tensor of the step
@@ -459,6 +460,13 @@ std::string findUsageError(const TrainOptions &options, bool saveEveryGiven) {
            " is out of range: give 1 to " + std::to_string(4 * cores) +
            " (4 x the " + std::to_string(cores) +
            " cores of this machine), or 0 for one thread per core";
+  if (!(options.timeout > 0)) {
+    char timeout[32];
+    std::snprintf(timeout, sizeof timeout, "%g", options.timeout);
+    return std::string("--timeout must be a positive number of seconds, "
+                       "got ") +
+           timeout;
+  }
   return "";
 }
 
@@ -512,6 +520,10 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   app.add_option("--save-weights", options.saveWeights,
                  "write the final parameters to this safetensors file");
   app.add_flag("--quiet", options.quiet, "no progress lines");
+  app.add_option("--timeout", options.timeout,
+                 "seconds a rank waits in a collective for its peers before "
+                 "it ends the job, naming the ranks that stopped")
+      ->capture_default_str();
   app.add_option("--comm", options.comm,
                  "GPU programs: how collectives communicate: nccl, mpi "
                  "(staged through host memory) or auto (NCCL unless ranks "
@@ -532,6 +544,7 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
       std::fprintf(stderr, "rank 0: error: %s\n", usageError.c_str());
     return 1;
   }
+  mesh->setTimeout(options.timeout);
   try {
     Trainer(program, options, *mesh).run();
   } catch (const std::exception &e) {
