@@ -196,8 +196,7 @@ readSchedule(llvm::StringRef path) {
       llvm::sys::fs::openNativeFileForRead(path);
   if (!file)
     return fail(llvm::toString(file.takeError()));
-  auto close =
-      llvm::make_scope_exit([&] { llvm::sys::fs::closeFile(*file); });
+  auto close = llvm::make_scope_exit([&] { llvm::sys::fs::closeFile(*file); });
   llvm::SmallString<4096> text;
   constexpr size_t kChunk = 64 << 10;
   while (true) {

@@ -507,8 +507,8 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   app.add_option("--save", options.save,
                  "checkpoint directory: saved at the last step and every "
                  "--save-every steps");
-  CLI::Option *saveEvery = app.add_option(
-      "--save-every", options.saveEvery, "save a checkpoint every K steps");
+  CLI::Option *saveEvery = app.add_option("--save-every", options.saveEvery,
+                                          "save a checkpoint every K steps");
   app.add_option("--resume", options.resume,
                  "continue from a checkpoint (a --save directory or one of "
                  "its step directories)");
