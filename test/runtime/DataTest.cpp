@@ -159,7 +159,7 @@ TEST_CASE("a token outside the vocabulary is an error when the file opens",
   openDataSource(path, 3, batch.inputs(1001))->fill(1, batch.inputs(1001));
 }
 
-TEST_CASE("--data naming a directory says so", "[data]") {
+TEST_CASE("a directory given as --data is refused as one", "[data]") {
   ScratchDir dir;
   TokenInputs batch;
   CHECK_THROWS_WITH(
