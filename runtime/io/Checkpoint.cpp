@@ -204,13 +204,20 @@ findIncompleteStepFiles(const std::string &dir, const std::string &stepDir,
   for (const std::string &name : io::listDirectory(stepDir)) {
     std::string path = stepDir + "/" + name;
     if (isCheckpointFileName(name)) {
-      SafeTensorsReader reader(path);
-      auto theirs = reader.getMetadata().find("fingerprint");
-      if (theirs == reader.getMetadata().end() || theirs->second != fingerprint)
-        throw anotherProgram(
-            dir, path,
-            theirs == reader.getMetadata().end() ? "none" : theirs->second,
-            fingerprint);
+      std::map<std::string, std::string> metadata;
+      try {
+        metadata = SafeTensorsReader(path).getMetadata();
+      } catch (const Error &e) {
+        throw Error(std::string(e.what()) +
+                    "; whose uncommitted checkpoint this is cannot be told: "
+                    "remove " +
+                    stepDir + ", or give this run another --save directory");
+      }
+      auto theirs = metadata.find("fingerprint");
+      if (theirs == metadata.end() || theirs->second != fingerprint)
+        throw anotherProgram(dir, path,
+                             theirs == metadata.end() ? "none" : theirs->second,
+                             fingerprint);
     } else if (!isLeftoverTemporary(name)) {
       continue;
     }

@@ -344,6 +344,16 @@ TEST_CASE("a claim removes what killed runs left, and nothing else",
                     Contains("step-00000002/rank0.safetensors has "
                              "fingerprint other"));
   CHECK(fs::exists(incomplete + "/rank0.safetensors"));
+
+  // An unreadable rank file of an uncommitted step: whose it is is unknown.
+  fs::remove_all(incomplete);
+  fs::create_directories(incomplete);
+  std::ofstream(incomplete + "/rank0.safetensors") << "damaged";
+  CHECK_THROWS_WITH(claimCheckpointDirectory(ckpt.dir, "fp", 1),
+                    Contains(incomplete + "/rank0.safetensors: not a valid "
+                                          "safetensors file") &&
+                        Contains("cannot be told: remove " + incomplete));
+  CHECK(fs::exists(incomplete + "/rank0.safetensors"));
 }
 
 TEST_CASE("changed metadata or a changed latest is refused", "[checkpoint]") {
