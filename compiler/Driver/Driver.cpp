@@ -180,6 +180,75 @@ void printSummary(mlir::ModuleOp module, llvm::raw_ostream &os) {
                       parameters, buffers, tensors);
 }
 
+/// A schedule is a short text file: one larger than this (or an endless one,
+/// such as /dev/zero) is a mistake, refused before it fills the memory.
+constexpr size_t kMaxScheduleBytes = 1 << 20;
+
+/// The schedule file `path`, read up to its end or the size limit (it may
+/// be a pipe, whose size is unknown until read).
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
+readSchedule(llvm::StringRef path) {
+  auto fail = [&](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--schedule " + path + ": " + why);
+  };
+  llvm::Expected<llvm::sys::fs::file_t> file =
+      llvm::sys::fs::openNativeFileForRead(path);
+  if (!file)
+    return fail(llvm::toString(file.takeError()));
+  auto close = llvm::make_scope_exit([&] { llvm::sys::fs::closeFile(*file); });
+  llvm::SmallString<4096> text;
+  constexpr size_t kChunk = 64 << 10;
+  while (true) {
+    size_t size = text.size();
+    text.resize_for_overwrite(size + kChunk);
+    llvm::Expected<size_t> read = llvm::sys::fs::readNativeFile(
+        *file, llvm::MutableArrayRef<char>(text.data() + size, kChunk));
+    if (!read)
+      return fail(llvm::toString(read.takeError()));
+    text.truncate(size + *read);
+    if (*read == 0)
+      break;
+    if (text.size() > kMaxScheduleBytes)
+      return fail("larger than " + llvm::Twine(kMaxScheduleBytes >> 20) +
+                  " MiB, which no schedule is; give the .sched file");
+  }
+  return llvm::MemoryBuffer::getMemBufferCopy(text, path);
+}
+
+/// Lets the first warnings through to the handlers registered before it and
+/// drops the rest, as the schedule's errors are limited: a warning repeated
+/// for every line of a long schedule would bury everything else.
+class WarningLimit {
+public:
+  static constexpr unsigned kLimit =
+      schedule::DiagnosticReporter::kDefaultErrorLimit;
+
+  explicit WarningLimit(mlir::MLIRContext &context) : context(context) {
+    handler = context.getDiagEngine().registerHandler(
+        [this](mlir::Diagnostic &diagnostic) {
+          if (diagnostic.getSeverity() != mlir::DiagnosticSeverity::Warning ||
+              ++warnings <= kLimit)
+            return mlir::failure(); // Not handled here: printed.
+          return mlir::success();
+        });
+  }
+  ~WarningLimit() { context.getDiagEngine().eraseHandler(handler); }
+
+  /// Says how many warnings were dropped, if any.
+  void reportDropped() const {
+    if (warnings > kLimit)
+      llvm::WithColor::note(llvm::errs(), "slapoc")
+          << warnings - kLimit << " more warnings not shown (the first "
+          << kLimit << " are)\n";
+  }
+
+private:
+  mlir::MLIRContext &context;
+  mlir::DiagnosticEngine::HandlerID handler;
+  unsigned warnings = 0;
+};
+
 /// Reports a problem that is not an MLIR diagnostic.
 Outcome fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "slapoc") << message << "\n";
@@ -425,18 +494,12 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> output;
   std::optional<StagedDirectory> outputDir;
-  // --verify without -o compiles into a directory of its own and keeps
-  // nothing.
+  // --verify without -o stages an output it never publishes, next to a
+  // fresh name in the temporary directory.
   llvm::SmallString<256> scratch;
-  auto removeScratch = llvm::make_scope_exit([&] {
-    if (!scratch.empty())
-      llvm::sys::fs::remove_directories(scratch);
-  });
-  if (writesDirectory && options.output == "-") {
-    if (std::error_code code =
-            llvm::sys::fs::createUniqueDirectory("slapoc-verify", scratch))
-      return fail("cannot create a temporary directory: " + code.message());
-  }
+  if (writesDirectory && options.output == "-")
+    llvm::sys::fs::createUniquePath("slapoc-verify-%%%%%%%%", scratch,
+                                    /*MakeAbsolute=*/true);
   if (writesDirectory) {
     auto staged = StagedDirectory::create(scratch.empty()
                                               ? llvm::StringRef(options.output)
@@ -643,13 +706,12 @@ int runSlapocMain(int argc, char **argv) {
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   if (!options.schedule.empty()) {
-    std::string error;
-    auto file = mlir::openInputFile(options.schedule, &error);
+    auto file = readSchedule(options.schedule);
     if (!file) {
-      fail(error);
+      fail(llvm::toString(file.takeError()));
       return 1;
     }
-    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
   }
   // The verifier reads the expected diagnostics of the buffers already in
   // the SourceMgr: it is created after the schedule was added.
@@ -660,7 +722,10 @@ int runSlapocMain(int argc, char **argv) {
                                                                             : 1;
   }
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  return compile(options, context, sourceMgr) == Outcome::Success ? 0 : 1;
+  WarningLimit warningLimit(context);
+  Outcome outcome = compile(options, context, sourceMgr);
+  warningLimit.reportDropped();
+  return outcome == Outcome::Success ? 0 : 1;
 }
 
 } // namespace slapo

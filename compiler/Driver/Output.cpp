@@ -7,6 +7,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -14,6 +15,15 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <mutex>
+#include <unistd.h>
 
 namespace fs = llvm::sys::fs;
 namespace path = llvm::sys::path;
@@ -45,6 +55,252 @@ llvm::Error writeFile(const llvm::Twine &file, llvm::StringRef text) {
 
 std::string rankDir(int rank) { return "rank" + std::to_string(rank); }
 
+/// What marks a manifest.json as slapoc's, and the version of the output
+/// directory's layout it describes.
+constexpr llvm::StringLiteral kOutputFormat = "slapoc-output";
+constexpr int64_t kOutputFormatVersion = 1;
+/// A manifest larger than this is not slapoc's (one of a model with a
+/// thousand parameters on a thousand ranks is a few MiB).
+constexpr uint64_t kMaxManifestBytes = 64 << 20;
+/// How many of the files slapoc did not write a refusal names.
+constexpr size_t kNamedForeignFiles = 5;
+
+//===----------------------------------------------------------------------===//
+// Removing the staging directory when slapoc is interrupted
+//===----------------------------------------------------------------------===//
+
+constexpr int kInterruptSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction previousActions[std::size(kInterruptSignals)];
+/// The staging directory the signal handler removes, when set.
+char interruptedStaging[PATH_MAX];
+volatile sig_atomic_t hasInterruptedStaging = 0;
+
+/// Removes `name` in the directory `parent`, a file or a directory with
+/// everything in it, with async-signal-safe calls only: it runs in a signal
+/// handler, which may have interrupted the allocator.
+void removeTreeAt(int parent, const char *name) {
+  if (::unlinkat(parent, name, 0) == 0 || errno != EISDIR)
+    return;
+  int dir =
+      ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0)
+    return;
+  // A compiler still writing into the directory may add entries meanwhile:
+  // a few passes remove what it added.
+  for (int pass = 0; pass < 3; ++pass) {
+    ::lseek(dir, 0, SEEK_SET);
+    alignas(struct dirent64) char entries[4096];
+    ssize_t size;
+    while ((size = ::getdents64(dir, entries, sizeof entries)) > 0)
+      for (ssize_t offset = 0; offset < size;) {
+        auto *entry = reinterpret_cast<struct dirent64 *>(entries + offset);
+        offset += entry->d_reclen;
+        if (std::strcmp(entry->d_name, ".") != 0 &&
+            std::strcmp(entry->d_name, "..") != 0)
+          removeTreeAt(dir, entry->d_name);
+      }
+    if (::unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno != ENOTEMPTY)
+      break;
+  }
+  ::close(dir);
+}
+
+/// Removes the staging directory, then lets the signal do what it did
+/// before (LLVM's handler, which removes its own temporary files, or the
+/// default: ending the process).
+void removeStagingOnSignal(int signal) {
+  int savedErrno = errno;
+  if (hasInterruptedStaging)
+    removeTreeAt(AT_FDCWD, interruptedStaging);
+  for (size_t i = 0; i < std::size(kInterruptSignals); ++i)
+    if (kInterruptSignals[i] == signal)
+      ::sigaction(signal, &previousActions[i], nullptr);
+  // Blocked until this handler returns, then handled as before.
+  ::raise(signal);
+  errno = savedErrno;
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP remove `staging` (the handlers are
+/// installed once per process; a signal ignored then stays ignored).
+void removeOnInterrupt(llvm::StringRef staging) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action = {};
+    action.sa_handler = removeStagingOnSignal;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < std::size(kInterruptSignals); ++i) {
+      ::sigaction(kInterruptSignals[i], nullptr, &previousActions[i]);
+      if (previousActions[i].sa_handler != SIG_IGN)
+        ::sigaction(kInterruptSignals[i], &action, nullptr);
+    }
+  });
+  hasInterruptedStaging = 0;
+  if (staging.size() >= sizeof interruptedStaging)
+    return; // Left for the next run to clean up.
+  std::memcpy(interruptedStaging, staging.data(), staging.size());
+  interruptedStaging[staging.size()] = '\0';
+  hasInterruptedStaging = 1;
+}
+
+void keepOnInterrupt() { hasInterruptedStaging = 0; }
+
+//===----------------------------------------------------------------------===//
+// Which directories slapoc may replace
+//===----------------------------------------------------------------------===//
+
+/// The files slapoc wrote in the output directory `dir`, as its manifest
+/// lists them; an Error naming the directory `shownAs` if the manifest is not
+/// a slapoc output manifest of this format.
+llvm::Expected<llvm::StringSet<>> readOwnedFiles(llvm::StringRef dir,
+                                                 llvm::StringRef shownAs) {
+  llvm::SmallString<256> manifestPath(dir);
+  path::append(manifestPath, "manifest.json");
+  auto notSlapocs = [&](const llvm::Twine &why) {
+    return error(shownAs +
+                 ": its manifest.json is not a slapoc output manifest (" + why +
+                 "): another program's directory, or an output of an older "
+                 "slapoc; refusing to replace it: choose another -o, or "
+                 "remove the directory yourself if it is an old output");
+  };
+  fs::file_status status;
+  if (std::error_code code = fs::status(manifestPath, status))
+    return fileError(manifestPath, code);
+  if (!fs::is_regular_file(status) || status.getSize() > kMaxManifestBytes)
+    return notSlapocs("not a small regular file");
+  auto buffer = llvm::MemoryBuffer::getFile(manifestPath);
+  if (!buffer)
+    return fileError(manifestPath, buffer.getError());
+  llvm::Expected<llvm::json::Value> manifest =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!manifest) {
+    llvm::consumeError(manifest.takeError());
+    return notSlapocs("not JSON");
+  }
+  const llvm::json::Object *object = manifest->getAsObject();
+  if (!object || object->getString("format") != kOutputFormat)
+    return notSlapocs(("no \"format\": \"" + kOutputFormat + "\"").str());
+  std::optional<int64_t> version = object->getInteger("format_version");
+  if (version != kOutputFormatVersion)
+    return error(
+        shownAs + ": written by slapoc " +
+        object->getString("compiler").value_or("?") + " in output format " +
+        (version ? std::to_string(*version) : std::string("?")) +
+        ", which this slapoc (" SLAPO_VERSION ", format " +
+        llvm::Twine(kOutputFormatVersion) +
+        ") does not know; refusing to replace it: choose another -o, or "
+        "remove the directory yourself");
+  const llvm::json::Array *files = object->getArray("files");
+  if (!files)
+    return notSlapocs("no \"files\"");
+  llvm::StringSet<> owned;
+  for (const llvm::json::Value &file : *files)
+    if (std::optional<llvm::StringRef> name = file.getAsString())
+      owned.insert(*name);
+  return owned;
+}
+
+bool isEmptyDirectory(llvm::StringRef dir) {
+  std::error_code code;
+  return fs::directory_iterator(dir, code) == fs::directory_iterator() && !code;
+}
+
+/// Succeeds if slapoc may replace `dir`, an existing directory: it is empty,
+/// or an earlier output that holds nothing but the files its manifest lists
+/// (and empty directories). Otherwise the Error says why and names what would
+/// be lost, calling the directory `shownAs` (by default `dir`).
+llvm::Error checkReplaceable(llvm::StringRef dir,
+                             llvm::StringRef shownAs = "") {
+  if (shownAs.empty())
+    shownAs = dir;
+  if (isEmptyDirectory(dir))
+    return llvm::Error::success();
+  llvm::SmallString<256> manifest(dir);
+  path::append(manifest, "manifest.json");
+  if (!fs::exists(manifest))
+    return error(shownAs + ": exists and is not a slapoc output directory (no "
+                           "manifest.json); refusing to replace it: choose "
+                           "another -o, or empty the directory first");
+  llvm::Expected<llvm::StringSet<>> owned = readOwnedFiles(dir, shownAs);
+  if (!owned)
+    return owned.takeError();
+  llvm::StringSet<> ownedDirs;
+  for (const auto &file : *owned)
+    for (llvm::StringRef parent = path::parent_path(file.getKey());
+         !parent.empty(); parent = path::parent_path(parent))
+      ownedDirs.insert(parent);
+
+  // Files slapoc did not write, and directories holding only such files
+  // (named as one, "ckpt/", and not descended into).
+  std::vector<std::string> foreign;
+  std::error_code code;
+  for (fs::recursive_directory_iterator
+           it(dir, code, /*follow_symlinks=*/false),
+       end;
+       it != end && !code; it.increment(code)) {
+    llvm::StringRef relative =
+        llvm::StringRef(it->path()).drop_front(dir.size() + 1);
+    if (it->type() != fs::file_type::directory_file) {
+      if (!owned->contains(relative))
+        foreign.push_back(relative.str());
+      continue;
+    }
+    if (ownedDirs.contains(relative))
+      continue;
+    it.no_push();
+    if (!isEmptyDirectory(it->path()))
+      foreign.push_back(relative.str() + "/");
+  }
+  if (code)
+    return fileError(dir, code);
+  if (foreign.empty())
+    return llvm::Error::success();
+  llvm::sort(foreign);
+  size_t named = std::min(foreign.size(), kNamedForeignFiles);
+  std::string list = llvm::join(foreign.begin(), foreign.begin() + named, ", ");
+  if (foreign.size() > named)
+    list += " and " + std::to_string(foreign.size() - named) + " more";
+  return error(shownAs + ": holds files slapoc did not write (" + list +
+               "); refusing to replace it, which would delete them: move "
+               "them out (keep checkpoints outside the output directory, "
+               "e.g. --save ckpt beside it), or choose another -o");
+}
+
+/// Whether process `pid` has ended. (A staging directory on a file system
+/// shared by several machines may be another machine's: its process is not
+/// found here either; such directories are left alone only while a process
+/// of that number runs here.)
+bool hasEnded(int pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+/// Cleans up after slapoc processes that were killed while writing `target`:
+/// removes their staging directories (`target.partial-<pid>`) and puts back
+/// an earlier output one was replacing (`target.old-<pid>`) if `target` is
+/// missing; if `target` was published already, the earlier output goes when
+/// it holds only slapoc's files.
+void cleanUpAfterKilledRuns(llvm::StringRef target) {
+  llvm::StringRef parent = path::parent_path(target);
+  llvm::StringRef base = path::filename(target);
+  std::error_code code;
+  for (fs::directory_iterator it(parent, code), end; it != end && !code;
+       it.increment(code)) {
+    llvm::StringRef suffix = path::filename(it->path());
+    if (!suffix.consume_front(base))
+      continue;
+    bool staging = suffix.consume_front(".partial-");
+    int pid = 0;
+    if ((!staging && !suffix.consume_front(".old-")) ||
+        suffix.getAsInteger(10, pid) || pid <= 0 || !hasEnded(pid))
+      continue;
+    if (staging)
+      fs::remove_directories(it->path());
+    else if (!fs::exists(target))
+      fs::rename(it->path(), target);
+    else if (llvm::Error e = checkReplaceable(it->path()))
+      llvm::consumeError(std::move(e));
+    else
+      fs::remove_directories(it->path());
+  }
+}
+
 } // namespace
 
 llvm::Expected<StagedDirectory>
@@ -55,17 +311,12 @@ StagedDirectory::create(llvm::StringRef target) {
   path::remove_dots(absolute, /*remove_dot_dot=*/true);
   while (absolute.size() > 1 && path::is_separator(absolute.back()))
     absolute.pop_back();
+  cleanUpAfterKilledRuns(absolute);
   if (fs::exists(absolute)) {
     if (!fs::is_directory(absolute))
       return error(target + ": exists and is not a directory");
-    std::error_code code;
-    bool empty =
-        fs::directory_iterator(absolute, code) == fs::directory_iterator();
-    llvm::SmallString<256> manifest(absolute);
-    path::append(manifest, "manifest.json");
-    if (!empty && !fs::exists(manifest))
-      return error(target + ": exists and is not a slapoc output directory "
-                            "(no manifest.json); refusing to replace it");
+    if (llvm::Error e = checkReplaceable(absolute))
+      return std::move(e);
   }
   std::string staging =
       (absolute + ".partial-" + llvm::Twine(llvm::sys::Process::getProcessId()))
@@ -73,6 +324,7 @@ StagedDirectory::create(llvm::StringRef target) {
   fs::remove_directories(staging);
   if (std::error_code code = fs::create_directories(staging))
     return fileError(staging, code);
+  removeOnInterrupt(staging);
   return StagedDirectory(absolute.str().str(), staging);
 }
 
@@ -82,24 +334,35 @@ StagedDirectory::StagedDirectory(StagedDirectory &&other)
 }
 
 StagedDirectory::~StagedDirectory() {
-  if (!staging.empty())
-    fs::remove_directories(staging);
+  if (staging.empty())
+    return;
+  keepOnInterrupt();
+  fs::remove_directories(staging);
 }
 
 llvm::Error StagedDirectory::publish() {
+  // The earlier output is checked where it is, for a clear message, and
+  // again once renamed away, when no path leads into it any more.
   std::string previous;
   if (fs::exists(target)) {
+    if (llvm::Error e = checkReplaceable(target))
+      return e;
     previous =
         (target + ".old-" + llvm::Twine(llvm::sys::Process::getProcessId()))
             .str();
     if (std::error_code code = fs::rename(target, previous))
       return fileError(target, code);
+    if (llvm::Error e = checkReplaceable(previous, target)) {
+      fs::rename(previous, target);
+      return e;
+    }
   }
   if (std::error_code code = fs::rename(staging, target)) {
     if (!previous.empty())
       fs::rename(previous, target);
     return fileError(target, code);
   }
+  keepOnInterrupt();
   staging.clear();
   if (!previous.empty())
     fs::remove_directories(previous);
@@ -227,6 +490,22 @@ llvm::Error linkFromRank(llvm::StringRef dir, int source, int rank,
   return llvm::Error::success();
 }
 
+/// The files under `dir`, as paths relative to it.
+llvm::Expected<std::vector<std::string>> listFiles(llvm::StringRef dir) {
+  std::vector<std::string> files;
+  std::error_code code;
+  for (fs::recursive_directory_iterator
+           it(dir, code, /*follow_symlinks=*/false),
+       end;
+       it != end && !code; it.increment(code))
+    if (it->type() != fs::file_type::directory_file)
+      files.push_back(
+          llvm::StringRef(it->path()).drop_front(dir.size() + 1).str());
+  if (code)
+    return fileError(dir, code);
+  return files;
+}
+
 } // namespace
 
 llvm::Expected<std::string>
@@ -269,11 +548,46 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
                                      const ManifestInfo &manifest,
                                      const HostBuild &build,
                                      llvm::StringRef compileCommand) {
+  int64_t worldSize = manifest.dp * manifest.tp * manifest.pp;
+  std::string launch =
+      "#!/bin/sh\n"
+      "# Generated by slapoc: starts the program of this process's rank, "
+      "alone or\n# under mpirun / srun (which say the rank and world size).\n"
+      "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+      "rank=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}\n"
+      "size=${OMPI_COMM_WORLD_SIZE:-${PMI_SIZE:-${SLURM_NTASKS:-1}}}\n"
+      "if [ \"$size\" != " +
+      std::to_string(worldSize) +
+      " ]; then\n"
+      "  echo \"launch: error: compiled for " +
+      std::to_string(worldSize) +
+      " rank(s) (mesh dp x tp x pp), started with $size\" >&2\n"
+      "  exit 1\nfi\n"
+      "if [ ! -x \"$here/rank$rank/train\" ]; then\n"
+      "  echo \"launch: error: $here/rank$rank/train does not exist (compiled "
+      "with --emit=cpp?)\" >&2\n"
+      "  exit 1\nfi\n"
+      "exec \"$here/rank$rank/train\" \"$@\"\n";
+  llvm::SmallString<256> launchPath(dir);
+  path::append(launchPath, "launch");
+  if (llvm::Error e = writeFile(launchPath, launch))
+    return e;
+  if (std::error_code code = fs::setPermissions(
+          launchPath, fs::all_read | fs::all_exe | fs::owner_write))
+    return fileError(launchPath, code);
+
+  llvm::Expected<std::vector<std::string>> files = listFiles(dir);
+  if (!files)
+    return files.takeError();
+  files->push_back("manifest.json");
+  llvm::sort(*files);
   auto memory = planned->getAttrOfType<mlir::DictionaryAttr>(kMemoryAttrName);
   std::string text;
   llvm::raw_string_ostream os(text);
   llvm::json::OStream json(os, /*IndentSize=*/2);
   json.object([&] {
+    json.attribute("format", kOutputFormat);
+    json.attribute("format_version", kOutputFormatVersion);
     json.attribute("compiler", manifest.compilerVersion);
     json.attribute("schedule", manifest.schedulePath);
     json.attribute("schedule_hash", manifest.scheduleHash);
@@ -342,40 +656,16 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
           });
         });
     });
+    // What a later compilation into this directory may replace.
+    json.attributeArray("files", [&] {
+      for (const std::string &file : *files)
+        json.value(file);
+    });
   });
   os << "\n";
-  llvm::SmallString<256> manifestPath(dir), launchPath(dir);
+  llvm::SmallString<256> manifestPath(dir);
   path::append(manifestPath, "manifest.json");
-  path::append(launchPath, "launch");
-  if (llvm::Error e = writeFile(manifestPath, os.str()))
-    return e;
-
-  int64_t worldSize = manifest.dp * manifest.tp * manifest.pp;
-  std::string launch =
-      "#!/bin/sh\n"
-      "# Generated by slapoc: starts the program of this process's rank, "
-      "alone or\n# under mpirun / srun (which say the rank and world size).\n"
-      "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-      "rank=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-0}}}\n"
-      "size=${OMPI_COMM_WORLD_SIZE:-${PMI_SIZE:-${SLURM_NTASKS:-1}}}\n"
-      "if [ \"$size\" != " +
-      std::to_string(worldSize) +
-      " ]; then\n"
-      "  echo \"launch: error: compiled for " +
-      std::to_string(worldSize) +
-      " rank(s) (mesh dp x tp x pp), started with $size\" >&2\n"
-      "  exit 1\nfi\n"
-      "if [ ! -x \"$here/rank$rank/train\" ]; then\n"
-      "  echo \"launch: error: $here/rank$rank/train does not exist (compiled "
-      "with --emit=cpp?)\" >&2\n"
-      "  exit 1\nfi\n"
-      "exec \"$here/rank$rank/train\" \"$@\"\n";
-  if (llvm::Error e = writeFile(launchPath, launch))
-    return e;
-  if (std::error_code code = fs::setPermissions(
-          launchPath, fs::all_read | fs::all_exe | fs::owner_write))
-    return fileError(launchPath, code);
-  return llvm::Error::success();
+  return writeFile(manifestPath, os.str());
 }
 
 } // namespace slapo

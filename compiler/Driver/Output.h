@@ -4,6 +4,12 @@
 // place only when every file of it is complete: a failed compilation leaves
 // no half-written directory, and an earlier output survives it.
 //
+// slapoc replaces only what it can prove it wrote: an output directory's
+// manifest.json carries "format": "slapoc-output", the format's version and
+// the list of files slapoc wrote there. A directory without such a manifest,
+// or holding any file the manifest does not list (a checkpoint saved inside
+// it, a user's notes), is never replaced: slapoc refuses and names them.
+//
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_DRIVER_OUTPUT_H
 #define SLAPO_DRIVER_OUTPUT_H
@@ -17,11 +23,15 @@
 
 namespace slapo {
 
-/// A directory being written: removed on destruction unless published.
+/// A directory being written, `target.partial-<pid>`: removed on
+/// destruction unless published, and when slapoc is ended by SIGINT, SIGTERM
+/// or SIGHUP. One exists at a time in a process.
 class StagedDirectory {
 public:
-  /// Refuses a `target` that exists and is not an earlier slapoc output (a
-  /// directory with a manifest.json) or an empty directory.
+  /// Refuses a `target` that exists and is neither an empty directory nor an
+  /// earlier slapoc output holding only slapoc's files. Removes what
+  /// crashed slapoc processes left next to `target` (their staging
+  /// directories; an earlier output they were replacing is put back).
   static llvm::Expected<StagedDirectory> create(llvm::StringRef target);
   StagedDirectory(StagedDirectory &&other);
   ~StagedDirectory();
@@ -29,7 +39,8 @@ public:
   /// Where to write: a sibling of the target.
   const std::string &getPath() const { return staging; }
   /// Renames the staging directory to the target, replacing an earlier
-  /// output.
+  /// output after checking again that it holds only slapoc's files (a run
+  /// may have saved checkpoints into it meanwhile).
   llvm::Error publish();
 
 private:
@@ -69,7 +80,8 @@ llvm::Expected<std::string>
 writeRanks(llvm::StringRef dir, mlir::ModuleOp planned, TorchScriptModel &model,
            const RankProgramInfo &info, const HostBuild &build);
 
-/// Writes manifest.json and the launch script for the ranks written.
+/// Writes the launch script and then manifest.json, which lists every file
+/// in `dir` (the ranks' and the launcher) as slapoc's.
 llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
                                      mlir::ModuleOp planned,
                                      const ManifestInfo &manifest,

@@ -153,10 +153,22 @@ std::string typeToString(mlir::Type type) {
   return text;
 }
 
+/// `name` in single quotes (or `quote`), escaped as printOptionValue
+/// escapes: a model's names, and strings of the schedule, may hold any byte
+/// (CR and NUL included), and a message stays one readable line.
+std::string quoteName(llvm::StringRef name, char quote = '\'') {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << quote;
+  llvm::printEscapedString(name, os);
+  os << quote;
+  return os.str();
+}
+
 std::string quoteList(llvm::ArrayRef<std::string> names) {
   return llvm::join(
       llvm::map_range(names,
-                      [](const std::string &name) { return "'" + name + "'"; }),
+                      [](const std::string &name) { return quoteName(name); }),
       ", ");
 }
 
@@ -174,6 +186,7 @@ private:
   std::optional<std::vector<std::string>>
   resolveSelector(const Primitive &primitive);
   bool planShard(const Primitive &primitive, PipelineEntry &entry);
+  bool checkDecompose(const PipelineEntry &entry);
   void checkPipelineCuts();
   void checkLoss();
 
@@ -197,8 +210,8 @@ Planner::resolveSelector(const Primitive &primitive) {
   const ast::Value &selector = primitive.selectorString;
   std::vector<std::string> modules = index.match(primitive.selector);
   if (modules.empty()) {
-    std::string message =
-        "selector \"" + selector.string + "\" matches no module of the model";
+    std::string message = "selector " + quoteName(selector.string, '"') +
+                          " matches no module of the model";
     std::vector<std::string> nearest =
         findNearestPaths(selector.string, index.getPaths(), 3);
     if (!nearest.empty())
@@ -209,9 +222,10 @@ Planner::resolveSelector(const Primitive &primitive) {
   if (auto unmatched =
           primitive.selector.findUnmatchedElement(index.getPaths())) {
     reporter.error(selector.getStringCharLoc(unmatched->offset),
-                   "element '" + unmatched->element + "' of '" +
-                       unmatched->braces + "' in selector \"" +
-                       selector.string + "\" matches no module of the model");
+                   "element " + quoteName(unmatched->element) + " of " +
+                       quoteName(unmatched->braces) + " in selector " +
+                       quoteName(selector.string, '"') +
+                       " matches no module of the model");
     return std::nullopt;
   }
   return modules;
@@ -233,12 +247,12 @@ bool Planner::planShard(const Primitive &primitive, PipelineEntry &entry) {
   }
   if (!missing.empty()) {
     std::vector<std::string> present = index.getParameterNames(missing[0]);
-    std::string message = "module '" + missing[0] + "'";
+    std::string message = "module " + quoteName(missing[0]);
     if (missing.size() > 1)
       message += " (and " + std::to_string(missing.size() - 1) +
                  " more module" + (missing.size() == 2 ? "" : "s") +
                  " the selector matches)";
-    message += " has no parameter or buffer '" + param.value + "'";
+    message += " has no parameter or buffer " + quoteName(param.value);
     message +=
         present.empty() ? "; it has none" : "; it has " + quoteList(present);
     reporter.error(param.loc, message);
@@ -251,9 +265,9 @@ bool Planner::planShard(const Primitive &primitive, PipelineEntry &entry) {
     int64_t rank = type.getRank();
     std::string symbol = op.getSymName().str();
     // How messages name it: 'lm_head.weight' (tied to 'transformer.wte...').
-    std::string name = "'" + requested + "'";
+    std::string name = quoteName(requested);
     if (requested != symbol)
-      name += " (tied to '" + symbol + "')";
+      name += " (tied to " + quoteName(symbol) + ")";
     if (axis.integer < -rank || axis.integer >= rank) {
       reporter.error(axis.loc, "axis " + llvm::Twine(axis.integer) +
                                    " is out of range for " + name + " (" +
@@ -301,6 +315,27 @@ bool Planner::planShard(const Primitive &primitive, PipelineEntry &entry) {
   return true;
 }
 
+/// decompose() splits a linear layer with a bias of the module itself (as
+/// slapo-decompose does): one that has none is reported at the primitive.
+bool Planner::checkDecompose(const PipelineEntry &entry) {
+  llvm::StringSet<> decomposable;
+  if (mlir::func::FuncOp forward = index.getForward())
+    forward.walk([&](LinearOp linear) {
+      if (linear.getBias())
+        decomposable.insert(getModulePath(linear.getLoc()));
+    });
+  for (const std::string &module : entry.modules)
+    if (!decomposable.contains(module)) {
+      reporter.error(entry.loc,
+                     "decompose(): module " + quoteName(module) +
+                         " computes no linear layer with a bias of its own "
+                         "(nn.Linear, Conv1D); select the linear layer "
+                         "itself, not a module that contains it");
+      return false;
+    }
+  return true;
+}
+
 void Planner::checkPipelineCuts() {
   mlir::func::FuncOp forward = index.getForward();
   // The position of each module's last op in the forward's body: a cut
@@ -329,15 +364,15 @@ void Planner::checkPipelineCuts() {
     for (const std::string &module : entry.modules) {
       auto position = lastOp.find(module);
       if (position == lastOp.end()) {
-        reporter.error(entry.loc, "module '" + module +
-                                      "' has no ops in the forward: there "
+        reporter.error(entry.loc, "module " + quoteName(module) +
+                                      " has no ops in the forward: there "
                                       "is nothing to cut after");
         ok = false;
         break;
       }
       if (position->second + 1 == numOps) {
-        reporter.error(entry.loc, "a cut after '" + module +
-                                      "' leaves the last pipeline stage "
+        reporter.error(entry.loc, "a cut after " + quoteName(module) +
+                                      " leaves the last pipeline stage "
                                       "empty: no op runs after it");
         ok = false;
         break;
@@ -347,11 +382,11 @@ void Planner::checkPipelineCuts() {
       if (!inserted) {
         reporter.error(entry.loc,
                        previous->second.module == module
-                           ? "module '" + module + "' is cut twice"
-                           : "a cut after '" + module +
-                                 "' is the same cut as the one after '" +
-                                 previous->second.module +
-                                 "': both end with the same op",
+                           ? "module " + quoteName(module) + " is cut twice"
+                           : "a cut after " + quoteName(module) +
+                                 " is the same cut as the one after " +
+                                 quoteName(previous->second.module) +
+                                 ": both end with the same op",
                        {{previous->second.loc, "first cut here"}});
         ok = false;
         break;
@@ -424,6 +459,8 @@ std::optional<Plan> Planner::plan() {
       for (const PrimitiveArgument &argument : primitive.arguments)
         entry.options.emplace_back(argument.name, argument.value);
     }
+    if (primitive.kind == PrimitiveKind::Decompose && !checkDecompose(entry))
+      continue;
     result.pipeline.push_back(std::move(entry));
   }
   checkPipelineCuts();

@@ -12,10 +12,16 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace slapo::rt {
 
@@ -121,15 +127,142 @@ private:
   }
 };
 
+} // namespace
+
+/// Ends a job in which a rank stopped making progress (stopped, deadlocked,
+/// unreachable) instead of letting its peers wait in a collective forever,
+/// spinning. The collectives stay blocking MPI calls (MPI's nonblocking
+/// ones, which a waiting rank could test against a deadline, are up to a few
+/// times slower); the communicators tell the watchdog's thread when one
+/// starts and ends, and the thread ends the job when one has not completed
+/// within the timeout. Its only MPI call is that MPI_Abort.
+class Watchdog {
+public:
+  explicit Watchdog(int worldRank)
+      : worldRank(worldRank), thread([this] { watch(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    wake.notify_one();
+    thread.join();
+  }
+  Watchdog(const Watchdog &) = delete;
+  Watchdog &operator=(const Watchdog &) = delete;
+
+  void setTimeout(double seconds) {
+    std::lock_guard<std::mutex> lock(mutex);
+    timeoutSeconds = seconds;
+    wake.notify_one();
+  }
+
+  /// This rank entered the collective `operation` ("MPI_Allreduce") over
+  /// `group` ("the data-parallel group"), whose other members are `peers`
+  /// ("rank 1", "ranks 1, 2 and 3"); both outlive the call.
+  void enter(const char *operation, const std::string &group,
+             const std::string &peers) {
+    std::lock_guard<std::mutex> lock(mutex);
+    waiting = {operation, &group, &peers, std::chrono::steady_clock::now()};
+  }
+  /// ... and left it.
+  void leave() {
+    std::lock_guard<std::mutex> lock(mutex);
+    waiting.operation = nullptr;
+  }
+
+private:
+  struct Wait {
+    const char *operation = nullptr;
+    const std::string *group = nullptr;
+    const std::string *peers = nullptr;
+    std::chrono::steady_clock::time_point since;
+  };
+
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex);
+    auto checked = std::chrono::steady_clock::now();
+    while (!stopping) {
+      // Late by a tenth of the timeout at most.
+      auto period =
+          std::chrono::duration<double>(std::min(1.0, timeoutSeconds / 10));
+      wake.wait_for(lock, period);
+      auto now = std::chrono::steady_clock::now();
+      // A process that was stopped itself (SIGSTOP, a suspended machine)
+      // does not blame its peers for the time: its wait starts again.
+      if (now - checked > 2 * period + std::chrono::seconds(1))
+        waiting.since = now;
+      checked = now;
+      if (!waiting.operation)
+        continue;
+      double waited =
+          std::chrono::duration<double>(now - waiting.since).count();
+      if (waited <= timeoutSeconds)
+        continue;
+      std::fprintf(stderr,
+                   "rank %d: error: %s over the %s has not completed in %.0f "
+                   "s (--timeout %g): %s has not joined it, stopped (SIGSTOP, "
+                   "a debugger), deadlocked or unreachable; ending the job\n",
+                   worldRank, waiting.operation, waiting.group->c_str(), waited,
+                   timeoutSeconds, waiting.peers->c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+
+  const int worldRank;
+  std::mutex mutex;
+  std::condition_variable wake;
+  Wait waiting;
+  double timeoutSeconds = ProcessMesh::kDefaultTimeoutSeconds;
+  bool stopping = false;
+  /// Last: started once the rest is initialised.
+  std::thread thread;
+};
+
+namespace {
+
+/// The world ranks of `comm`'s members but this rank, as the watchdog names
+/// the one that has not joined a collective: "rank 1", "one of ranks 1, 2
+/// and 3".
+std::string describePeers(MPI_Comm comm, const std::string &name) {
+  MPI_Group group, world;
+  checkMpi(MPI_Comm_group(comm, &group), "MPI_Comm_group of the " + name);
+  checkMpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+  int size = 0, self = 0;
+  MPI_Group_size(group, &size);
+  MPI_Group_rank(group, &self);
+  std::vector<int> ranks(size), worldRanks(size);
+  for (int i = 0; i < size; ++i)
+    ranks[i] = i;
+  checkMpi(MPI_Group_translate_ranks(group, size, ranks.data(), world,
+                                     worldRanks.data()),
+           "MPI_Group_translate_ranks of the " + name);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  worldRanks.erase(worldRanks.begin() + self);
+  std::string text = worldRanks.size() == 1 ? "rank " : "one of ranks ";
+  for (size_t i = 0; i < worldRanks.size(); ++i)
+    text += (i == 0                       ? ""
+             : i + 1 == worldRanks.size() ? " and "
+                                          : ", ") +
+            std::to_string(worldRanks[i]);
+  return text;
+}
+
 /// A group of several ranks: one MPI communicator, owned.
 class MpiCommunicator final : public Communicator {
 public:
-  /// `name` completes "MPI_Allreduce over the ..." in error messages.
-  MpiCommunicator(MPI_Comm comm, const char *name) : comm(comm), name(name) {
+  /// `name` completes "MPI_Allreduce over the ..." in error messages;
+  /// `watchdog` ends the job when a collective waits too long for a peer.
+  MpiCommunicator(MPI_Comm comm, const char *name,
+                  std::shared_ptr<Watchdog> watchdog)
+      : comm(comm), name(name), watchdog(std::move(watchdog)) {
     checkMpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN),
              "MPI_Comm_set_errhandler on the " + this->name);
     checkMpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank of the " + this->name);
     checkMpi(MPI_Comm_size(comm, &size), "MPI_Comm_size of the " + this->name);
+    peers = describePeers(comm, this->name);
   }
   ~MpiCommunicator() override {
     // A host program that finalised MPI has freed every communicator.
@@ -150,9 +283,10 @@ public:
     size_t elementBytes = rt::getSize(dtype);
     for (int64_t done = 0; done < count;) {
       int piece = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
-      check(MPI_Allreduce(MPI_IN_PLACE, elements + done * elementBytes, piece,
-                          getMpiType(dtype), MPI_SUM, comm),
-            "MPI_Allreduce");
+      collective("MPI_Allreduce", [&] {
+        return MPI_Allreduce(MPI_IN_PLACE, elements + done * elementBytes,
+                             piece, getMpiType(dtype), MPI_SUM, comm);
+      });
       done += piece;
     }
   }
@@ -162,28 +296,37 @@ public:
     int mpiCount = toMpiCount(count, "MPI_Allgather");
     MPI_Datatype type = getMpiType(dtype);
     ScopedTimer timer(commSeconds);
-    check(MPI_Allgather(local, mpiCount, type, gathered, mpiCount, type, comm),
-          "MPI_Allgather");
+    collective("MPI_Allgather", [&] {
+      return MPI_Allgather(local, mpiCount, type, gathered, mpiCount, type,
+                           comm);
+    });
   }
 
   void reduceScatterSum(const void *full, void *local, int64_t count,
                         DType dtype) override {
     checkSummable(dtype, "reduce-scatter");
     ScopedTimer timer(commSeconds);
-    check(MPI_Reduce_scatter_block(
-              full, local, toMpiCount(count, "MPI_Reduce_scatter_block"),
-              getMpiType(dtype), MPI_SUM, comm),
-          "MPI_Reduce_scatter_block");
+    int mpiCount = toMpiCount(count, "MPI_Reduce_scatter_block");
+    collective("MPI_Reduce_scatter_block", [&] {
+      return MPI_Reduce_scatter_block(full, local, mpiCount, getMpiType(dtype),
+                                      MPI_SUM, comm);
+    });
   }
 
   void broadcast(void *data, int64_t bytes, int root) override {
     checkBroadcastRoot(root, size);
-    check(MPI_Bcast(data, toMpiCount(bytes, "MPI_Bcast"), MPI_BYTE, root, comm),
-          "MPI_Bcast");
+    int mpiCount = toMpiCount(bytes, "MPI_Bcast");
+    collective("MPI_Bcast",
+               [&] { return MPI_Bcast(data, mpiCount, MPI_BYTE, root, comm); });
   }
 
 private:
-  void check(int status, const char *operation) const {
+  /// Runs `call`, the blocking collective `operation` over this group, with
+  /// the watchdog watching, and checks the status it returns.
+  template <typename Call> void collective(const char *operation, Call call) {
+    watchdog->enter(operation, name, peers);
+    int status = call();
+    watchdog->leave();
     checkMpi(status, std::string(operation) + " over the " + name);
   }
   int toMpiCount(int64_t count, const char *operation) const {
@@ -196,6 +339,9 @@ private:
 
   MPI_Comm comm;
   std::string name;
+  std::shared_ptr<Watchdog> watchdog;
+  /// The other members, as the watchdog names them.
+  std::string peers;
   int rank = 0;
   int size = 0;
 };
@@ -245,9 +391,10 @@ void ProcessMesh::joinMpiWorld() {
   checkMpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
   checkWorldSize(worldSize, dp, tp);
 
+  watchdog = std::make_shared<Watchdog>(rank);
   MPI_Comm comm;
   checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup of the world");
-  world = std::make_unique<MpiCommunicator>(comm, "world");
+  world = std::make_unique<MpiCommunicator>(comm, "world", watchdog);
   // A group of `size` ranks that share `color`, ordered by `key`. Every
   // rank takes the same branches: dp and tp are the same everywhere.
   auto makeGroup =
@@ -258,7 +405,7 @@ void ProcessMesh::joinMpiWorld() {
     MPI_Comm group;
     checkMpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &group),
              "MPI_Comm_split into " + name + "s");
-    return std::make_unique<MpiCommunicator>(group, name.c_str());
+    return std::make_unique<MpiCommunicator>(group, name.c_str(), watchdog);
   };
   dataParallel = makeGroup(dp, getTpRank(), getDpRank(), "data-parallel group");
   tensorParallel =
@@ -273,8 +420,17 @@ ProcessMesh::~ProcessMesh() {
   tensorParallel.reset();
   hostDataParallel.reset();
   hostTensorParallel.reset();
+  watchdog.reset();
   if (initialisedMpi)
     MPI_Finalize();
+}
+
+void ProcessMesh::setTimeout(double seconds) {
+  if (!(seconds > 0))
+    throw Error("a collective's timeout must be positive, not " +
+                std::to_string(seconds) + " s");
+  if (watchdog)
+    watchdog->setTimeout(seconds);
 }
 
 void ProcessMesh::useDevice(Device &device) {

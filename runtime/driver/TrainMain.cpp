@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -44,6 +46,7 @@ struct TrainOptions {
   std::string saveWeights;
   bool quiet = false;
   std::string comm = "auto";
+  double timeout = ProcessMesh::kDefaultTimeoutSeconds;
 };
 
 /// The arena of one rank in its device's memory: every tensor of the step
@@ -262,19 +265,13 @@ private:
   std::vector<DataInput> inputs;
   std::vector<std::unique_ptr<uint8_t[]>> globalBatch;
   std::unique_ptr<std::ofstream> logFile;
+  std::optional<CheckpointDirectoryLock> checkpointLock;
   int64_t firstStep = 1;
   std::chrono::steady_clock::time_point start;
 };
 
 void Trainer::prepare() {
-  if (options.steps < 1)
-    throw Error("--steps must be at least 1, got " +
-                std::to_string(options.steps));
-  if (options.saveEvery > 0 && options.save.empty())
-    throw Error("--save-every needs --save DIR");
-  // Problems with where results go are found before any work is done.
-  if (!options.save.empty())
-    checkCheckpointDirectory(options.save);
+  // Problems with where results go are found before any step is run.
   if (!options.logJson.empty() && isReporter()) {
     logFile = std::make_unique<std::ofstream>(options.logJson);
     if (!*logFile)
@@ -299,6 +296,15 @@ void Trainer::prepare() {
     throw Error("the checkpoint in " + options.resume + " is at step " +
                 std::to_string(firstStep - 1) + ", not before --steps " +
                 std::to_string(options.steps));
+  if (!options.save.empty()) {
+    // Rank 0 claims the directory for this run before any rank saves there;
+    // if it cannot, it ends the job instead of joining this barrier.
+    if (isReporter())
+      checkpointLock.emplace(claimCheckpointDirectory(
+          options.save, program.fingerprint, firstStep - 1));
+    int64_t claimed = 1;
+    mesh.getWorld().allReduceSum(&claimed, 1, DType::I64);
+  }
 
   for (int i = 0; i < program.numInputs; ++i) {
     const InputSlot &input = program.inputs[i];
@@ -434,6 +440,36 @@ void Trainer::run() {
   }
 }
 
+/// What is wrong with flags that parsed, or nothing: a bad usage, found
+/// before anything runs. `saveEveryGiven`: --save-every was on the command
+/// line.
+std::string findUsageError(const TrainOptions &options, bool saveEveryGiven) {
+  if (options.steps < 1)
+    return "--steps must be at least 1, got " + std::to_string(options.steps);
+  if (saveEveryGiven && options.saveEvery < 1)
+    return "--save-every must be at least 1 (a checkpoint every K steps), "
+           "got " +
+           std::to_string(options.saveEvery);
+  if (saveEveryGiven && options.save.empty())
+    return "--save-every needs --save DIR";
+  // Far more threads than cores only slow a step down, and enough of them
+  // exhaust what the OpenMP runtime and oneDNN can start.
+  long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  if (options.threads < 0 || options.threads > 4 * cores)
+    return "--threads " + std::to_string(options.threads) +
+           " is out of range: give 1 to " + std::to_string(4 * cores) +
+           " (4 x the " + std::to_string(cores) +
+           " cores of this machine), or 0 for one thread per core";
+  if (!(options.timeout > 0)) {
+    char timeout[32];
+    std::snprintf(timeout, sizeof timeout, "%g", options.timeout);
+    return std::string("--timeout must be a positive number of seconds, "
+                       "got ") +
+           timeout;
+  }
+  return "";
+}
+
 } // namespace
 
 int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
@@ -466,13 +502,13 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   app.add_option("--log-json", options.logJson,
                  "write one JSON object per step to this file");
   app.add_option("--threads", options.threads,
-                 "CPU programs: threads (default: all cores)");
+                 "CPU programs: threads, at most 4 x the cores (default 0: "
+                 "one per core)");
   app.add_option("--save", options.save,
                  "checkpoint directory: saved at the last step and every "
                  "--save-every steps");
-  app.add_option("--save-every", options.saveEvery,
-                 "save a checkpoint every K steps")
-      ->check(CLI::PositiveNumber);
+  CLI::Option *saveEvery = app.add_option("--save-every", options.saveEvery,
+                                          "save a checkpoint every K steps");
   app.add_option("--resume", options.resume,
                  "continue from a checkpoint (a --save directory or one of "
                  "its step directories)");
@@ -484,6 +520,10 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   app.add_option("--save-weights", options.saveWeights,
                  "write the final parameters to this safetensors file");
   app.add_flag("--quiet", options.quiet, "no progress lines");
+  app.add_option("--timeout", options.timeout,
+                 "seconds a rank waits in a collective for its peers before "
+                 "it ends the job, naming the ranks that stopped")
+      ->capture_default_str();
   app.add_option("--comm", options.comm,
                  "GPU programs: how collectives communicate: nccl, mpi "
                  "(staged through host memory) or auto (NCCL unless ranks "
@@ -498,6 +538,13 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
     int status = rank == 0 ? app.exit(e) : e.get_exit_code();
     return status == 0 ? 0 : 1;
   }
+  std::string usageError = findUsageError(options, saveEvery->count() > 0);
+  if (!usageError.empty()) {
+    if (rank == 0)
+      std::fprintf(stderr, "rank 0: error: %s\n", usageError.c_str());
+    return 1;
+  }
+  mesh->setTimeout(options.timeout);
   try {
     Trainer(program, options, *mesh).run();
   } catch (const std::exception &e) {

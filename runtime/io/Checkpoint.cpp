@@ -7,29 +7,50 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace slapo::rt {
 namespace {
 
-/// FNV-1a, 64 bits, of the tensor's bytes as 16 hex digits: changed bytes in
-/// a rank file are found before they are trained on.
-std::string checksum(const Tensor &tensor) {
+/// FNV-1a, 64 bits, of `size` bytes as 16 hex digits: changed bytes in a
+/// checkpoint are found before they are trained on.
+std::string fnv1a64(const void *data, size_t size) {
   uint64_t hash = 0xcbf29ce484222325ull;
-  const auto *bytes = static_cast<const unsigned char *>(tensor.data);
-  for (size_t i = 0, e = tensor.getBytes(); i < e; ++i)
+  const auto *bytes = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < size; ++i)
     hash = (hash ^ bytes[i]) * 0x100000001b3ull;
   char text[17];
   std::snprintf(text, sizeof text, "%016llx",
                 static_cast<unsigned long long>(hash));
   return text;
+}
+
+std::string checksum(const Tensor &tensor) {
+  return fnv1a64(tensor.data, tensor.getBytes());
+}
+
+/// Where the metadata's own checksum is kept: not "fnv1a64:..." so that no
+/// tensor name can collide with it.
+const char kMetadataChecksumKey[] = "metadata_fnv1a64";
+
+/// The checksum of every metadata entry but its own.
+std::string
+metadataChecksum(const std::map<std::string, std::string> &metadata) {
+  std::string entries;
+  for (const auto &[key, value] : metadata)
+    if (key != kMetadataChecksumKey)
+      entries.append(key).append(1, '\0').append(value).append(1, '\0');
+  return fnv1a64(entries.data(), entries.size());
 }
 
 std::string checksumKey(const std::string &name) { return "fnv1a64:" + name; }
@@ -71,17 +92,212 @@ std::string readTextFile(const std::string &path) {
   return text;
 }
 
+std::string stepDirectoryName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+/// `latest`'s contents: the step directory's name, then a line with its
+/// checksum.
+std::string latestText(const std::string &stepDirName) {
+  return stepDirName + "\nfnv1a64 " +
+         fnv1a64(stepDirName.data(), stepDirName.size()) + "\n";
+}
+
+/// The step directory DIR/latest names (a name in DIR), checked against its
+/// checksum.
+std::string readLatest(const std::string &dir) {
+  std::string path = dir + "/latest";
+  std::string text = readTextFile(path);
+  size_t newline = text.find('\n');
+  std::string name = text.substr(0, newline);
+  if (name.empty() || name.find('/') != std::string::npos || name == "." ||
+      name == "..")
+    throw Error(path + ": does not name a step directory");
+  if (newline == std::string::npos || latestText(name) != text + "\n")
+    throw Error(path + ": does not match its checksum: the file is corrupt "
+                       "(resume from one of the step directories instead)");
+  return name;
+}
+
+bool isDecimal(const std::string &text) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(),
+                     [](unsigned char c) { return std::isdigit(c); });
+}
+
+/// The step of a step directory's name ("step-00000100"), or -1 for any
+/// other name.
+int64_t parseStepDirectoryName(const std::string &name) {
+  const std::string prefix = "step-";
+  std::string digits = name.substr(std::min(name.size(), prefix.size()));
+  if (name.compare(0, prefix.size(), prefix) != 0 || !isDecimal(digits) ||
+      digits.size() > 18)
+    return -1;
+  return std::stoll(digits);
+}
+
+/// Who holds a checkpoint directory's lock: "pid 1234 on host h, program
+/// F, since 2026-12-05 10:00:00 UTC".
+std::string describeThisRun(const std::string &fingerprint) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0)
+    std::strcpy(host, "?");
+  std::time_t now = std::time(nullptr);
+  char since[32];
+  std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S UTC",
+                std::gmtime(&now));
+  return "pid " + std::to_string(::getpid()) + " on host " + host +
+         ", program " + fingerprint + ", since " + since;
+}
+
+/// Whether `name` is a file that saving writes: a rank file, an index or
+/// `latest`.
+bool isCheckpointFileName(const std::string &name) {
+  return name == "latest" || name == "index.json" ||
+         (name.compare(0, 4, "rank") == 0 &&
+          io::hasSuffix(name, ".safetensors") &&
+          isDecimal(name.substr(4, name.size() - 4 - 12)));
+}
+
+/// Whether `name` is a temporary of a checkpoint file ("<file>.tmp.<pid>",
+/// io::writeFileAtomically), which a killed run left half-written.
+bool isLeftoverTemporary(const std::string &name) {
+  size_t dot = name.rfind('.');
+  if (dot == std::string::npos || !isDecimal(name.substr(dot + 1)))
+    return false;
+  std::string stem = name.substr(0, dot);
+  return io::hasSuffix(stem, ".tmp") &&
+         isCheckpointFileName(stem.substr(0, stem.size() - 4));
+}
+
+Error anotherProgram(const std::string &dir, const std::string &where,
+                     const std::string &theirs, const std::string &ours) {
+  return Error(dir + ": holds checkpoints of another program (" + where +
+               " has fingerprint " + theirs + ", this program's is " + ours +
+               "); saving here would overwrite them: give this run another "
+               "--save directory, or resume them with the program that "
+               "wrote them");
+}
+
+/// The fingerprint a complete step directory's index.json records.
+std::string readIndexFingerprint(const std::string &stepDir) {
+  std::string path = stepDir + "/index.json";
+  try {
+    return nlohmann::json::parse(readTextFile(path))
+        .at("fingerprint")
+        .get<std::string>();
+  } catch (const nlohmann::json::exception &e) {
+    throw Error(path + ": not a checkpoint index (" + e.what() +
+                "), so whose checkpoint this is cannot be told: remove the "
+                "step directory, or give this run another --save directory");
+  }
+}
+
+/// What a killed run left of an uncommitted step, to be removed: its rank
+/// files and temporaries. Throws if a rank file is another program's.
+std::vector<std::string>
+findIncompleteStepFiles(const std::string &dir, const std::string &stepDir,
+                        const std::string &fingerprint) {
+  std::vector<std::string> files;
+  for (const std::string &name : io::listDirectory(stepDir)) {
+    std::string path = stepDir + "/" + name;
+    if (isCheckpointFileName(name)) {
+      std::map<std::string, std::string> metadata;
+      try {
+        metadata = SafeTensorsReader(path).getMetadata();
+      } catch (const Error &e) {
+        throw Error(std::string(e.what()) +
+                    "; whose uncommitted checkpoint this is cannot be told: "
+                    "remove " +
+                    stepDir + ", or give this run another --save directory");
+      }
+      auto theirs = metadata.find("fingerprint");
+      if (theirs == metadata.end() || theirs->second != fingerprint)
+        throw anotherProgram(dir, path,
+                             theirs == metadata.end() ? "none" : theirs->second,
+                             fingerprint);
+    } else if (!isLeftoverTemporary(name)) {
+      continue;
+    }
+    files.push_back(path);
+  }
+  return files;
+}
+
 } // namespace
 
-void checkCheckpointDirectory(const std::string &dir) {
+CheckpointDirectoryLock::~CheckpointDirectoryLock() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
+CheckpointDirectoryLock claimCheckpointDirectory(const std::string &dir,
+                                                 const std::string &fingerprint,
+                                                 int64_t startStep) {
   prepareDirectory(dir);
-  std::string probe = dir + "/.write-test." + std::to_string(::getpid());
-  int fd =
-      ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error(cannotWrite(dir, std::strerror(errno)));
-  ::close(fd);
-  ::unlink(probe.c_str());
+  std::string lockPath = dir + "/.lock";
+  io::FileDescriptor lock(
+      ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (lock.get() < 0)
+    throw Error(cannotWrite(dir, lockPath + ": " + std::strerror(errno)));
+  if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK)
+      throw Error(cannotWrite(dir, "cannot lock " + lockPath + ": " +
+                                       std::strerror(errno)));
+    std::string owner = readTextFile(lockPath);
+    throw Error(dir + ": another run saves checkpoints here (" +
+                (owner.empty() ? std::string("it is starting") : owner) +
+                "); two runs in one directory would mix their files: wait "
+                "for it to end, or give this run another --save directory");
+  }
+
+  // Everything is checked before anything is removed.
+  std::vector<std::string> leftovers, incomplete;
+  for (const std::string &name : io::listDirectory(dir)) {
+    std::string path = dir + "/" + name;
+    if (isLeftoverTemporary(name)) {
+      leftovers.push_back(path);
+      continue;
+    }
+    int64_t step = parseStepDirectoryName(name);
+    if (step < 0 || !io::isDirectory(path))
+      continue;
+    if (!io::pathExists(path + "/index.json")) {
+      std::vector<std::string> files =
+          findIncompleteStepFiles(dir, path, fingerprint);
+      leftovers.insert(leftovers.end(), files.begin(), files.end());
+      incomplete.push_back(path);
+      continue;
+    }
+    std::string theirs = readIndexFingerprint(path);
+    if (theirs != fingerprint)
+      throw anotherProgram(dir, path, theirs, fingerprint);
+  }
+  // Steps saved after `latest` by a run killed before it committed them are
+  // saved again.
+  int64_t latest = io::pathExists(dir + "/latest")
+                       ? parseStepDirectoryName(readLatest(dir))
+                       : -1;
+  if (latest > startStep)
+    throw Error(dir + ": holds checkpoints up to step " +
+                std::to_string(latest) + ", after step " +
+                std::to_string(startStep) +
+                " where this run starts; its checkpoints would replace "
+                "them and move 'latest' back: resume from them (--resume " +
+                dir + "), or give this run another --save directory");
+  for (const std::string &file : leftovers)
+    std::remove(file.c_str());
+  // A directory that still holds something else stays.
+  for (const std::string &stepDir : incomplete)
+    ::rmdir(stepDir.c_str());
+
+  std::string owner = describeThisRun(fingerprint) + "\n";
+  if (::ftruncate(lock.get(), 0) != 0)
+    throwSystemError(lockPath);
+  io::writeAll(lock.get(), owner.data(), owner.size(), lockPath);
+  return CheckpointDirectoryLock(lock.release());
 }
 
 std::string saveCheckpoint(const std::string &dir, int64_t step,
@@ -93,9 +309,7 @@ std::string saveCheckpoint(const std::string &dir, int64_t step,
                 " of rank " + std::to_string(rank) + " of " +
                 std::to_string(worldSize));
   prepareDirectory(dir);
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
-  std::string stepDir = dir + "/" + name;
+  std::string stepDir = dir + "/" + stepDirectoryName(step);
   if (::mkdir(stepDir.c_str(), 0755) != 0 && errno != EEXIST)
     throw Error(cannotWrite(dir, std::strerror(errno)));
   if (!io::isDirectory(stepDir))
@@ -108,6 +322,7 @@ std::string saveCheckpoint(const std::string &dir, int64_t step,
       {"world_size", std::to_string(worldSize)}};
   for (const NamedTensor &named : tensors)
     metadata[checksumKey(named.name)] = checksum(named.tensor);
+  metadata[kMetadataChecksumKey] = metadataChecksum(metadata);
   writeSafeTensors(stepDir + "/" + rankFileName(rank), tensors, metadata);
   return stepDir;
 }
@@ -127,11 +342,15 @@ void commitCheckpoint(const std::string &dir, const std::string &stepDir,
                   "commits)");
     index["files"].push_back(file);
   }
+  if (io::pathExists(dir + "/latest")) {
+    std::string current = readLatest(dir);
+    if (parseStepDirectoryName(current) > step)
+      throw Error(dir + "/latest: names " + current +
+                  "; refusing to move it back to step " + std::to_string(step));
+  }
   io::writeTextFileAtomically(stepDir + "/index.json", index.dump(2) + "\n");
-  size_t slash = stepDir.find_last_not_of('/');
-  slash = stepDir.rfind('/', slash);
-  std::string name = stepDir.substr(slash == std::string::npos ? 0 : slash + 1);
-  io::writeTextFileAtomically(dir + "/latest", name + "\n");
+  io::writeTextFileAtomically(dir + "/latest",
+                              latestText(stepDirectoryName(step)));
 }
 
 namespace {
@@ -167,15 +386,17 @@ CheckpointFile openCheckpoint(const std::string &path, int rank) {
     throw Error(path + ": no such checkpoint directory");
   std::string stepDir = path;
   if (io::pathExists(path + "/latest")) {
-    std::string name = readTextFile(path + "/latest");
-    if (name.empty() || name.find('/') != std::string::npos)
-      throw Error(path + "/latest: does not name a step directory");
-    stepDir = path + "/" + name;
+    stepDir = path + "/" + readLatest(path);
   } else if (!io::pathExists(path + "/" + rankFileName(rank))) {
     throw Error(path + ": not a checkpoint (no 'latest' file and no " +
                 rankFileName(rank) + ")");
   }
   SafeTensorsReader reader(stepDir + "/" + rankFileName(rank));
+  if (metadataField(reader, kMetadataChecksumKey) !=
+      metadataChecksum(reader.getMetadata()))
+    throw Error(reader.getPath() +
+                ": its metadata (step, rank, fingerprint, checksums) does "
+                "not match its checksum: the file is corrupt");
   std::string fingerprint = metadataField(reader, "fingerprint");
   if (metadataField(reader, "rank") != std::to_string(rank))
     throw Error(reader.getPath() + ": holds rank " +

@@ -53,6 +53,7 @@ public:
                   " bytes are not a whole number of " + getTokenType() +
                   " tokens");
     count = bytes / width;
+    const DataInput *smallestVocabulary = nullptr;
     for (const DataInput &input : inputs) {
       if (!isIndex(input.tensor.dtype) || input.tensor.getRank() != 2)
         throw Error(path +
@@ -64,12 +65,18 @@ public:
         throw Error(path + ": data too short: " + std::to_string(count) +
                     " tokens, need " + std::to_string(length) + " for " +
                     describeInput(input));
+      if (input.indexBound > 0 &&
+          (!smallestVocabulary ||
+           input.indexBound < smallestVocabulary->indexBound))
+        smallestVocabulary = &input;
     }
     if (bytes == 0)
       return;
     mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, file.get(), 0);
     if (mapping == MAP_FAILED)
       throwSystemError(path);
+    if (smallestVocabulary)
+      checkVocabulary(*smallestVocabulary);
   }
   ~TokenFile() override {
     if (mapping != MAP_FAILED)
@@ -82,17 +89,8 @@ public:
       uint64_t windows = count - length + 1;
       for (int64_t row = 0; row < rows; ++row) {
         uint64_t start = randomBits(seed, step, row) % windows;
-        for (int64_t t = 0; t < length; ++t) {
-          uint64_t value = getToken(start + t);
-          if (input.indexBound > 0 &&
-              value >= static_cast<uint64_t>(input.indexBound))
-            throw Error(path + ": token " + std::to_string(value) +
-                        " at position " + std::to_string(start + t) +
-                        " is outside the vocabulary (" +
-                        std::to_string(input.indexBound) + ") of " +
-                        describeInput(input));
-          storeIndex(input.tensor, row * length + t, value);
-        }
+        for (int64_t t = 0; t < length; ++t)
+          storeIndex(input.tensor, row * length + t, getToken(start + t));
       }
     }
   }
@@ -104,6 +102,23 @@ public:
 
 private:
   std::string getTokenType() const { return width == 4 ? "uint32" : "uint16"; }
+
+  /// Every token of the file is below the vocabulary of `input`, the
+  /// smallest of the inputs: checked once, before step 1, rather than when
+  /// a batch happens to draw a bad one.
+  void checkVocabulary(const DataInput &input) const {
+    auto bound = static_cast<uint64_t>(input.indexBound);
+    for (uint64_t position = 0; position < count; ++position) {
+      uint64_t value = getToken(position);
+      if (value >= bound)
+        throw Error(path + ": token " + std::to_string(value) +
+                    " at position " + std::to_string(position) +
+                    " (byte offset " + std::to_string(position * width) +
+                    ") is outside the vocabulary (" + std::to_string(bound) +
+                    ") of " + describeInput(input) +
+                    "; every token must be below " + std::to_string(bound));
+    }
+  }
 
   uint64_t getToken(uint64_t position) const {
     const auto *data =
@@ -243,6 +258,10 @@ private:
 std::unique_ptr<DataSource>
 openDataSource(const std::string &path, uint64_t seed,
                const std::vector<DataInput> &inputs) {
+  if (io::isDirectory(path))
+    throw Error("--data " + path +
+                ": is a directory; give a token file or a .safetensors "
+                "batch file");
   if (io::hasSuffix(path, ".safetensors"))
     return std::make_unique<BatchFile>(path, inputs);
   return std::make_unique<TokenFile>(path, seed, inputs);

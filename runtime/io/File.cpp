@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <dirent.h>
 #include <fcntl.h>
+#include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,6 +136,23 @@ void makeDirectories(const std::string &dir) {
     throwSystemError(dir);
   if (!isDirectory(dir))
     throw Error(dir + ": not a directory");
+}
+
+std::vector<std::string> listDirectory(const std::string &dir) {
+  std::unique_ptr<DIR, int (*)(DIR *)> stream(::opendir(dir.c_str()),
+                                              ::closedir);
+  if (!stream)
+    throwSystemError(dir);
+  std::vector<std::string> names;
+  errno = 0;
+  while (const struct dirent *entry = ::readdir(stream.get())) {
+    std::string name = entry->d_name;
+    if (name != "." && name != "..")
+      names.push_back(std::move(name));
+  }
+  if (errno != 0)
+    throwSystemError(dir);
+  return names;
 }
 
 bool hasSuffix(const std::string &text, const std::string &suffix) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace slapo::rt::io {
 
@@ -65,6 +66,9 @@ bool pathExists(const std::string &path);
 /// Creates `dir` and its missing parents (mkdir -p); throws Error naming the
 /// directory that could not be created, or a path that is not a directory.
 void makeDirectories(const std::string &dir);
+
+/// The names of the entries of directory `dir`, but "." and "..".
+std::vector<std::string> listDirectory(const std::string &dir);
 
 bool hasSuffix(const std::string &text, const std::string &suffix);
 

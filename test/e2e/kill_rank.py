@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""Kills one rank of a running job and checks that the whole job ends.
+"""Kills (or stops) one rank of a running job and checks that the whole job
+ends.
 
-  kill_rank.py --rank N --after TEXT --within SECONDS -- COMMAND...
+  kill_rank.py --rank N --after TEXT --within SECONDS [--signal STOP] -- COMMAND...
 
 Starts COMMAND (an mpirun of a rank program), waits until its output shows
-TEXT (the job is training), kills with SIGKILL the processes of COMMAND that
-OpenMPI started as rank N (OMPI_COMM_WORLD_RANK=N in their environment), and
-waits at most SECONDS for COMMAND to exit. Prints COMMAND's output, then the exit status and how long the job took
-to end. Exits 0 if the job ended in time with a non-zero status, else 1.
+TEXT (the job is training), sends SIGKILL (or --signal) to the processes of
+COMMAND that OpenMPI started as rank N (OMPI_COMM_WORLD_RANK=N in their
+environment), and waits at most SECONDS for COMMAND to exit. Prints
+COMMAND's output, then the exit status and how long the job took to end.
+Exits 0 if the job ended in time with a non-zero status, else 1. Processes
+of rank N that are left (stopped ones) are killed at the end.
 """
 import argparse
 import os
@@ -52,6 +55,7 @@ def main():
     parser.add_argument("--rank", type=int, required=True, help="the rank to kill")
     parser.add_argument("--after", required=True, help="output that says the job runs")
     parser.add_argument("--within", type=float, required=True, help="seconds the job may take to end")
+    parser.add_argument("--signal", default="KILL", help="the signal for rank N: KILL, STOP, ...")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -78,12 +82,20 @@ def main():
         print("".join(lines) + f"kill_rank: the job has no rank {args.rank}")
         return 1
     for pid in victims:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, getattr(signal, "SIG" + args.signal))
     killed = time.monotonic()
     try:
         status = job.wait(timeout=args.within)
     except subprocess.TimeoutExpired:
         job.kill()
+        status = None
+    finally:
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    if status is None:
         print("".join(lines) + f"kill_rank: the job still ran {args.within} s after the kill")
         return 1
     ended = time.monotonic() - killed

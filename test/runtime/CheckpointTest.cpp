@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 using namespace slapo::rt;
 namespace fs = std::filesystem;
@@ -98,7 +99,8 @@ TEST_CASE("a checkpoint round-trips and records its metadata", "[checkpoint]") {
   // Not the latest until committed.
   CHECK_FALSE(fs::exists(ckpt.dir + "/latest"));
   commitCheckpoint(ckpt.dir, stepDir, 7, "fp-1", 1);
-  CHECK(contentsOf(ckpt.dir + "/latest") == "step-00000007\n");
+  CHECK(contentsOf(ckpt.dir + "/latest") ==
+        "step-00000007\nfnv1a64 " + fnv1a64("step-00000007", 13) + "\n");
   std::string index = contentsOf(stepDir + "/index.json");
   CHECK_THAT(index, Contains("\"step\": 7") && Contains("\"world_size\": 1") &&
                         Contains("\"fingerprint\": \"fp-1\"") &&
@@ -114,6 +116,12 @@ TEST_CASE("a checkpoint round-trips and records its metadata", "[checkpoint]") {
         fnv1a64(saved.weight, sizeof saved.weight));
   CHECK(metadata.at("fnv1a64:count") ==
         fnv1a64(&saved.count, sizeof saved.count));
+  std::string entries;
+  for (const auto &[key, value] : metadata)
+    if (key != "metadata_fnv1a64")
+      entries += key + '\0' + value + '\0';
+  CHECK(metadata.at("metadata_fnv1a64") ==
+        fnv1a64(entries.data(), entries.size()));
 
   // From the checkpoint directory (through latest) and the step directory.
   for (const std::string &path : {ckpt.dir, stepDir}) {
@@ -230,7 +238,7 @@ TEST_CASE("damaged or foreign checkpoints are refused", "[checkpoint]") {
   writeSafeTensors(ckpt.dir + "/empty/rank0.safetensors", loaded.tensors());
   CHECK_THROWS_WITH(
       loadCheckpoint(ckpt.dir + "/empty", "fp", loaded.tensors(), 0),
-      Contains("not a slapoc checkpoint (no 'fingerprint'"));
+      Contains("not a slapoc checkpoint (no 'metadata_fnv1a64'"));
 }
 
 TEST_CASE("an unusable checkpoint directory is an error before any write",
@@ -240,19 +248,138 @@ TEST_CASE("an unusable checkpoint directory is an error before any write",
   std::ofstream(blocker) << "not a directory";
   std::string dir = blocker + "/ckpt";
   State saved(1);
-  CHECK_THROWS_WITH(checkCheckpointDirectory(dir),
+  CHECK_THROWS_WITH(claimCheckpointDirectory(dir, "fp", 0),
                     Contains(dir + ": cannot write checkpoints here") &&
                         Contains(blocker + ": not a directory"));
   CHECK_THROWS_WITH(saveCheckpoint(dir, 1, "fp", saved.tensors(), 0, 1),
                     Contains(dir + ": cannot write checkpoints here"));
-  CHECK_THROWS_WITH(checkCheckpointDirectory(blocker),
+  CHECK_THROWS_WITH(claimCheckpointDirectory(blocker, "fp", 0),
                     Contains(blocker + ": cannot write checkpoints here"));
   CHECK(std::distance(fs::directory_iterator(ckpt.root),
                       fs::directory_iterator()) == 1);
 
-  // Missing parents are created.
+  // Missing parents are created; the directory holds the lock only.
   std::string nested = (ckpt.root / "a/b/c").string();
-  checkCheckpointDirectory(nested);
+  claimCheckpointDirectory(nested, "fp", 0);
   CHECK(fs::is_directory(nested));
-  CHECK(fs::is_empty(nested));
+  CHECK(std::distance(fs::directory_iterator(nested),
+                      fs::directory_iterator()) == 1);
+  CHECK(fs::exists(nested + "/.lock"));
+}
+
+TEST_CASE("a checkpoint directory has one run at a time", "[checkpoint]") {
+  CheckpointDir ckpt;
+  {
+    CheckpointDirectoryLock first = claimCheckpointDirectory(ckpt.dir, "fp", 0);
+    CHECK_THAT(contentsOf(ckpt.dir + "/.lock"),
+               Contains("pid " + std::to_string(::getpid()) + " on host ") &&
+                   Contains(", program fp, since "));
+    // flock: a second open file description of the lock conflicts, also in
+    // the same process.
+    CHECK_THROWS_WITH(claimCheckpointDirectory(ckpt.dir, "fp", 0),
+                      Contains(ckpt.dir +
+                               ": another run saves checkpoints "
+                               "here (pid " +
+                               std::to_string(::getpid())) &&
+                          Contains("wait for it to end, or give this run "
+                                   "another --save directory"));
+  }
+  // Released with its holder.
+  claimCheckpointDirectory(ckpt.dir, "fp", 0);
+}
+
+TEST_CASE("another program's checkpoints and later steps are not overwritten",
+          "[checkpoint]") {
+  CheckpointDir ckpt;
+  State saved(2);
+  commitCheckpoint(ckpt.dir, ckpt.save(4, saved), 4, "fp", 1);
+  std::string latest = contentsOf(ckpt.dir + "/latest");
+
+  CHECK_THROWS_WITH(
+      claimCheckpointDirectory(ckpt.dir, "other", 0),
+      Contains(ckpt.dir + ": holds checkpoints of another program (" +
+               ckpt.dir +
+               "/step-00000004 has fingerprint fp, this program's "
+               "is other)"));
+  CHECK_THROWS_WITH(claimCheckpointDirectory(ckpt.dir, "fp", 3),
+                    Contains(ckpt.dir + ": holds checkpoints up to step 4, "
+                                        "after step 3 where this run starts") &&
+                        Contains("--resume " + ckpt.dir));
+  claimCheckpointDirectory(ckpt.dir, "fp", 4);
+
+  // latest never moves back, whoever commits.
+  std::string earlier = ckpt.save(2, saved);
+  CHECK_THROWS_WITH(commitCheckpoint(ckpt.dir, earlier, 2, "fp", 1),
+                    Contains("latest: names step-00000004; refusing to move "
+                             "it back to step 2"));
+  CHECK(contentsOf(ckpt.dir + "/latest") == latest);
+}
+
+TEST_CASE("a claim removes what killed runs left, and nothing else",
+          "[checkpoint]") {
+  CheckpointDir ckpt;
+  State saved(5);
+  commitCheckpoint(ckpt.dir, ckpt.save(1, saved), 1, "fp", 1);
+  // Step 2: rank 0 saved, rank 1 was killed while writing; the commit of
+  // step 3 was killed while writing latest.
+  std::string incomplete = ckpt.save(2, saved, 0, 2);
+  std::ofstream(incomplete + "/rank1.safetensors.tmp.123") << "half";
+  std::ofstream(ckpt.dir + "/latest.tmp.456") << "step-000";
+  std::ofstream(ckpt.dir + "/notes.tmp.7") << "the user's";
+  std::ofstream(ckpt.dir + "/notes.txt") << "the user's";
+
+  claimCheckpointDirectory(ckpt.dir, "fp", 1);
+  std::vector<std::string> names;
+  for (const auto &entry : fs::recursive_directory_iterator(ckpt.dir))
+    names.push_back(fs::relative(entry.path(), ckpt.dir).string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{".lock", "latest", "notes.tmp.7",
+                                          "notes.txt", "step-00000001",
+                                          "step-00000001/index.json",
+                                          "step-00000001/rank0.safetensors"});
+
+  // An uncommitted step of another program is its, not a leftover.
+  saveCheckpoint(ckpt.dir, 2, "other", saved.tensors(), 0, 2);
+  CHECK_THROWS_WITH(claimCheckpointDirectory(ckpt.dir, "fp", 1),
+                    Contains("step-00000002/rank0.safetensors has "
+                             "fingerprint other"));
+  CHECK(fs::exists(incomplete + "/rank0.safetensors"));
+
+  // An unreadable rank file of an uncommitted step: whose it is is unknown.
+  fs::remove_all(incomplete);
+  fs::create_directories(incomplete);
+  std::ofstream(incomplete + "/rank0.safetensors") << "damaged";
+  CHECK_THROWS_WITH(claimCheckpointDirectory(ckpt.dir, "fp", 1),
+                    Contains(incomplete + "/rank0.safetensors: not a valid "
+                                          "safetensors file") &&
+                        Contains("cannot be told: remove " + incomplete));
+  CHECK(fs::exists(incomplete + "/rank0.safetensors"));
+}
+
+TEST_CASE("changed metadata or a changed latest is refused", "[checkpoint]") {
+  CheckpointDir ckpt;
+  State saved(6), loaded(0);
+  commitCheckpoint(ckpt.dir, ckpt.save(3, saved), 3, "fp", 1);
+  std::string file = ckpt.dir + "/step-00000003/rank0.safetensors";
+  std::string bytes = contentsOf(file);
+
+  // The step number in the header, one digit changed: the file still parses.
+  std::string changed = bytes;
+  size_t step = changed.find("\"step\":\"3\"");
+  REQUIRE(step != std::string::npos);
+  changed[step + 8] = '7';
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << changed;
+  CHECK_THROWS_WITH(ckpt.load(loaded),
+                    Contains(file + ": its metadata (step, rank, fingerprint, "
+                                    "checksums) does not match its checksum: "
+                                    "the file is corrupt"));
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+
+  // latest naming another existing step, one bit changed (3 -> 2).
+  ckpt.save(2, saved);
+  std::string latest = contentsOf(ckpt.dir + "/latest");
+  latest[12] = '2';
+  std::ofstream(ckpt.dir + "/latest") << latest;
+  CHECK_THROWS_WITH(ckpt.load(loaded),
+                    Contains("latest: does not match its checksum"));
 }

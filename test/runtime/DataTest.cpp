@@ -140,22 +140,33 @@ TEST_CASE("token files that cannot feed the inputs are refused", "[data]") {
                     Contains("not input 'x' (F32[4, 16])"));
 }
 
-TEST_CASE("a token outside the vocabulary is an error when drawn", "[data]") {
+TEST_CASE("a token outside the vocabulary is an error when the file opens",
+          "[data]") {
   ScratchDir dir;
   std::string path = dir / "tokens.bin";
-  // As many tokens as a row: every row starts at 0.
-  std::vector<uint32_t> tokens = makeTokens(TokenInputs::T, 1000);
-  tokens[9] = 1000;
+  // The last of many tokens: a batch would draw it rarely.
+  std::vector<uint32_t> tokens = makeTokens(100000, 1000);
+  tokens.back() = 1000;
   writeTokens(path, tokens, 2);
   TokenInputs batch;
-  std::unique_ptr<DataSource> data =
-      openDataSource(path, 3, batch.inputs(1000));
-  CHECK_THROWS_WITH(data->fill(1, batch.inputs(1000)),
-                    Contains(path + ": token 1000 at position 9 is outside the "
-                                    "vocabulary (1000)"));
+  CHECK_THROWS_WITH(openDataSource(path, 3, batch.inputs(1000)),
+                    Contains(path + ": token 1000 at position 99999 (byte "
+                                    "offset 199998) is outside the "
+                                    "vocabulary (1000) of input 'input_ids' "
+                                    "(I64[4, 16]); every token must be below "
+                                    "1000"));
   // Within a larger vocabulary the token is fine.
   openDataSource(path, 3, batch.inputs(1001))->fill(1, batch.inputs(1001));
-  CHECK(batch.ids[2][9] == 1000);
+}
+
+TEST_CASE("a directory given as --data is refused as one", "[data]") {
+  ScratchDir dir;
+  TokenInputs batch;
+  CHECK_THROWS_WITH(
+      openDataSource(dir.path.string(), 3, batch.inputs(1000)),
+      Contains("--data " + dir.path.string() +
+               ": is a directory; give a token file or a .safetensors batch "
+               "file"));
 }
 
 TEST_CASE("a batch file feeds batch (step - 1) mod S", "[data]") {

@@ -44,6 +44,8 @@ TorchScriptModel::load(llvm::StringRef path) {
     return fail("not a valid TorchScript archive (" +
                 message.split('\n').first.trim() + ")");
   }
+  if (llvm::Error e = checkTensorRecords(impl->path, impl->module))
+    return std::move(e);
   if (!impl->module.find_method("forward"))
     return fail("the module has no forward method");
   return std::unique_ptr<TorchScriptModel>(

@@ -29,6 +29,15 @@ struct TorchScriptModel::Impl {
   std::string path;
   torch::jit::Module module;
 };
+
+/// Checks that the archive at `path`, which torch::jit::load read into
+/// `module`, holds every byte of each tensor attribute of the module and its
+/// submodules (parameters, buffers): LibTorch 1.13 sizes a storage by the
+/// element count its pickle records, not by its record in the archive, so a
+/// record cut short leaves the rest of the tensor whatever memory followed.
+/// The Error names the tensor, its record and both sizes.
+llvm::Error checkTensorRecords(const std::string &path,
+                               const torch::jit::Module &module);
 } // namespace slapo
 
 namespace slapo::torchscript {

@@ -6,18 +6,31 @@
 //   DIR/step-00000100/rank0.safetensors   parameters and optimizer state
 //   DIR/step-00000100/rank1.safetensors   (each rank its own tensors)
 //   DIR/step-00000100/index.json          step, world size, fingerprint, files
-//   DIR/latest                            "step-00000100"
+//   DIR/latest                            "step-00000100" and its checksum
+//   DIR/.lock                             who saves here now
 //
 // Every file is written to a temporary name and renamed, and `latest` moves
 // only after every rank's file is complete, so a crash while saving leaves
 // the previous checkpoint in place; saving never touches another step's
 // directory. Each rank file's metadata records the program's fingerprint,
 // the step, the rank, the world size and, under "fnv1a64:NAME", the FNV-1a
-// 64-bit hash of tensor NAME's bytes as 16 hex digits; loading refuses a file
-// of another program, a truncated file or changed bytes.
+// 64-bit hash of tensor NAME's bytes as 16 hex digits; "metadata_fnv1a64"
+// hashes the other metadata entries (each key and value followed by a NUL,
+// in key order), and the second line of `latest`, "fnv1a64 HASH", hashes its
+// first. Loading refuses a file of another program, a truncated file or
+// changed bytes, in a tensor or in the metadata (a step number).
+//
+// A directory belongs to one program and, while it saves, to one run: rank 0
+// claims it before any rank saves (claimCheckpointDirectory), holding an
+// advisory lock on DIR/.lock that ends with its process, however it ends. A
+// second run is refused while the first runs; a directory holding another
+// program's checkpoints, or checkpoints after the step the run starts from
+// (`latest` would move backwards), is refused; and what a crashed run left
+// (temporary files, step directories without index.json) is removed.
 //
 // With several ranks, saving is two-phase:
 //
+//   rank 0 only, first:  lock = claimCheckpointDirectory(dir, ...)
 //   every rank:          stepDir = saveCheckpoint(dir, step, ..., rank, n)
 //   all ranks:           barrier
 //   rank 0 only:         commitCheckpoint(dir, stepDir, step, ..., n)
@@ -36,10 +49,36 @@
 
 namespace slapo::rt {
 
-/// Creates `dir` (and its parents) if needed and checks that files can be
-/// created in it: before training starts, not after the first hour. Throws
-/// Error naming `dir`.
-void checkCheckpointDirectory(const std::string &dir);
+/// The claim of one run on a checkpoint directory: an open, locked
+/// DIR/.lock, released when this is destroyed or the process ends.
+class CheckpointDirectoryLock {
+public:
+  explicit CheckpointDirectoryLock(int fd) : fd(fd) {}
+  CheckpointDirectoryLock(CheckpointDirectoryLock &&other) noexcept
+      : fd(other.fd) {
+    other.fd = -1;
+  }
+  CheckpointDirectoryLock &operator=(CheckpointDirectoryLock &&) = delete;
+  CheckpointDirectoryLock(const CheckpointDirectoryLock &) = delete;
+  CheckpointDirectoryLock &operator=(const CheckpointDirectoryLock &) = delete;
+  ~CheckpointDirectoryLock();
+
+private:
+  int fd;
+};
+
+/// Run by rank 0 of a run that saves into `dir`, before any rank saves
+/// there (before training starts, not after the first hour): creates `dir`
+/// and its parents if needed, locks it for this run and records the
+/// run as its owner (process, host, fingerprint, time), checks that every
+/// checkpoint in it is `fingerprint`'s and none is after `startStep` (the
+/// step the run resumed from, 0 for a fresh run), and removes what crashed
+/// runs left: temporary files and step directories without index.json.
+/// Throws Error naming the directory, and the owner of the lock if another
+/// run holds it, before anything in `dir` is changed.
+CheckpointDirectoryLock claimCheckpointDirectory(const std::string &dir,
+                                                 const std::string &fingerprint,
+                                                 int64_t startStep);
 
 /// Writes this rank's tensors of step `step` to
 /// DIR/step-<step, 8 digits>/rank<rank>.safetensors (creating DIR if needed;
@@ -54,7 +93,8 @@ std::string saveCheckpoint(const std::string &dir, int64_t step,
 /// Run by rank 0 once every rank's saveCheckpoint of the step returned:
 /// writes the step's index.json ({"step", "world_size", "fingerprint",
 /// "files": ["rank0.safetensors", ...]}) and then points DIR/latest at the
-/// step directory, both atomically.
+/// step directory, both atomically. Refuses to move `latest` to an earlier
+/// step than the one it names.
 void commitCheckpoint(const std::string &dir, const std::string &stepDir,
                       int64_t step, const std::string &fingerprint,
                       int worldSize);
@@ -81,8 +121,8 @@ struct CheckpointFile {
 /// Opens rank `rank`'s file of the checkpoint at `path` (a checkpoint
 /// directory, whose `latest` step is used, or a step directory) and checks
 /// that its metadata is a slapoc checkpoint's of rank `rank` with a step and
-/// a world size. The fingerprint is not compared: the caller knows which
-/// program's it must be. Throws Error naming the file.
+/// a world size, matching its checksum. The fingerprint is not compared: the
+/// caller knows which program's it must be. Throws Error naming the file.
 CheckpointFile openCheckpoint(const std::string &path, int rank);
 
 /// Reads tensor `named.name` of `file` into `named.tensor`, which has the

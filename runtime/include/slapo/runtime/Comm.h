@@ -76,12 +76,17 @@ private:
   size_t scratchBytes = 0;
 };
 
+class Watchdog;
+
 /// The ranks of a job as a dp x tp mesh: world rank = dpRank * tp + tpRank,
 /// so the ranks of one tensor-parallel group are neighbours (as Megatron
 /// places them on a node). The dp group of a rank = ranks with the same
 /// tpRank; the tp group = ranks with the same dpRank.
 class ProcessMesh {
 public:
+  /// How long a collective waits for a peer by default (setTimeout).
+  static constexpr double kDefaultTimeoutSeconds = 300;
+
   /// dp * tp == 1: a mesh of one rank, whose groups have one member; MPI is
   /// not initialised at all (so a one-rank program runs without mpirun and
   /// without MPI's singleton start-up). It throws Error when a launcher says
@@ -119,6 +124,14 @@ public:
   void useDevice(Device &device);
   /// The getCommSeconds() of this rank's groups together.
   double getCommSeconds() const;
+  /// A collective of the MPI groups (not of a device's own communicator)
+  /// that has not completed within `seconds` means that a peer stopped
+  /// making progress: a watchdog thread of this rank prints an error naming
+  /// the collective, its group and the peers one of which has not joined it
+  /// (in a group of two, the silent rank), and ends the job (MPI_Abort, exit
+  /// status 2). kDefaultTimeoutSeconds until set; a mesh of one has no
+  /// collectives to wait in. Throws Error for `seconds` <= 0.
+  void setTimeout(double seconds);
 
   /// After a failure on this rank: ends the job on every rank (MPI_Abort
   /// with `exitCode`) so that no peer waits forever in a collective. For a
@@ -143,6 +156,9 @@ private:
   /// may still use.
   std::unique_ptr<Communicator> hostDataParallel;
   std::unique_ptr<Communicator> hostTensorParallel;
+  /// What the MPI groups share to end a job whose rank stopped (null in a
+  /// mesh of one).
+  std::shared_ptr<Watchdog> watchdog;
 };
 
 } // namespace slapo::rt

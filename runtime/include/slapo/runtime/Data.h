@@ -10,8 +10,8 @@
 //   row b of step s (1-based) is tokens[start, start + T) with start =
 //   randomBits(seed, s, b) mod (N - T + 1). `labels` is thus a copy of
 //   `input_ids`: the models shift labels themselves. The file needs at least
-//   T tokens; a token at or above the vocabulary size of the input it feeds
-//   is an error when its row is drawn.
+//   T tokens; a token at or above the vocabulary size of an input it feeds
+//   is an error when the file is opened (every token is checked, once).
 // - a `.safetensors` batch file holding, for every input name, a tensor of
 //   the input's dtype and shape [S, ...input shape], with the same S for all
 //   inputs: step s uses batch (s - 1) mod S. Values an input uses as indices
