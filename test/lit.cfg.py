@@ -28,8 +28,9 @@ config.substitutions.append(("%models", os.path.join(config.slapo_src_root, "tes
 if os.path.isdir(os.path.join(pydeps, "transformers")):
     config.available_features.add("transformers")
 
-# Generated C++ is compiled against the runtime's headers.
+# Generated C++ is compiled against the runtime's headers (and libraries).
 config.substitutions.append(("%runtime_include", os.path.join(config.slapo_src_root, "runtime", "include")))
+config.substitutions.append(("%runtime_build", os.path.join(config.slapo_obj_root, "runtime")))
 
 # Rank programs run under mpirun as users run them (CI runs as root).
 config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe --bind-to none"))

@@ -16,6 +16,10 @@ namespace {
 /// `paths` if this CPU supports them, else throws naming what it lacks.
 CpuPaths checkSupported(CpuPaths paths) {
   const CpuPaths &supported = getSupportedCpuPaths();
+  if (paths.kernels > supported.kernels)
+    throw Error(std::string("the CPU kernels for ") + getName(paths.kernels) +
+                " cannot run here: this CPU (or SLAPO_CPU_ISA) allows " +
+                getName(supported.kernels));
   if (paths.bf16Matmul == Bf16Matmul::OneDnn &&
       supported.bf16Matmul != Bf16Matmul::OneDnn)
     throw Error("oneDNN has no bf16 matmul on this CPU (its ISA: " +
@@ -38,7 +42,8 @@ Context::~Context() = default;
 
 std::string Context::describe() const {
   return "cpu " + getEffectiveIsaName() + ", " + std::to_string(threads) +
-         " threads, bf16 matmul: " + getName(paths.bf16Matmul);
+         " threads, kernels " + getName(paths.kernels) +
+         ", bf16 matmul: " + getName(paths.bf16Matmul);
 }
 
 void *Context::allocate(size_t bytes) {

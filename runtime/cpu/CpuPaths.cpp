@@ -3,7 +3,7 @@
 // The CPUs this runtime meets range from AVX2 only (where oneDNN 2.6 cannot
 // create a bf16 matmul) to AVX-512 with AMX, and one program must run on all
 // of them: what the kernels use is decided here once, at start-up, from
-// what oneDNN supports at its effective ISA. SLAPO_CPU_ISA caps oneDNN's ISA
+// cpuid and from oneDNN's effective ISA. SLAPO_CPU_ISA caps oneDNN's ISA
 // (dnnl::set_max_cpu_isa) and with it the paths chosen, so that the paths of
 // a smaller CPU can be tested on any machine.
 //
@@ -38,6 +38,13 @@ constexpr NamedIsa kOneDnnIsas[] = {
     {"avx512_core_amx", dnnl::cpu_isa::avx512_core_amx},
 };
 
+/// Whether oneDNN may use `isa`'s instructions: each ISA's value is the set
+/// of instruction-set bits it includes.
+bool includes(dnnl::cpu_isa effective, dnnl::cpu_isa isa) {
+  auto bits = static_cast<unsigned>(isa);
+  return (static_cast<unsigned>(effective) & bits) == bits;
+}
+
 /// Whether oneDNN can create a bf16 matmul summing in f32, as the
 /// contractions of mixed precision ask it to.
 bool hasOneDnnBf16Matmul() {
@@ -71,7 +78,16 @@ CpuPaths detectCpuPaths() {
                   ": oneDNN refused the limit (it was set after oneDNN's "
                   "first use)");
   }
-  return {hasOneDnnBf16Matmul() ? Bf16Matmul::OneDnn : Bf16Matmul::F32Fallback};
+  dnnl::cpu_isa effective = dnnl::get_effective_cpu_isa();
+  KernelIsa kernels = KernelIsa::X86_64;
+  if (__builtin_cpu_supports("x86-64-v4") &&
+      includes(effective, dnnl::cpu_isa::avx512_core))
+    kernels = KernelIsa::Avx512;
+  else if (__builtin_cpu_supports("x86-64-v3") &&
+           includes(effective, dnnl::cpu_isa::avx2))
+    kernels = KernelIsa::Avx2;
+  return {kernels,
+          hasOneDnnBf16Matmul() ? Bf16Matmul::OneDnn : Bf16Matmul::F32Fallback};
 }
 
 } // namespace
@@ -97,6 +113,11 @@ const char *getCpuIsaNames() {
     return list;
   }();
   return names.c_str();
+}
+
+const char *getName(KernelIsa isa) {
+  constexpr const char *kNames[] = {"x86-64", "avx2", "avx512"};
+  return kNames[static_cast<int>(isa)];
 }
 
 const char *getName(Bf16Matmul path) {

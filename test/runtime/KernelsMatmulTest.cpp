@@ -1,6 +1,7 @@
 // linear and matmul through oneDNN against naive loops, and the primitive
 // cache of the CPU context.
 #include "ContextImpl.h"
+#include "TestValues.h"
 
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/cpu/Kernels.h"
@@ -17,14 +18,6 @@ using namespace slapo::rt;
 using namespace slapo::rt::cpu;
 
 namespace {
-
-/// Deterministic values in [-1, 1).
-std::vector<float> pattern(size_t count, int seed) {
-  std::vector<float> values(count);
-  for (size_t i = 0; i < count; ++i)
-    values[i] = float((i * 37 + seed * 11) % 101) / 50.5f - 1.0f;
-  return values;
-}
 
 /// input[M, K] * weight[N, K]^T + bias[N] in f64.
 std::vector<double> naiveLinear(const std::vector<float> &input,
@@ -96,7 +89,7 @@ double toDouble(BFloat16 value) { return value.toFloat(); }
 /// matmul where this CPU has it, and the f32 fallback everywhere.
 std::vector<CpuPaths> getBf16MatmulPaths() {
   CpuPaths supported = getSupportedCpuPaths();
-  std::vector<CpuPaths> paths = {{Bf16Matmul::F32Fallback}};
+  std::vector<CpuPaths> paths = {{supported.kernels, Bf16Matmul::F32Fallback}};
   if (supported.bf16Matmul == Bf16Matmul::OneDnn)
     paths.push_back(supported);
   return paths;
@@ -146,7 +139,7 @@ TEST_CASE("bf16 contractions on the f32 fallback match oneDNN's bf16 matmul") {
     return;
   }
   Context oneDnn(2, supported);
-  Context fallback(2, {Bf16Matmul::F32Fallback});
+  Context fallback(2, {supported.kernels, Bf16Matmul::F32Fallback});
   // Both sum the same exact products in f32, in orders that may differ: f32
   // results agree to f32 rounding, bf16 ones to one bf16 rounding.
   auto compare = [](const auto &expected, const auto &actual,
@@ -205,15 +198,20 @@ TEST_CASE("bf16 contractions on the f32 fallback match oneDNN's bf16 matmul") {
 TEST_CASE("a context takes the paths it is given, never more than the CPU's") {
   const CpuPaths &supported = getSupportedCpuPaths();
   Context detected(1);
+  CHECK(detected.getPaths().kernels == supported.kernels);
   CHECK(detected.getPaths().bf16Matmul == supported.bf16Matmul);
-  Context fallback(1, {Bf16Matmul::F32Fallback});
+  Context fallback(1, {supported.kernels, Bf16Matmul::F32Fallback});
   CHECK(fallback.getPaths().bf16Matmul == Bf16Matmul::F32Fallback);
-  CHECK_THAT(
-      fallback.describe(),
-      Catch::EndsWith("bf16 matmul: f32 fallback") &&
-          Catch::StartsWith("cpu " + getEffectiveIsaName() + ", 1 threads"));
+  CHECK_THAT(fallback.describe(),
+             Catch::EndsWith("bf16 matmul: f32 fallback") &&
+                 Catch::StartsWith("cpu " + getEffectiveIsaName() +
+                                   ", 1 threads, kernels " +
+                                   getName(supported.kernels)));
+  if (supported.kernels != KernelIsa::Avx512)
+    CHECK_THROWS_WITH(Context(1, {KernelIsa::Avx512, Bf16Matmul::F32Fallback}),
+                      Catch::Contains("the CPU kernels for avx512 cannot run"));
   if (supported.bf16Matmul != Bf16Matmul::OneDnn)
-    CHECK_THROWS_WITH(Context(1, {Bf16Matmul::OneDnn}),
+    CHECK_THROWS_WITH(Context(1, {supported.kernels, Bf16Matmul::OneDnn}),
                       Catch::Contains("oneDNN has no bf16 matmul"));
 }
 
@@ -225,8 +223,13 @@ TEST_CASE("SLAPO_CPU_ISA caps the paths (ctest runs these tests under it)") {
   // below avx512_core.
   const CpuPaths &supported = getSupportedCpuPaths();
   std::string isa = limit;
-  if (isa == "sse41" || isa == "avx" || isa == "avx2" || isa == "avx2_vnni")
+  if (isa == "sse41" || isa == "avx") {
+    CHECK(supported.kernels == KernelIsa::X86_64);
     CHECK(supported.bf16Matmul == Bf16Matmul::F32Fallback);
+  } else if (isa == "avx2" || isa == "avx2_vnni") {
+    CHECK(supported.kernels <= KernelIsa::Avx2);
+    CHECK(supported.bf16Matmul == Bf16Matmul::F32Fallback);
+  }
   CHECK(getEffectiveIsaName().rfind(isa, 0) == 0);
 }
 

@@ -18,6 +18,12 @@
 
 namespace slapo::rt::cpu {
 
+/// The instruction sets the runtime's own loops (elementwise, normalization,
+/// reductions, optimizer updates) are compiled for, each a build of them
+/// (runtime/cpu/KernelVariant.h): x86-64 runs everywhere, Avx2 is
+/// x86-64-v3 and Avx512 x86-64-v4. oneDNN dispatches on its own.
+enum class KernelIsa { X86_64, Avx2, Avx512 };
+
 /// How linear and matmul multiply bf16 operands: with oneDNN's bf16 matmul
 /// (which needs AVX-512), or, where oneDNN has none, as oneDNN's f32 matmul
 /// of the operands widened to f32 (exactly). Both sum the exact products in
@@ -26,12 +32,14 @@ enum class Bf16Matmul { OneDnn, F32Fallback };
 
 /// The kernel paths a context uses.
 struct CpuPaths {
+  KernelIsa kernels;
   Bf16Matmul bf16Matmul;
 };
 
-/// The paths this CPU supports, detected once per process: oneDNN's bf16
-/// matmul where oneDNN (at its effective ISA, which SLAPO_CPU_ISA or
-/// DNNL_MAX_CPU_ISA may lower) has one. Throws Error for an SLAPO_CPU_ISA that
+/// The paths this CPU supports, detected once per process: the widest
+/// kernels and oneDNN's bf16 matmul where both the CPU and oneDNN (at its
+/// effective ISA, which SLAPO_CPU_ISA or DNNL_MAX_CPU_ISA may lower) allow
+/// them. Throws Error for an SLAPO_CPU_ISA that
 /// is not one of getCpuIsaNames().
 const CpuPaths &getSupportedCpuPaths();
 
@@ -42,6 +50,7 @@ std::string getEffectiveIsaName();
 /// separated.
 const char *getCpuIsaNames();
 
+const char *getName(KernelIsa isa);
 const char *getName(Bf16Matmul path);
 
 class Context final : public Device {
