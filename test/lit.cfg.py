@@ -34,8 +34,23 @@ if os.path.isdir(os.path.join(pydeps, "transformers")):
 if config.slapo_cuda_backend:
     config.available_features.add("cuda")
 
-# Generated C++ is compiled against the runtime's headers.
+# Generated C++ is compiled against the runtime's headers (and libraries).
 config.substitutions.append(("%runtime_include", os.path.join(config.slapo_src_root, "runtime", "include")))
+config.substitutions.append(("%runtime_build", os.path.join(config.slapo_obj_root, "runtime")))
 
 # Rank programs run under mpirun as users run them (CI runs as root).
 config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe --bind-to none"))
+
+# oneDNN 2.6 has a bf16 matmul only on CPUs with AVX-512 (its avx512_core:
+# F, BW, VL and DQ). The tests of that path require this feature, and a CPU
+# without it says here why they do not run.
+with open("/proc/cpuinfo") as cpuinfo:
+    cpu_flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                      if line.startswith("flags")), [])
+missing_flags = [flag for flag in ("avx512f", "avx512bw", "avx512vl", "avx512dq")
+                 if flag not in cpu_flags]
+if missing_flags:
+    lit_config.note("skipped: CPU lacks %s: the tests of oneDNN's bf16 matmul "
+                    "(REQUIRES: onednn-bf16-matmul) are UNSUPPORTED" % ", ".join(missing_flags))
+else:
+    config.available_features.add("onednn-bf16-matmul")

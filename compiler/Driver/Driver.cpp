@@ -84,12 +84,6 @@ struct Options {
                "with --emit=cpp), else the file to print to (default: "
                "stdout)"),
       cl::value_desc("path"), cl::init("-"), cl::cat(category)};
-  cl::opt<std::string> cpu{
-      "cpu",
-      cl::desc("instruction set of the rank programs and of the runtime "
-               "they link: native (the machine slapoc was built on, the "
-               "default) or portable (x86-64-v2)"),
-      cl::init("native"), cl::cat(category)};
   cl::opt<std::string> target{
       "target",
       cl::desc("the device the rank programs train on: cpu (the default) or "
@@ -435,8 +429,6 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
                 "with printing stages, --summary or --check-import");
   if (writesDirectory && options.output == "-" && !options.verify)
     return fail("compiling writes a directory: give it with -o DIR");
-  if (options.cpu != "native" && options.cpu != "portable")
-    return fail("--cpu must be native or portable, not '" + options.cpu + "'");
   if (options.target != "cpu" && options.target != "cuda")
     return fail("--target must be cpu or cuda, not '" + options.target + "'");
   llvm::StringRef cudaArch = options.cudaArch.getValue();
@@ -592,7 +584,6 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
 
   mlir::TimingScope outputTiming = rootTiming.nest("rank programs");
   HostBuild build;
-  build.cpu = options.cpu;
   build.target = options.target;
   build.cudaArch = cudaArchNumber;
   build.compile = !emits(Stage::Cpp);

@@ -373,13 +373,13 @@ namespace {
 
 /// The command that compiles `source` into `program` against the runtime this
 /// slapoc was built with, found where CMake built it: the host compiler and
-/// the CPU backend (in its build for the --cpu instruction set), or nvcc and
-/// the CUDA backend.
+/// the CPU backend, or nvcc and the CUDA backend. The host code is for any
+/// x86-64 CPU, as the runtime is: its loops choose their instruction set at
+/// start-up, and so does oneDNN.
 llvm::Expected<std::vector<std::string>>
 getBuildCommand(const HostBuild &build, llvm::StringRef source,
                 llvm::StringRef program) {
-  bool portable = build.cpu == "portable";
-  std::string hostArch = portable ? "-march=x86-64-v2" : "-march=native";
+  const std::string hostArch = "-march=x86-64";
   std::vector<std::string> args;
   if (build.target == "cpu") {
     args = {SLAPO_HOST_CXX,
@@ -391,8 +391,7 @@ getBuildCommand(const HostBuild &build, llvm::StringRef source,
             source.str(),
             "-o",
             program.str(),
-            portable ? SLAPO_RUNTIME_CPU_LIBRARY
-                     : SLAPO_RUNTIME_CPU_NATIVE_LIBRARY,
+            SLAPO_RUNTIME_CPU_LIBRARY,
             SLAPO_RUNTIME_LIBRARY,
             SLAPO_DNNL_LIBRARY};
   } else {
@@ -602,7 +601,6 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
       json.attribute("target", build.target);
       if (build.target == "cuda")
         json.attribute("cuda_arch", "sm_" + std::to_string(build.cudaArch));
-      json.attribute("cpu", build.cpu);
       json.attribute("compiled", build.compile);
       json.attribute("command", compileCommand);
     });

@@ -51,9 +51,6 @@ private:
 
 /// How a rank program is built from its source.
 struct HostBuild {
-  /// "native" (-march=native) or "portable" (x86-64-v2): the host code's
-  /// instruction set.
-  std::string cpu = "native";
   /// "cpu" or "cuda": the backend the program runs on.
   std::string target = "cpu";
   /// With target "cuda": the GPU architecture (90 for sm_90).

@@ -11,9 +11,29 @@
 
 namespace slapo::rt::cpu {
 
-Context::Context(int threads)
+namespace {
+
+/// `paths` if this CPU supports them, else throws naming what it lacks.
+CpuPaths checkSupported(CpuPaths paths) {
+  const CpuPaths &supported = getSupportedCpuPaths();
+  if (paths.kernels > supported.kernels)
+    throw Error(std::string("the CPU kernels for ") + getName(paths.kernels) +
+                " cannot run here: this CPU (or SLAPO_CPU_ISA) allows " +
+                getName(supported.kernels));
+  if (paths.bf16Matmul == Bf16Matmul::OneDnn &&
+      supported.bf16Matmul != Bf16Matmul::OneDnn)
+    throw Error("oneDNN has no bf16 matmul on this CPU (its ISA: " +
+                getEffectiveIsaName() + ")");
+  return paths;
+}
+
+} // namespace
+
+Context::Context(int threads) : Context(threads, getSupportedCpuPaths()) {}
+
+Context::Context(int threads, CpuPaths paths)
     : threads(threads > 0 ? threads : omp_get_max_threads()),
-      impl(std::make_unique<Impl>()) {
+      paths(checkSupported(paths)), impl(std::make_unique<Impl>()) {
   // oneDNN's OpenMP runtime sizes its parallel regions from this too.
   omp_set_num_threads(this->threads);
 }
@@ -21,7 +41,9 @@ Context::Context(int threads)
 Context::~Context() = default;
 
 std::string Context::describe() const {
-  return "cpu, " + std::to_string(threads) + " threads";
+  return "cpu " + getEffectiveIsaName() + ", " + std::to_string(threads) +
+         " threads, kernels " + getName(paths.kernels) +
+         ", bf16 matmul: " + getName(paths.bf16Matmul);
 }
 
 void *Context::allocate(size_t bytes) {

@@ -1,11 +1,12 @@
 //===- Elementwise.cpp - generators and elementwise kernels ---------------===//
 #include "KernelSupport.h"
+#include "KernelVariant.h"
 #include "VectorMath.h"
 
-#include "slapo/runtime/cpu/Kernels.h"
 #include "slapo/runtime/Random.h"
 
-namespace slapo::rt::cpu {
+SLAPO_CPU_VARIANT_ISA_BEGIN
+namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
 
 using namespace detail;
 
@@ -395,4 +396,5 @@ void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
   });
 }
 
-} // namespace slapo::rt::cpu
+} // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT
+SLAPO_CPU_VARIANT_ISA_END

@@ -3,7 +3,10 @@
 // Both contractions run as one oneDNN matmul primitive, created the first
 // time a combination of shapes and dtypes is seen and kept in the context.
 // bf16 operands accumulate in f32 inside oneDNN and are rounded once, to
-// out's dtype (bf16, or f32 for mixed precision).
+// out's dtype (bf16, or f32 for mixed precision). On a CPU where oneDNN has
+// no bf16 matmul (AVX2) the context's path is Bf16Matmul::F32Fallback: the
+// operands are widened to f32, which is exact, and multiplied by the f32
+// primitive, so the same exact products are summed in f32 and rounded once.
 //
 //===----------------------------------------------------------------------===//
 #include "ContextImpl.h"
@@ -11,6 +14,8 @@
 
 #include "slapo/runtime/cpu/Kernels.h"
 
+#include <array>
+#include <memory>
 #include <unordered_map>
 
 namespace slapo::rt::cpu {
@@ -128,10 +133,52 @@ void execute(Context &ctx, const CachedMatmul &cached, void *src, void *weights,
   impl.stream.wait();
 }
 
+/// Whether a contraction of `operand`'s dtype runs as an f32 one.
+bool runsInF32(Context &ctx, const Tensor &operand) {
+  return operand.dtype == DType::BF16 &&
+         ctx.getPaths().bf16Matmul == Bf16Matmul::F32Fallback;
+}
+
+/// `tensor` as f32: bf16 values widened into `storage`, a tensor of any other
+/// dtype (or none) as it is.
+Tensor widenToF32(Context &ctx, const Tensor &tensor,
+                  std::unique_ptr<float[]> &storage) {
+  if (!tensor || tensor.dtype != DType::BF16)
+    return tensor;
+  storage.reset(new float[tensor.getNumElements()]);
+  Tensor widened(storage.get(), DType::F32, tensor.shape);
+  cast(ctx, tensor, widened);
+  return widened;
+}
+
+/// Calls `contract(operands, result)` with the bf16 `operands` widened to f32
+/// and an f32 `result` that is then rounded into `out`.
+template <size_t N, typename F>
+void contractInF32(Context &ctx, const std::array<Tensor, N> &operands,
+                   const Tensor &out, F &&contract) {
+  std::unique_ptr<float[]> storage[N + 1];
+  std::array<Tensor, N> widened;
+  for (size_t i = 0; i < N; ++i)
+    widened[i] = widenToF32(ctx, operands[i], storage[i]);
+  Tensor result = out;
+  if (out.dtype != DType::F32) {
+    storage[N].reset(new float[out.getNumElements()]);
+    result = Tensor(storage[N].get(), DType::F32, out.shape);
+  }
+  contract(widened, result);
+  if (result.data != out.data)
+    cast(ctx, result, out);
+}
+
 } // namespace
 
 void linear(Context &ctx, const Tensor &input, const Tensor &weight,
             const Tensor &bias, const Tensor &out) {
+  if (runsInF32(ctx, input))
+    return contractInF32(ctx, std::array{input, weight, bias}, out,
+                         [&](const auto &f32, const Tensor &result) {
+                           linear(ctx, f32[0], f32[1], f32[2], result);
+                         });
   DataType type = getDataType("linear", input.dtype);
   DataType outType = getDataType("linear", out.dtype);
   if (out.getNumElements() == 0)
@@ -173,6 +220,11 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
 
 void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
             const Tensor &out, const MatmulPermutations &permutations) {
+  if (runsInF32(ctx, lhs))
+    return contractInF32(ctx, std::array{lhs, rhs}, out,
+                         [&](const auto &f32, const Tensor &result) {
+                           matmul(ctx, f32[0], f32[1], result, permutations);
+                         });
   DataType type = getDataType("matmul", lhs.dtype);
   DataType outType = getDataType("matmul", out.dtype);
   int rank = out.getRank();

@@ -1,12 +1,12 @@
 //===- NN.cpp - embedding, normalization, softmax and losses --------------===//
 #include "KernelSupport.h"
+#include "KernelVariant.h"
 #include "VectorMath.h"
-
-#include "slapo/runtime/cpu/Kernels.h"
 
 #include <vector>
 
-namespace slapo::rt::cpu {
+SLAPO_CPU_VARIANT_ISA_BEGIN
+namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
 
 using namespace detail;
 
@@ -317,4 +317,5 @@ void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
   });
 }
 
-} // namespace slapo::rt::cpu
+} // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT
+SLAPO_CPU_VARIANT_ISA_END

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
+#include "KernelVariant.h"
 
-#include "slapo/runtime/cpu/Kernels.h"
-
-namespace slapo::rt::cpu {
+SLAPO_CPU_VARIANT_ISA_BEGIN
+namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
 
 using namespace detail;
 
@@ -94,4 +94,5 @@ void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                    });
 }
 
-} // namespace slapo::rt::cpu
+} // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT
+SLAPO_CPU_VARIANT_ISA_END

@@ -9,12 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
-
-#include "slapo/runtime/cpu/Kernels.h"
+#include "KernelVariant.h"
 
 #include <vector>
 
-namespace slapo::rt::cpu {
+SLAPO_CPU_VARIANT_ISA_BEGIN
+namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
 
 using namespace detail;
 
@@ -218,4 +218,5 @@ void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
   });
 }
 
-} // namespace slapo::rt::cpu
+} // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT
+SLAPO_CPU_VARIANT_ISA_END

@@ -530,6 +530,13 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
                  "share a GPU)")
       ->check(CLI::IsMember({"auto", "nccl", "mpi"}))
       ->capture_default_str();
+  app.footer(
+      "Environment:\n  SLAPO_CPU_ISA=ISA  CPU programs: use no instruction set "
+      "beyond ISA, named as oneDNN names them (avx2, avx512_core, "
+      "avx512_core_bf16, ...): the kernels, oneDNN's (DNNL_MAX_CPU_ISA) and "
+      "the bf16 matmul (oneDNN's needs avx512_core; below it, the f32 "
+      "fallback) follow it. Default: all the CPU has. The progress header "
+      "names the paths taken.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

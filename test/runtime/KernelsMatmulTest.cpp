@@ -1,6 +1,7 @@
 // linear and matmul through oneDNN against naive loops, and the primitive
 // cache of the CPU context.
 #include "ContextImpl.h"
+#include "TestValues.h"
 
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/cpu/Kernels.h"
@@ -8,6 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -15,14 +18,6 @@ using namespace slapo::rt;
 using namespace slapo::rt::cpu;
 
 namespace {
-
-/// Deterministic values in [-1, 1).
-std::vector<float> pattern(size_t count, int seed) {
-  std::vector<float> values(count);
-  for (size_t i = 0; i < count; ++i)
-    values[i] = float((i * 37 + seed * 11) % 101) / 50.5f - 1.0f;
-  return values;
-}
 
 /// input[M, K] * weight[N, K]^T + bias[N] in f64.
 std::vector<double> naiveLinear(const std::vector<float> &input,
@@ -74,33 +69,168 @@ TEST_CASE("linear flattens leading input dims") {
     CHECK(out[i] == Approx(expected[i]).margin(1e-5));
 }
 
-TEST_CASE("bf16 linear accumulates in f32 and rounds once") {
-  Context ctx(2);
-  const int m = 16, k = 64, n = 24;
-  std::vector<float> input = pattern(m * k, 7), weight = pattern(n * k, 8),
-                     bias = pattern(n, 9);
-  auto toBf16 = [](std::vector<float> &values) {
-    std::vector<BFloat16> rounded;
-    for (float &value : values) {
-      rounded.push_back(BFloat16::fromFloat(value));
-      value = rounded.back().toFloat(); // the reference sees what bf16 holds
-    }
-    return rounded;
-  };
-  std::vector<BFloat16> inputBf = toBf16(input), weightBf = toBf16(weight),
-                        biasBf = toBf16(bias), out(m * n);
-  linear(ctx, Tensor(inputBf.data(), DType::BF16, {m, k}),
-         Tensor(weightBf.data(), DType::BF16, {n, k}),
-         Tensor(biasBf.data(), DType::BF16, {n}),
-         Tensor(out.data(), DType::BF16, {m, n}));
-  std::vector<double> expected =
-      naiveLinear(input, weight, bias.data(), m, k, n);
-  for (int i = 0; i < m * n; ++i) {
-    // One rounding to bf16: half an ulp of 8 mantissa bits, plus slack for
-    // f32 accumulation order.
-    double tolerance = std::fabs(expected[i]) / 256 + 1e-3;
-    REQUIRE(std::fabs(out[i].toFloat() - expected[i]) <= tolerance);
+namespace {
+
+/// `values` rounded to bf16, and `values` set to what bf16 holds (for a
+/// reference that sees what the kernel sees).
+std::vector<BFloat16> roundToBf16(std::vector<float> &values) {
+  std::vector<BFloat16> rounded;
+  for (float &value : values) {
+    rounded.push_back(BFloat16::fromFloat(value));
+    value = rounded.back().toFloat();
   }
+  return rounded;
+}
+
+double toDouble(float value) { return value; }
+double toDouble(BFloat16 value) { return value.toFloat(); }
+
+/// The contexts whose bf16 contractions the tests compare: oneDNN's bf16
+/// matmul where this CPU has it, and the f32 fallback everywhere.
+std::vector<CpuPaths> getBf16MatmulPaths() {
+  CpuPaths supported = getSupportedCpuPaths();
+  std::vector<CpuPaths> paths = {{supported.kernels, Bf16Matmul::F32Fallback}};
+  if (supported.bf16Matmul == Bf16Matmul::OneDnn)
+    paths.push_back(supported);
+  return paths;
+}
+
+/// Why oneDNN's bf16 matmul is not tested here, when it is not.
+std::string describeMissingBf16Matmul() {
+  if (const char *limit = std::getenv("SLAPO_CPU_ISA"))
+    return std::string("skipped: SLAPO_CPU_ISA=") + limit +
+           " rules out oneDNN's bf16 matmul";
+  return "skipped: CPU lacks avx512_core, which oneDNN's bf16 matmul needs "
+         "(oneDNN's ISA here: " +
+         getEffectiveIsaName() + ")";
+}
+
+} // namespace
+
+TEST_CASE("bf16 linear accumulates in f32 and rounds once") {
+  for (CpuPaths paths : getBf16MatmulPaths()) {
+    Context ctx(2, paths);
+    INFO(ctx.describe());
+    const int m = 16, k = 64, n = 24;
+    std::vector<float> input = pattern(m * k, 7), weight = pattern(n * k, 8),
+                       bias = pattern(n, 9);
+    std::vector<BFloat16> inputBf = roundToBf16(input),
+                          weightBf = roundToBf16(weight),
+                          biasBf = roundToBf16(bias), out(m * n);
+    linear(ctx, Tensor(inputBf.data(), DType::BF16, {m, k}),
+           Tensor(weightBf.data(), DType::BF16, {n, k}),
+           Tensor(biasBf.data(), DType::BF16, {n}),
+           Tensor(out.data(), DType::BF16, {m, n}));
+    std::vector<double> expected =
+        naiveLinear(input, weight, bias.data(), m, k, n);
+    for (int i = 0; i < m * n; ++i) {
+      // One rounding to bf16: half an ulp of 8 mantissa bits, plus slack
+      // for f32 accumulation order.
+      double tolerance = std::fabs(expected[i]) / 256 + 1e-3;
+      REQUIRE(std::fabs(out[i].toFloat() - expected[i]) <= tolerance);
+    }
+  }
+}
+
+TEST_CASE("bf16 contractions on the f32 fallback match oneDNN's bf16 matmul") {
+  const CpuPaths &supported = getSupportedCpuPaths();
+  if (supported.bf16Matmul != Bf16Matmul::OneDnn) {
+    WARN(describeMissingBf16Matmul());
+    return;
+  }
+  Context oneDnn(2, supported);
+  Context fallback(2, {supported.kernels, Bf16Matmul::F32Fallback});
+  // Both sum the same exact products in f32, in orders that may differ: f32
+  // results agree to f32 rounding, bf16 ones to one bf16 rounding.
+  auto compare = [](const auto &expected, const auto &actual,
+                    double tolerance) {
+    for (size_t i = 0; i < expected.size(); ++i) {
+      double a = toDouble(expected[i]), b = toDouble(actual[i]);
+      REQUIRE(std::fabs(a - b) <= tolerance * (std::fabs(a) + 1e-2));
+    }
+  };
+
+  SECTION("linear with a bias, bf16 and f32 results") {
+    const int m = 40, k = 96, n = 72;
+    std::vector<float> input = pattern(m * k, 16), weight = pattern(n * k, 17),
+                       bias = pattern(n, 18);
+    std::vector<BFloat16> inputBf = roundToBf16(input),
+                          weightBf = roundToBf16(weight),
+                          biasBf = roundToBf16(bias);
+    Tensor x(inputBf.data(), DType::BF16, {m, k}),
+        w(weightBf.data(), DType::BF16, {n, k}),
+        b(biasBf.data(), DType::BF16, {n});
+    std::vector<BFloat16> bf16Out[2] = {std::vector<BFloat16>(m * n),
+                                        std::vector<BFloat16>(m * n)};
+    std::vector<float> f32Out[2] = {std::vector<float>(m * n),
+                                    std::vector<float>(m * n)};
+    Context *contexts[] = {&oneDnn, &fallback};
+    for (int c = 0; c < 2; ++c) {
+      linear(*contexts[c], x, w, b,
+             Tensor(bf16Out[c].data(), DType::BF16, {m, n}));
+      linear(*contexts[c], x, w, Tensor(),
+             Tensor(f32Out[c].data(), DType::F32, {m, n}));
+    }
+    compare(bf16Out[0], bf16Out[1], 1.0 / 128);
+    compare(f32Out[0], f32Out[1], 1e-5);
+  }
+
+  SECTION("matmul through permutations, batch dims broadcast") {
+    // Attention's q k^T on [B, S, H, D] tensors, the result as [B, S, H, S].
+    Shape lhsShape{2, 5, 3, 8}, rhsShape{2, 6, 3, 8}, outShape{2, 5, 3, 6};
+    std::vector<int64_t> lhsOrder{0, 2, 1, 3}, rhsOrder{0, 2, 3, 1},
+        resultOrder{0, 2, 1, 3};
+    std::vector<float> lhs = pattern(lhsShape.getNumElements(), 19),
+                       rhs = pattern(rhsShape.getNumElements(), 20);
+    std::vector<BFloat16> lhsBf = roundToBf16(lhs), rhsBf = roundToBf16(rhs);
+    std::vector<float> out[2] = {std::vector<float>(outShape.getNumElements()),
+                                 std::vector<float>(outShape.getNumElements())};
+    Context *contexts[] = {&oneDnn, &fallback};
+    for (int c = 0; c < 2; ++c)
+      matmul(*contexts[c], Tensor(lhsBf.data(), DType::BF16, lhsShape),
+             Tensor(rhsBf.data(), DType::BF16, rhsShape),
+             Tensor(out[c].data(), DType::F32, outShape),
+             {lhsOrder.data(), rhsOrder.data(), resultOrder.data()});
+    compare(out[0], out[1], 1e-5);
+  }
+}
+
+TEST_CASE("a context takes the paths it is given, never more than the CPU's") {
+  const CpuPaths &supported = getSupportedCpuPaths();
+  Context detected(1);
+  CHECK(detected.getPaths().kernels == supported.kernels);
+  CHECK(detected.getPaths().bf16Matmul == supported.bf16Matmul);
+  Context fallback(1, {supported.kernels, Bf16Matmul::F32Fallback});
+  CHECK(fallback.getPaths().bf16Matmul == Bf16Matmul::F32Fallback);
+  CHECK_THAT(fallback.describe(),
+             Catch::EndsWith("bf16 matmul: f32 fallback") &&
+                 Catch::StartsWith("cpu " + getEffectiveIsaName() +
+                                   ", 1 threads, kernels " +
+                                   getName(supported.kernels)));
+  if (supported.kernels != KernelIsa::Avx512)
+    CHECK_THROWS_WITH(Context(1, {KernelIsa::Avx512, Bf16Matmul::F32Fallback}),
+                      Catch::Contains("the CPU kernels for avx512 cannot run"));
+  if (supported.bf16Matmul != Bf16Matmul::OneDnn)
+    CHECK_THROWS_WITH(Context(1, {supported.kernels, Bf16Matmul::OneDnn}),
+                      Catch::Contains("oneDNN has no bf16 matmul"));
+}
+
+TEST_CASE("SLAPO_CPU_ISA caps the paths (ctest runs these tests under it)") {
+  const char *limit = std::getenv("SLAPO_CPU_ISA");
+  if (!limit)
+    return;
+  // Every named ISA is at most the CPU's, and oneDNN makes no bf16 matmul
+  // below avx512_core.
+  const CpuPaths &supported = getSupportedCpuPaths();
+  std::string isa = limit;
+  if (isa == "sse41" || isa == "avx") {
+    CHECK(supported.kernels == KernelIsa::X86_64);
+    CHECK(supported.bf16Matmul == Bf16Matmul::F32Fallback);
+  } else if (isa == "avx2" || isa == "avx2_vnni") {
+    CHECK(supported.kernels <= KernelIsa::Avx2);
+    CHECK(supported.bf16Matmul == Bf16Matmul::F32Fallback);
+  }
+  CHECK(getEffectiveIsaName().rfind(isa, 0) == 0);
 }
 
 TEST_CASE("matmul broadcasts batch dims") {
