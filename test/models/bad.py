@@ -39,9 +39,25 @@ class DataDependent(nn.Module):
         return x[:, : int(x[0, 0])]
 
 
+# More models the frontend must reject (after the others, whose lines tests name):
+# traced_size:     a size computed from run-time data (Mistral's target_length), which the
+#                  tracer turns into an aten::Int that has no Python line of its own.
+
+
+class TracedSize(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.shape[1])
+        length = positions[-1] + 1
+        return torch.zeros(x.shape[0], length) + x.sum()
+
+
+X = [InputSpec("x", torch.float32, [2, 4])]
+
 SPECS = [
     ModelSpec("unsupported", Unsupported, [InputSpec("x", torch.float32, [2, 4])]),
     ModelSpec("data_dependent", DataDependent, [InputSpec("x", torch.float32, [2, 4])],
               modes=("script",), mode_error="data_dependent is scripted only: tracing "
               "would freeze its data-dependent branch"),
+    ModelSpec("traced_size", TracedSize, X, modes=("trace",),
+              mode_error="traced_size is traced only: it is about nodes the tracer adds"),
 ]

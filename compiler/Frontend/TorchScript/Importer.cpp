@@ -195,17 +195,64 @@ void Importer::error(mlir::Location loc, const llvm::Twine &message) {
   mlir::emitError(loc) << message;
 }
 
-mlir::Location Importer::locationOf(jit::Node *node,
-                                    llvm::StringRef modulePath) {
-  mlir::Location source = mlir::UnknownLoc::get(&context);
+/// The Python file, line and column that `node` comes from, if it has them.
+static c10::optional<std::tuple<std::string, size_t, size_t>>
+ownSource(jit::Node *node) {
   jit::SourceRange range = node->sourceRange();
   if (auto original = range.findSourceRangeThatGenerated())
     range = *original;
-  if (auto fileLineCol = range.file_line_col())
-    source = mlir::FileLineColLoc::get(&context, std::get<0>(*fileLineCol),
-                                       std::get<1>(*fileLineCol),
-                                       std::get<2>(*fileLineCol) + 1);
-  return withModulePath(modulePath, source);
+  auto fileLineCol = range.file_line_col();
+  // Nodes the tracer adds carry an empty original ("", line 0).
+  if (fileLineCol && std::get<0>(*fileLineCol).empty())
+    return c10::nullopt;
+  return fileLineCol;
+}
+
+/// The source of `node`, or of the nearest node that has one: a user of its
+/// results first (the Python expression that needed the value), then an
+/// earlier node of its block, then the node that owns the block.
+static c10::optional<std::tuple<std::string, size_t, size_t>>
+nearestSource(jit::Node *node) {
+  if (auto source = ownSource(node))
+    return source;
+  // Tracer-added nodes feed one another (NumToTensor -> Int -> ListConstruct
+  // -> op): a few levels of users reach the op.
+  constexpr size_t kMaxUsersVisited = 32;
+  std::vector<jit::Node *> users{node};
+  for (size_t next = 0; next < users.size() && users.size() < kMaxUsersVisited;
+       ++next)
+    for (const jit::Value *output : users[next]->outputs())
+      for (const jit::Use &use : output->uses()) {
+        if (auto source = ownSource(use.user))
+          return source;
+        users.push_back(use.user);
+      }
+  for (jit::Node *earlier = node->prev(); earlier->kind() != c10::prim::Param;
+       earlier = earlier->prev())
+    if (auto source = ownSource(earlier))
+      return source;
+  if (jit::Node *owner = node->owningBlock()->owningNode())
+    return nearestSource(owner);
+  return c10::nullopt;
+}
+
+mlir::Location Importer::sourceLocationOf(jit::Node *node, const Frame &frame) {
+  if (auto fileLineCol = nearestSource(node))
+    return mlir::FileLineColLoc::get(&context, std::get<0>(*fileLineCol),
+                                     std::get<1>(*fileLineCol),
+                                     std::get<2>(*fileLineCol) + 1);
+  return frame.callSite;
+}
+
+mlir::Location Importer::locationOf(jit::Node *node, const Frame &frame) {
+  return withModulePath(frame.modulePath, sourceLocationOf(node, frame));
+}
+
+std::string Importer::describe(jit::Node *node, const Frame &frame) {
+  std::string op = "'" + std::string(node->kind().toQualString()) + "'";
+  if (frame.modulePath.empty())
+    return op + " in the root module";
+  return op + " in module '" + frame.modulePath + "'";
 }
 
 mlir::Location Importer::paramLocation(llvm::StringRef name) {
@@ -314,7 +361,7 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
   for (size_t i = inputs.size(); i < arguments.size(); ++i)
     args.push_back(Known::ofConstant(*arguments[i].default_value()));
 
-  std::vector<Known> outputs = importGraph(*forward.graph(), args, "");
+  std::vector<Known> outputs = importGraph(*forward.graph(), args, "", fileLoc);
 
   // Tuples returned by forward become the function's results, in order.
   std::vector<Known> flat;
@@ -350,9 +397,9 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
 
 std::vector<Known> Importer::importGraph(jit::Graph &graph,
                                          std::vector<Known> args,
-                                         llvm::StringRef modulePath) {
-  Frame frame;
-  frame.modulePath = modulePath.str();
+                                         llvm::StringRef modulePath,
+                                         mlir::Location callSite) {
+  Frame frame(modulePath.str(), callSite);
   for (size_t i = 0; i < graph.inputs().size(); ++i)
     frame.values[graph.inputs()[i]] =
         i < args.size() ? std::move(args[i]) : Known::poison();
@@ -449,7 +496,7 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
     frame.values[node->output()] = Known::ofConstant(c10::Device(c10::kCPU));
     return;
   case c10::prim::RaiseException:
-    error(locationOf(node, frame.modulePath),
+    error(locationOf(node, frame),
           "the model raises an exception for these inputs");
     return;
   case c10::prim::Uninitialized:
@@ -472,7 +519,7 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
 void Importer::importGetAttr(jit::Node *node, Frame &frame) {
   Known owner = frame.values.lookup(node->input());
   std::string name = node->s(c10::attr::name);
-  mlir::Location loc = locationOf(node, frame.modulePath);
+  mlir::Location loc = locationOf(node, frame);
   if (!owner.is(Known::Kind::Module)) {
     error(loc, "attribute '" + name + "' of a value that is not a module");
     frame.values[node->output()] = Known::poison();
@@ -527,7 +574,7 @@ void Importer::importCall(jit::Node *node, Frame &frame) {
   if (node->kind() == c10::prim::CallMethod) {
     const Known &self = args.front();
     if (!self.is(Known::Kind::Module)) {
-      error(locationOf(node, frame.modulePath),
+      error(locationOf(node, frame),
             "method '" + node->s(c10::attr::name) +
                 "' called on a value that is not a module");
       return frame.poisonOutputs(node);
@@ -541,13 +588,14 @@ void Importer::importCall(jit::Node *node, Frame &frame) {
     graph = jit::toGraphFunction(*function).graph();
     args.erase(args.begin());
   }
-  std::vector<Known> outputs = importGraph(*graph, std::move(args), path);
+  std::vector<Known> outputs =
+      importGraph(*graph, std::move(args), path, sourceLocationOf(node, frame));
   for (size_t i = 0; i < node->outputs().size(); ++i)
     frame.values[node->outputs()[i]] = outputs.at(i);
 }
 
 void Importer::importControlFlow(jit::Node *node, Frame &frame) {
-  mlir::Location loc = locationOf(node, frame.modulePath);
+  mlir::Location loc = locationOf(node, frame);
   auto constantBool = [&](const jit::Value *value) -> std::optional<bool> {
     Known known = frame.values.lookup(value);
     if (known.is(Known::Kind::Constant) && known.constant.isBool())
@@ -646,13 +694,13 @@ bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
     node->getOperation()(stack);
   } catch (const std::exception &e) {
     if (allConstant)
-      error(locationOf(node, frame.modulePath),
-            "evaluating " + std::string(node->kind().toQualString()) +
+      error(locationOf(node, frame),
+            "evaluating " + describe(node, frame) +
                 " at compile time failed: " +
                 llvm::StringRef(e.what()).split('\n').first);
     else
-      error(locationOf(node, frame.modulePath),
-            std::string(node->kind().toQualString()) +
+      error(locationOf(node, frame),
+            describe(node, frame) +
                 " depends on tensor data, so its result cannot be made "
                 "static");
     frame.poisonOutputs(node);
@@ -706,7 +754,7 @@ std::optional<std::vector<Known>> Importer::computeShadows(jit::Node *node,
 }
 
 void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
-  mlir::Location loc = locationOf(node, frame.modulePath);
+  mlir::Location loc = locationOf(node, frame);
   std::string kind = node->kind().toQualString();
   bool inPlace = llvm::StringRef(kind).endswith("_") &&
                  !llvm::StringRef(kind).endswith("__");

@@ -66,7 +66,13 @@ struct Known {
 /// The values of one invocation of a graph; a method called twice (two
 /// layers of one class) gets two frames.
 struct Frame {
+  Frame(std::string modulePath, mlir::Location callSite)
+      : modulePath(std::move(modulePath)), callSite(callSite) {}
+
   std::string modulePath;
+  /// Where the graph was called from: the location of nodes that have no
+  /// Python source of their own nor a neighbour that has one.
+  mlir::Location callSite;
   llvm::DenseMap<const jit::Value *, Known> values;
 
   /// Marks every output of `node` as produced after an error.
@@ -163,8 +169,12 @@ public:
 
   mlir::OpBuilder &getBuilder() { return builder; }
   mlir::MLIRContext &getContext() { return context; }
-  /// The location of `node`: its Python source line inside `modulePath`.
-  mlir::Location locationOf(jit::Node *node, llvm::StringRef modulePath);
+  /// The location of `node`: its Python source line inside the frame's
+  /// module. Nodes the tracer adds (aten::Int, aten::ScalarImplicit) have no
+  /// source; they get the line of the nearest node that has one.
+  mlir::Location locationOf(jit::Node *node, const Frame &frame);
+  /// `'aten::mul_' in module 'a.b'` (or `in the root module`), for messages.
+  static std::string describe(jit::Node *node, const Frame &frame);
   /// An IR constant holding `value` (a tensor), splat when all elements are
   /// equal.
   mlir::Value materialize(const at::Tensor &value, mlir::Location loc);
@@ -175,7 +185,10 @@ public:
 
 private:
   std::vector<Known> importGraph(jit::Graph &graph, std::vector<Known> args,
-                                 llvm::StringRef modulePath);
+                                 llvm::StringRef modulePath,
+                                 mlir::Location callSite);
+  /// locationOf() without the module path.
+  mlir::Location sourceLocationOf(jit::Node *node, const Frame &frame);
   void importBlock(jit::Block *block, Frame &frame);
   void importNode(jit::Node *node, Frame &frame);
   void importControlFlow(jit::Node *node, Frame &frame);

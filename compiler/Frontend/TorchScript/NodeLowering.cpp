@@ -8,7 +8,7 @@ namespace slapo::torchscript {
 NodeLowering::NodeLowering(Importer &importer, jit::Node *node, Frame &frame,
                            std::vector<Known> outputShadows)
     : importer(importer), node(node), frame(frame),
-      loc(importer.locationOf(node, frame.modulePath)),
+      loc(importer.locationOf(node, frame)),
       outputShadows(std::move(outputShadows)) {}
 
 mlir::OpBuilder &NodeLowering::getBuilder() { return importer.getBuilder(); }
@@ -25,8 +25,7 @@ bool NodeLowering::isNone(size_t i) const {
 }
 
 void NodeLowering::report(const llvm::Twine &message) {
-  importer.error(loc, "'" + llvm::Twine(node->kind().toQualString()) +
-                          "': " + message);
+  importer.error(loc, Importer::describe(node, frame) + ": " + message);
 }
 
 mlir::Value NodeLowering::cast(mlir::Value value, mlir::Type elementType) {
