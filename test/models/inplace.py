@@ -10,7 +10,11 @@ causal_mask:        a compile-time constant (full, then triu) multiplied in plac
 padded_causal_mask: the same mask expanded to [B, 1, T, T], cloned, and the columns an
                     attention mask covers written through a slice (copy_ of a
                     masked_fill).
+list_writes:        lists written in place: appended to by a submodule, and a shape list
+                    assigned by index (scripted only; a trace keeps no lists).
 """
+
+from typing import List
 
 import torch
 import torch.nn as nn
@@ -65,6 +69,28 @@ class PaddedCausalMask(nn.Module):
         return scores + mask
 
 
+class AppendTwice(nn.Module):
+    def forward(self, outputs: List[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        outputs.append(x * 2)
+        return x
+
+
+class ListWrites(nn.Module):
+    """forward(x f32[2,3]) -> [x; 2x] reshaped to [3, 4]."""
+
+    def __init__(self):
+        super().__init__()
+        self.append_twice = AppendTwice()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outputs: List[torch.Tensor] = [x]
+        self.append_twice(outputs, x)
+        shape: List[int] = [x.shape[0], x.shape[1]]
+        shape[0] = x.shape[1]
+        shape[1] = 2 * x.shape[0]
+        return torch.cat(outputs, 0).reshape(shape)
+
+
 SPECS = [
     ModelSpec("scales_input", ScalesInput, [InputSpec("x", torch.float32, [2, 3])]),
     ModelSpec("causal_mask", CausalMask, [
@@ -75,4 +101,7 @@ SPECS = [
         InputSpec("scores", torch.float32, [2, 1, T, T]),
         InputSpec("attention_mask", torch.int64, [2, T - 2], kind="mask"),
     ]),
+    ModelSpec("list_writes", ListWrites, [InputSpec("x", torch.float32, [2, 3])],
+              modes=("script",), mode_error="list_writes is scripted only: a trace keeps no "
+              "lists"),
 ]

@@ -142,7 +142,7 @@ Known Known::ofModule(jit::Module module, std::string path) {
 Known Known::ofAggregate(std::vector<Known> elements) {
   Known known;
   known.kind = Kind::Aggregate;
-  known.elements = std::move(elements);
+  known.elements = std::make_shared<std::vector<Known>>(std::move(elements));
   return known;
 }
 
@@ -152,7 +152,7 @@ bool Known::isConstant() const {
   if (kind == Kind::Tensor)
     return storage && storage->constant.defined();
   return kind == Kind::Aggregate &&
-         llvm::all_of(elements, [](const Known &e) { return e.isConstant(); });
+         llvm::all_of(*elements, [](const Known &e) { return e.isConstant(); });
 }
 
 /// The IValue an operator sees for `known` of TorchScript type `type`: lists
@@ -168,9 +168,9 @@ toIValue(const Known &known, const c10::TypePtr &type,
     return tensorFor(known);
   if (auto tupleType = type->cast<c10::TupleType>()) {
     std::vector<c10::IValue> elements;
-    for (size_t i = 0; i < known.elements.size(); ++i)
+    for (auto [i, element] : llvm::enumerate(*known.elements))
       elements.push_back(
-          toIValue(known.elements[i], tupleType->elements().at(i), tensorFor));
+          toIValue(element, tupleType->elements().at(i), tensorFor));
     return c10::ivalue::Tuple::create(std::move(elements));
   }
   c10::TypePtr elementType = known.isConstant()
@@ -179,7 +179,7 @@ toIValue(const Known &known, const c10::TypePtr &type,
   if (auto listType = type->cast<c10::ListType>())
     elementType = listType->getElementType();
   c10::impl::GenericList list(elementType);
-  for (const Known &element : known.elements)
+  for (const Known &element : *known.elements)
     list.push_back(toIValue(element, elementType, tensorFor));
   return list;
 }
@@ -420,7 +420,7 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
         jit::Node *producer = value->node();
         bool tuple = producer->kind() == c10::prim::TupleConstruct;
         if (known.is(Known::Kind::Aggregate)) {
-          for (auto [i, element] : llvm::enumerate(known.elements))
+          for (auto [i, element] : llvm::enumerate(*known.elements))
             addResult(element, tuple ? producer->input(i) : value);
         } else if (known.is(Known::Kind::Tensor)) {
           if (mlir::Value result =
@@ -510,7 +510,7 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
       return;
     }
     for (size_t i = 0; i < node->outputs().size(); ++i)
-      frame.values[node->outputs()[i]] = aggregate.elements.at(i);
+      frame.values[node->outputs()[i]] = aggregate.elements->at(i);
     return;
   }
   case c10::prim::TupleIndex:
@@ -520,20 +520,20 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
     if (aggregate.is(Known::Kind::Aggregate) && index.isConstant() &&
         index.constant.isInt()) {
       int64_t i = index.constant.toInt();
-      int64_t size = aggregate.elements.size();
+      int64_t size = aggregate.elements->size();
       if (i < 0)
         i += size;
       if (i >= 0 && i < size) {
-        frame.values[node->output()] = aggregate.elements[i];
+        frame.values[node->output()] = (*aggregate.elements)[i];
         return;
       }
     }
     break;
   }
   case c10::aten::append: {
-    Known &list = frame.values[node->input(0)];
+    Known list = frame.values.lookup(node->input(0));
     if (list.is(Known::Kind::Aggregate)) {
-      list.elements.push_back(frame.values.lookup(node->input(1)));
+      list.elements->push_back(frame.values.lookup(node->input(1)));
       frame.values[node->output()] = list;
       return;
     }
@@ -786,6 +786,11 @@ bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
   std::optional<at::Tensor> writtenShadowBefore;
   if (written && writtenInput.is(Known::Kind::Tensor))
     writtenShadowBefore = metaLike(writtenInput.constant.toTensor());
+  // The op writes the list it is given (aten::_set_item); the aggregate it
+  // stands for gets its new elements.
+  c10::IValue writtenList;
+  if (written && writtenInput.is(Known::Kind::Aggregate))
+    writtenList = stack.at(*written);
   try {
     node->getOperation()(stack);
   } catch (const std::exception &e) {
@@ -823,8 +828,17 @@ bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
           elements.push_back(adopt(element));
         return Known::ofAggregate(std::move(elements));
       };
+  if (writtenList.isList()) {
+    std::vector<Known> elements;
+    for (const c10::IValue &element : writtenList.toListRef())
+      elements.push_back(adopt(element));
+    *writtenInput.elements = std::move(elements);
+  }
   for (size_t i = 0; i < node->outputs().size(); ++i)
-    frame.values[node->outputs()[i]] = adopt(stack.at(i));
+    frame.values[node->outputs()[i]] =
+        writtenList.isList() && stack.at(i).isSameIdentity(writtenList)
+            ? writtenInput
+            : adopt(stack.at(i));
   return true;
 }
 
@@ -1143,7 +1157,7 @@ void Importer::placeholdOutputs(jit::Node *node, Frame &frame,
   std::function<Known(const Known &)> placehold = [&](const Known &shadow) {
     if (shadow.is(Known::Kind::Aggregate)) {
       std::vector<Known> elements;
-      for (const Known &element : shadow.elements)
+      for (const Known &element : *shadow.elements)
         elements.push_back(placehold(element));
       return Known::ofAggregate(std::move(elements));
     }

@@ -109,7 +109,9 @@ struct Known {
   mutable unsigned lastReadVersion = 0;
   std::optional<jit::Module> module;
   std::string modulePath;
-  std::vector<Known> elements;
+  /// Aggregate: shared by every copy, as Python shares a list, so that an
+  /// append reaches every holder.
+  std::shared_ptr<std::vector<Known>> elements;
 
   static Known poison() { return Known(); }
   /// A runtime tensor with a storage of its own.

@@ -116,7 +116,7 @@ std::optional<std::vector<int64_t>> NodeLowering::intListConstant(size_t i) {
   const Known &known = input(i);
   if (known.is(Known::Kind::Aggregate)) {
     std::vector<int64_t> values;
-    for (const Known &element : known.elements) {
+    for (const Known &element : *known.elements) {
       if (!element.is(Known::Kind::Constant) || !element.constant.isInt()) {
         report("input " + std::to_string(i) +
                " must be a list of integers known at compile time");
@@ -155,7 +155,7 @@ mlir::Type NodeLowering::outputElementType(size_t j) const {
 }
 
 const std::vector<Known> &NodeLowering::outputElements(size_t j) const {
-  return outputShadows.at(j).elements;
+  return *outputShadows.at(j).elements;
 }
 
 void NodeLowering::setOutput(size_t j, mlir::Value value) {

@@ -625,7 +625,7 @@ tensorList(NodeLowering &lower, size_t i, mlir::Type elementType) {
     return std::nullopt;
   }
   llvm::SmallVector<mlir::Value> values;
-  for (const Known &element : list.elements) {
+  for (const Known &element : *list.elements) {
     if (!element.is(Known::Kind::Tensor)) {
       lower.report("list elements must be tensors");
       return std::nullopt;
