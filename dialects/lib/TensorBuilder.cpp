@@ -208,6 +208,62 @@ Value TensorBuilder::concat(ValueRange inputs, int64_t dim) {
                                   dim);
 }
 
+Value TensorBuilder::padSlice(Value value, ArrayRef<int64_t> shape, int64_t dim,
+                              int64_t start, int64_t step) {
+  auto type = RankedTensorType::get(shape, elementTypeOf(value));
+  int64_t size = shape[dim];
+  int64_t count = shapeOf(value)[dim];
+
+  Value spread = value;
+  if (step > 1 && count > 0) {
+    // [..., count, ...] -> [..., count, 1, ...] ++ zeros [..., count,
+    // step - 1, ...] along dim + 1 -> [..., count * step, ...].
+    SmallVector<int64_t> split(shapeOf(value));
+    split.insert(split.begin() + dim + 1, 1);
+    Value column = reshape(value, split);
+    Value gaps = zerosWithDim(tensorType(column), dim + 1, step - 1);
+    SmallVector<int64_t> joined(shapeOf(value));
+    joined[dim] = count * step;
+    spread = reshape(concat({column, gaps}, dim + 1), joined);
+    // The last element's trailing zeros may run past the end.
+    if (count * step > size - start)
+      spread = slice(spread, dim, 0, size - start);
+  }
+
+  SmallVector<Value> pieces;
+  if (start > 0)
+    pieces.push_back(zerosWithDim(type, dim, start));
+  pieces.push_back(spread);
+  int64_t after = size - start - shapeOf(spread)[dim];
+  if (after > 0)
+    pieces.push_back(zerosWithDim(type, dim, after));
+  return concat(pieces, dim);
+}
+
+Value TensorBuilder::sliceScatter(Value input, Value value, int64_t dim,
+                                  int64_t start, int64_t step) {
+  int64_t size = shapeOf(input)[dim];
+  int64_t count = shapeOf(value)[dim];
+  if (count == 0)
+    return input;
+  if (step > 1) {
+    // Interleaved positions: padSlice places the values and, applied to
+    // `true`s, says which positions they take.
+    Value everywhere =
+        broadcastTo(integerScalar(1, builder.getI1Type()), shapeOf(value));
+    Value taken = padSlice(everywhere, shapeOf(input), dim, start, step);
+    return where(taken, padSlice(value, shapeOf(input), dim, start, step),
+                 input);
+  }
+  SmallVector<Value> pieces;
+  if (start > 0)
+    pieces.push_back(slice(input, dim, 0, start));
+  pieces.push_back(value);
+  if (start + count < size)
+    pieces.push_back(slice(input, dim, start + count, size));
+  return concat(pieces, dim);
+}
+
 Value TensorBuilder::broadcastTo(Value input, ArrayRef<int64_t> shape) {
   if (shapeOf(input) == shape)
     return input;

@@ -79,40 +79,12 @@ LogicalResult PermuteOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult SliceOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                 SmallVectorImpl<Value> &operandGrads) {
-  // The gradient lands at input positions start, start + step, ...; every
-  // other position gets zero. With step > 1 the gradient is first spread
-  // out: each element followed by step - 1 zeros.
+  // The gradient lands at the positions the slice read; every other position
+  // gets zero.
   TensorBuilder g(builder, getLoc());
-  Value grad = singleResultGrad(resultGrads);
-  RankedTensorType inputType = tensorType(getInput());
-  int64_t dim = getDim(), start = getStart(), step = getStep();
-  int64_t inputSize = inputType.getDimSize(dim);
-  int64_t count = shapeOf(grad)[dim];
-
-  Value spread = grad;
-  if (step > 1 && count > 0) {
-    // [..., count, ...] -> [..., count, 1, ...] ++ zeros [..., count,
-    // step - 1, ...] along dim + 1 -> [..., count * step, ...].
-    SmallVector<int64_t> split(shapeOf(grad));
-    split.insert(split.begin() + dim + 1, 1);
-    Value column = g.reshape(grad, split);
-    Value gaps = g.zerosWithDim(tensorType(column), dim + 1, step - 1);
-    SmallVector<int64_t> joined(shapeOf(grad));
-    joined[dim] = count * step;
-    spread = g.reshape(g.concat({column, gaps}, dim + 1), joined);
-    // The last element's trailing zeros may run past the input's end.
-    if (count * step > inputSize - start)
-      spread = g.slice(spread, dim, 0, inputSize - start);
-  }
-
-  SmallVector<Value> pieces;
-  if (start > 0)
-    pieces.push_back(g.zerosWithDim(inputType, dim, start));
-  pieces.push_back(spread);
-  int64_t after = inputSize - start - shapeOf(spread)[dim];
-  if (after > 0)
-    pieces.push_back(g.zerosWithDim(inputType, dim, after));
-  operandGrads.push_back(g.concat(pieces, dim));
+  operandGrads.push_back(g.padSlice(singleResultGrad(resultGrads),
+                                    shapeOf(getInput()), getDim(), getStart(),
+                                    getStep()));
   return success();
 }
 

@@ -39,9 +39,70 @@ class DataDependent(nn.Module):
         return x[:, : int(x[0, 0])]
 
 
+# More models the frontend must reject (after the others, whose lines tests name):
+# traced_size:     a size computed from run-time data (Mistral's target_length), which the
+#                  tracer turns into an aten::Int that has no Python line of its own.
+# In-place writes slapoc cannot model exactly, each an error naming the op, its module and
+# its Python line rather than a model that computes something else:
+# writes_buffer:   updates a buffer in forward (BatchNorm's num_batches_tracked does in
+#                  training): model state the forward changes.
+# writes_diagonal: writes run-time values through diagonal(), a view that slicing, indexing,
+#                  view, reshape, permute and expand do not describe.
+# stale_diagonal:  reads a diagonal() view after its tensor was written at run time.
+# writes_out:      writes an `out=` argument.
+
+
+class TracedSize(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.shape[1])
+        length = positions[-1] + 1
+        return torch.zeros(x.shape[0], length) + x.sum()
+
+
+class WritesBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return x * self.calls
+
+
+class WritesDiagonal(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        square = torch.zeros(4, 4)
+        square.diagonal().add_(x[0])
+        return square
+
+
+class StaleDiagonal(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        square = torch.zeros(4, 4)
+        diagonal = square.diagonal()
+        square[0] = x[0]
+        return diagonal * 2
+
+
+class WritesOut(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        result = torch.zeros(2, 4)
+        torch.neg(x, out=result)
+        return result
+
+
+X = [InputSpec("x", torch.float32, [2, 4])]
+
 SPECS = [
     ModelSpec("unsupported", Unsupported, [InputSpec("x", torch.float32, [2, 4])]),
     ModelSpec("data_dependent", DataDependent, [InputSpec("x", torch.float32, [2, 4])],
               modes=("script",), mode_error="data_dependent is scripted only: tracing "
               "would freeze its data-dependent branch"),
+    ModelSpec("traced_size", TracedSize, X, modes=("trace",),
+              mode_error="traced_size is traced only: it is about nodes the tracer adds"),
+    ModelSpec("writes_buffer", WritesBuffer, X),
+    ModelSpec("writes_diagonal", WritesDiagonal, X),
+    ModelSpec("stale_diagonal", StaleDiagonal, X),
+    ModelSpec("writes_out", WritesOut, X, modes=("script",),
+              mode_error="writes_out is scripted only: tracing records no out= argument"),
 ]

@@ -30,7 +30,11 @@ mlir::LogicalResult checkImport(mlir::ModuleOp module, TorchScriptModel &model,
 
   std::vector<at::Tensor> expected;
   try {
-    std::vector<c10::IValue> arguments(inputs.begin(), inputs.end());
+    // Copies: a model may write its inputs in place, and the IR must see
+    // them as they were.
+    std::vector<c10::IValue> arguments;
+    for (const at::Tensor &input : inputs)
+      arguments.push_back(input.clone());
     at::manual_seed(seed);
     c10::IValue output = model.getImpl().module.forward(arguments);
     std::function<void(const c10::IValue &)> flatten =

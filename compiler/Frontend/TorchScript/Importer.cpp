@@ -2,6 +2,7 @@
 #include "Importer.h"
 
 #include "slapo/Dialect/ModulePath.h"
+#include "slapo/Dialect/TensorBuilder.h"
 #include "slapo/Frontend/TorchScriptImporter.h"
 #include "slapo/Reference/Interpreter.h"
 
@@ -15,6 +16,7 @@
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/operator.h>
 #include <torch/csrc/jit/serialization/import.h>
 
 namespace slapo {
@@ -81,17 +83,52 @@ namespace torchscript {
 // Known values.
 //===----------------------------------------------------------------------===//
 
+/// A meta tensor with the sizes, strides and dtype of `tensor`.
+static at::Tensor metaLike(const at::Tensor &tensor) {
+  return at::empty_strided(
+      tensor.sizes(), tensor.strides(),
+      at::TensorOptions().dtype(tensor.scalar_type()).device(at::kMeta));
+}
+
 Known Known::ofTensor(mlir::Value value, at::Tensor shadow) {
   Known known;
   known.kind = Kind::Tensor;
-  known.tensor = value;
+  known.storage = std::make_shared<TensorStorage>();
+  known.storage->value = value;
+  known.lastRead = value;
   known.shadow = std::move(shadow);
   return known;
 }
 
+static bool holdsTensors(const c10::IValue &value) {
+  if (value.isTensor())
+    return true;
+  if (value.isTuple())
+    return llvm::any_of(value.toTupleRef().elements(), holdsTensors);
+  if (value.isList())
+    return llvm::any_of(value.toListRef(), holdsTensors);
+  return false;
+}
+
 Known Known::ofConstant(c10::IValue value) {
   Known known;
-  known.kind = Kind::Constant;
+  if (value.isTensor()) {
+    known.kind = Kind::Tensor;
+    known.storage = std::make_shared<TensorStorage>();
+    known.storage->constant = value.toTensor();
+    known.shadow = metaLike(value.toTensor());
+  } else if (holdsTensors(value)) {
+    // Each tensor gets its own storage: a list or tuple holding tensors is
+    // an aggregate, so that its tensors can be written like any other.
+    std::vector<Known> elements;
+    for (const c10::IValue &element : value.isTuple()
+                                          ? value.toTupleRef().elements().vec()
+                                          : value.toListRef().vec())
+      elements.push_back(ofConstant(element));
+    return ofAggregate(std::move(elements));
+  } else {
+    known.kind = Kind::Constant;
+  }
   known.constant = std::move(value);
   return known;
 }
@@ -107,20 +144,23 @@ Known Known::ofModule(jit::Module module, std::string path) {
 Known Known::ofAggregate(std::vector<Known> elements) {
   Known known;
   known.kind = Kind::Aggregate;
-  known.elements = std::move(elements);
+  known.elements = std::make_shared<std::vector<Known>>(std::move(elements));
   return known;
 }
 
 bool Known::isConstant() const {
   if (kind == Kind::Constant)
     return true;
+  if (kind == Kind::Tensor)
+    return storage && storage->constant.defined();
   return kind == Kind::Aggregate &&
-         llvm::all_of(elements, [](const Known &e) { return e.isConstant(); });
+         llvm::all_of(*elements, [](const Known &e) { return e.isConstant(); });
 }
 
 /// The IValue an operator sees for `known` of TorchScript type `type`: lists
-/// and tuples are typed as the operator schemas expect, and runtime tensors
-/// are replaced by `tensorFor(known)` (their shadow, or data of that shape).
+/// and tuples are typed as the operator schemas expect, and tensors are
+/// replaced by `tensorFor(known)` (their value, their shadow, or data of
+/// their shape).
 static c10::IValue
 toIValue(const Known &known, const c10::TypePtr &type,
          llvm::function_ref<at::Tensor(const Known &)> tensorFor) {
@@ -130,9 +170,9 @@ toIValue(const Known &known, const c10::TypePtr &type,
     return tensorFor(known);
   if (auto tupleType = type->cast<c10::TupleType>()) {
     std::vector<c10::IValue> elements;
-    for (size_t i = 0; i < known.elements.size(); ++i)
+    for (auto [i, element] : llvm::enumerate(*known.elements))
       elements.push_back(
-          toIValue(known.elements[i], tupleType->elements().at(i), tensorFor));
+          toIValue(element, tupleType->elements().at(i), tensorFor));
     return c10::ivalue::Tuple::create(std::move(elements));
   }
   c10::TypePtr elementType = known.isConstant()
@@ -141,12 +181,15 @@ toIValue(const Known &known, const c10::TypePtr &type,
   if (auto listType = type->cast<c10::ListType>())
     elementType = listType->getElementType();
   c10::impl::GenericList list(elementType);
-  for (const Known &element : known.elements)
+  for (const Known &element : *known.elements)
     list.push_back(toIValue(element, elementType, tensorFor));
   return list;
 }
 
-static at::Tensor shadowOf(const Known &tensor) { return tensor.shadow; }
+/// A tensor's compile-time value if it has one, else its shadow.
+static at::Tensor valueOrShadow(const Known &tensor) {
+  return tensor.isConstant() ? tensor.constant.toTensor() : tensor.shadow;
+}
 
 //===----------------------------------------------------------------------===//
 // Types.
@@ -159,12 +202,6 @@ mlir::RankedTensorType getTensorType(mlir::MLIRContext *context,
   if (!elementType)
     return nullptr;
   return mlir::RankedTensorType::get(shadow.sizes().vec(), elementType);
-}
-
-static at::Tensor metaLike(const at::Tensor &tensor) {
-  return at::empty(
-      tensor.sizes(),
-      at::TensorOptions().dtype(tensor.scalar_type()).device(at::kMeta));
 }
 
 static bool isTensorType(const c10::TypePtr &type) {
@@ -197,17 +234,72 @@ void Importer::error(mlir::Location loc, const llvm::Twine &message) {
   mlir::emitError(loc) << message;
 }
 
-mlir::Location Importer::locationOf(jit::Node *node,
-                                    llvm::StringRef modulePath) {
-  mlir::Location source = mlir::UnknownLoc::get(&context);
+/// The Python file, line and column that `node` comes from, if it has them.
+static c10::optional<std::tuple<std::string, size_t, size_t>>
+ownSource(jit::Node *node) {
   jit::SourceRange range = node->sourceRange();
   if (auto original = range.findSourceRangeThatGenerated())
     range = *original;
-  if (auto fileLineCol = range.file_line_col())
-    source = mlir::FileLineColLoc::get(&context, std::get<0>(*fileLineCol),
-                                       std::get<1>(*fileLineCol),
-                                       std::get<2>(*fileLineCol) + 1);
-  return withModulePath(modulePath, source);
+  auto fileLineCol = range.file_line_col();
+  // Nodes the tracer adds carry an empty original ("", line 0).
+  if (fileLineCol && std::get<0>(*fileLineCol).empty())
+    return c10::nullopt;
+  return fileLineCol;
+}
+
+/// The source of `node`, or of the nearest node that has one: a user of its
+/// results first (the Python expression that needed the value), then an
+/// earlier node of its block, then the node that owns the block.
+static c10::optional<std::tuple<std::string, size_t, size_t>>
+nearestSource(jit::Node *node) {
+  if (auto source = ownSource(node))
+    return source;
+  // Tracer-added nodes feed one another (NumToTensor -> Int -> ListConstruct
+  // -> op): a few levels of users reach the op.
+  constexpr size_t kMaxUsersVisited = 32;
+  std::vector<jit::Node *> users{node};
+  for (size_t next = 0; next < users.size() && users.size() < kMaxUsersVisited;
+       ++next)
+    for (const jit::Value *output : users[next]->outputs())
+      for (const jit::Use &use : output->uses()) {
+        if (auto source = ownSource(use.user))
+          return source;
+        users.push_back(use.user);
+      }
+  for (jit::Node *earlier = node->prev(); earlier->kind() != c10::prim::Param;
+       earlier = earlier->prev())
+    if (auto source = ownSource(earlier))
+      return source;
+  if (jit::Node *owner = node->owningBlock()->owningNode())
+    return nearestSource(owner);
+  return c10::nullopt;
+}
+
+mlir::Location Importer::sourceLocationOf(jit::Node *node, const Frame &frame) {
+  if (auto fileLineCol = nearestSource(node))
+    return mlir::FileLineColLoc::get(&context, std::get<0>(*fileLineCol),
+                                     std::get<1>(*fileLineCol),
+                                     std::get<2>(*fileLineCol) + 1);
+  return frame.callSite;
+}
+
+mlir::Location Importer::locationOf(jit::Node *node, const Frame &frame) {
+  return withModulePath(frame.modulePath, sourceLocationOf(node, frame));
+}
+
+std::string Importer::describe(jit::Node *node, const Frame &frame) {
+  std::string op = "'" + std::string(node->kind().toQualString()) + "'";
+  if (frame.modulePath.empty())
+    return op + " in the root module";
+  return op + " in module '" + frame.modulePath + "'";
+}
+
+std::string Importer::describeAt(jit::Node *node, const Frame &frame) {
+  auto source = sourceLocationOf(node, frame).dyn_cast<mlir::FileLineColLoc>();
+  if (!source)
+    return describe(node, frame);
+  return describe(node, frame) + " (" + source.getFilename().str() + ":" +
+         std::to_string(source.getLine()) + ")";
 }
 
 mlir::Location Importer::paramLocation(llvm::StringRef name) {
@@ -313,33 +405,37 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
             .device(at::kMeta));
     args.push_back(Known::ofTensor(entry->getArgument(i), shadow));
   }
+  // Copies: compile-time writes must not reach the schema's defaults.
   for (size_t i = inputs.size(); i < arguments.size(); ++i)
-    args.push_back(Known::ofConstant(*arguments[i].default_value()));
+    args.push_back(Known::ofConstant(arguments[i].default_value()->deepcopy()));
 
-  std::vector<Known> outputs = importGraph(*forward.graph(), args, "");
+  std::vector<Known> outputs = importGraph(*forward.graph(), args, "", fileLoc);
 
-  // Tuples returned by forward become the function's results, in order.
-  std::vector<Known> flat;
-  std::function<void(const Known &)> flatten = [&](const Known &known) {
-    if (known.is(Known::Kind::Aggregate))
-      for (const Known &element : known.elements)
-        flatten(element);
-    else
-      flat.push_back(known);
-  };
-  for (const Known &output : outputs)
-    flatten(output);
+  // Tuples returned by forward become the function's results, in order. The
+  // IR reads each where the value returned was made (TorchScript keeps no
+  // source for the return statement).
+  jit::Graph &graph = *forward.graph();
+  Frame root("", fileLoc);
   llvm::SmallVector<mlir::Value> results;
-  for (const Known &output : flat) {
-    if (output.is(Known::Kind::Tensor))
-      results.push_back(output.tensor);
-    else if (output.is(Known::Kind::Constant) && output.constant.isTensor())
-      results.push_back(materialize(output.constant.toTensor(), fileLoc));
-    else if (!output.is(Known::Kind::Poison))
-      error(fileLoc,
-            "forward returns a " + output.constant.tagKind() +
-                "; only tensors (or tuples of tensors) can be outputs");
-  }
+  std::function<void(const Known &, jit::Value *)> addResult =
+      [&](const Known &known, jit::Value *value) {
+        jit::Node *producer = value->node();
+        bool tuple = producer->kind() == c10::prim::TupleConstruct;
+        if (known.is(Known::Kind::Aggregate)) {
+          for (auto [i, element] : llvm::enumerate(*known.elements))
+            addResult(element, tuple ? producer->input(i) : value);
+        } else if (known.is(Known::Kind::Tensor)) {
+          if (mlir::Value result =
+                  read(known, locationOf(producer, root), "forward's return"))
+            results.push_back(result);
+        } else if (!known.is(Known::Kind::Poison)) {
+          error(fileLoc,
+                "forward returns a " + known.constant.tagKind() +
+                    "; only tensors (or tuples of tensors) can be outputs");
+        }
+      };
+  for (auto [output, value] : llvm::zip(outputs, graph.outputs()))
+    addResult(output, value);
   if (failed)
     return nullptr;
   builder.create<mlir::func::ReturnOp>(fileLoc, results);
@@ -352,9 +448,9 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
 
 std::vector<Known> Importer::importGraph(jit::Graph &graph,
                                          std::vector<Known> args,
-                                         llvm::StringRef modulePath) {
-  Frame frame;
-  frame.modulePath = modulePath.str();
+                                         llvm::StringRef modulePath,
+                                         mlir::Location callSite) {
+  Frame frame(modulePath.str(), callSite);
   for (size_t i = 0; i < graph.inputs().size(); ++i)
     frame.values[graph.inputs()[i]] =
         i < args.size() ? std::move(args[i]) : Known::poison();
@@ -381,9 +477,9 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
     c10::TypePtr type = node->output()->type();
     if (type->kind() == c10::TypeKind::FunctionType)
       frame.values[node->output()] = Known::ofConstant(c10::IValue());
-    else
+    else // A copy: compile-time writes must not reach the graph's constant.
       frame.values[node->output()] =
-          Known::ofConstant(*jit::toIValue(node->output()));
+          Known::ofConstant(jit::toIValue(node->output())->deepcopy());
     return;
   }
   case c10::prim::GetAttr:
@@ -416,7 +512,7 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
       return;
     }
     for (size_t i = 0; i < node->outputs().size(); ++i)
-      frame.values[node->outputs()[i]] = aggregate.elements.at(i);
+      frame.values[node->outputs()[i]] = aggregate.elements->at(i);
     return;
   }
   case c10::prim::TupleIndex:
@@ -426,20 +522,20 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
     if (aggregate.is(Known::Kind::Aggregate) && index.isConstant() &&
         index.constant.isInt()) {
       int64_t i = index.constant.toInt();
-      int64_t size = aggregate.elements.size();
+      int64_t size = aggregate.elements->size();
       if (i < 0)
         i += size;
       if (i >= 0 && i < size) {
-        frame.values[node->output()] = aggregate.elements[i];
+        frame.values[node->output()] = (*aggregate.elements)[i];
         return;
       }
     }
     break;
   }
   case c10::aten::append: {
-    Known &list = frame.values[node->input(0)];
+    Known list = frame.values.lookup(node->input(0));
     if (list.is(Known::Kind::Aggregate)) {
-      list.elements.push_back(frame.values.lookup(node->input(1)));
+      list.elements->push_back(frame.values.lookup(node->input(1)));
       frame.values[node->output()] = list;
       return;
     }
@@ -451,7 +547,7 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
     frame.values[node->output()] = Known::ofConstant(c10::Device(c10::kCPU));
     return;
   case c10::prim::RaiseException:
-    error(locationOf(node, frame.modulePath),
+    error(locationOf(node, frame),
           "the model raises an exception for these inputs");
     return;
   case c10::prim::Uninitialized:
@@ -474,7 +570,7 @@ void Importer::importNode(jit::Node *node, Frame &frame) {
 void Importer::importGetAttr(jit::Node *node, Frame &frame) {
   Known owner = frame.values.lookup(node->input());
   std::string name = node->s(c10::attr::name);
-  mlir::Location loc = locationOf(node, frame.modulePath);
+  mlir::Location loc = locationOf(node, frame);
   if (!owner.is(Known::Kind::Module)) {
     error(loc, "attribute '" + name + "' of a value that is not a module");
     frame.values[node->output()] = Known::poison();
@@ -487,8 +583,8 @@ void Importer::importGetAttr(jit::Node *node, Frame &frame) {
     frame.values[node->output()] = Known::ofModule(value.toModule(), path);
   else if (value.isTensor())
     frame.values[node->output()] = paramAccess(value.toTensor(), path, loc);
-  else
-    frame.values[node->output()] = Known::ofConstant(value);
+  else // A copy: compile-time writes must not reach the module.
+    frame.values[node->output()] = Known::ofConstant(value.deepcopy());
 }
 
 Known Importer::paramAccess(const at::Tensor &value,
@@ -517,7 +613,9 @@ Known Importer::paramAccess(const at::Tensor &value,
   ParamOp param = it->second;
   auto get = builder.create<GetParamOp>(loc, param.getTensorType(),
                                         param.getSymName());
-  return Known::ofTensor(get.getResult(), metaLike(value));
+  Known known = Known::ofTensor(get.getResult(), metaLike(value));
+  known.storage->parameter = fullName;
+  return known;
 }
 
 void Importer::importCall(jit::Node *node, Frame &frame) {
@@ -529,7 +627,7 @@ void Importer::importCall(jit::Node *node, Frame &frame) {
   if (node->kind() == c10::prim::CallMethod) {
     const Known &self = args.front();
     if (!self.is(Known::Kind::Module)) {
-      error(locationOf(node, frame.modulePath),
+      error(locationOf(node, frame),
             "method '" + node->s(c10::attr::name) +
                 "' called on a value that is not a module");
       return frame.poisonOutputs(node);
@@ -543,13 +641,14 @@ void Importer::importCall(jit::Node *node, Frame &frame) {
     graph = jit::toGraphFunction(*function).graph();
     args.erase(args.begin());
   }
-  std::vector<Known> outputs = importGraph(*graph, std::move(args), path);
+  std::vector<Known> outputs =
+      importGraph(*graph, std::move(args), path, sourceLocationOf(node, frame));
   for (size_t i = 0; i < node->outputs().size(); ++i)
     frame.values[node->outputs()[i]] = outputs.at(i);
 }
 
 void Importer::importControlFlow(jit::Node *node, Frame &frame) {
-  mlir::Location loc = locationOf(node, frame.modulePath);
+  mlir::Location loc = locationOf(node, frame);
   auto constantBool = [&](const jit::Value *value) -> std::optional<bool> {
     Known known = frame.values.lookup(value);
     if (known.is(Known::Kind::Constant) && known.constant.isBool())
@@ -617,88 +716,213 @@ static bool isNondeterministic(jit::Node *node) {
   return kinds.contains(node->kind().toQualString());
 }
 
+/// Whether an in-place op left the sizes and strides of the tensor it wrote
+/// as they were. The importer does not model writes that change them
+/// (unsqueeze_, t_, resize_): every view of the tensor would change shape.
+static bool sameLayout(const at::Tensor &before, const at::Tensor &after) {
+  return before.sizes() == after.sizes() && before.strides() == after.strides();
+}
+static constexpr llvm::StringLiteral kChangesShape =
+    "changes the shape of a tensor in place; slapoc does not model that (use "
+    "the out-of-place op)";
+
+/// The argument `node` writes in place, if any (`self` of aten::add_, the
+/// list of aten::append, `out` of an out= variant), from the alias
+/// annotations of its schema.
+static std::optional<size_t> writtenArgument(jit::Node *node) {
+  const c10::FunctionSchema *schema = node->maybeSchema();
+  if (!schema)
+    return std::nullopt;
+  for (auto [i, argument] : llvm::enumerate(schema->arguments()))
+    if (argument.alias_info() && argument.alias_info()->isWrite())
+      return i;
+  return std::nullopt;
+}
+
+/// The operator stack of `node`'s inputs, tensors given by `tensorFor`;
+/// `run` records which tensor stands for which known value.
+static std::vector<c10::IValue>
+inputStack(jit::Node *node, const Frame &frame, OperatorRun &run,
+           llvm::function_ref<at::Tensor(const Known &)> tensorFor) {
+  auto record = [&](const Known &known) {
+    at::Tensor tensor = tensorFor(known);
+    run.tensorInputs.emplace_back(known, tensor);
+    return tensor;
+  };
+  std::vector<c10::IValue> stack;
+  for (const jit::Value *input : node->inputs())
+    stack.push_back(
+        toIValue(frame.values.lookup(input), input->type(), record));
+  return stack;
+}
+
 /// Evaluates at compile time what does not depend on tensor data: nodes with
 /// only constant inputs, and nodes that read only shapes and dtypes (their
 /// tensor inputs replaced by meta shadows). Returns false for tensor ops.
 bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
   if (!node->maybeOperator() || isNondeterministic(node))
     return false;
-  bool allConstant = true;
-  for (const jit::Value *input : node->inputs())
-    allConstant &= frame.values.lookup(input).isConstant();
   bool producesTensor = llvm::any_of(node->outputs(), [](const jit::Value *v) {
     return isTensorType(v->type());
   });
-  if (!allConstant && producesTensor)
+  // Views, constant or not, are lowerView's: it knows what they alias.
+  if (producesTensor && getViewLowerings().count(node->kind().toQualString()))
     return false;
-  // In-place ops on constants would mutate what other uses see.
-  if (!allConstant &&
-      llvm::StringRef(node->kind().toUnqualString()).endswith("_"))
+  bool allConstant = true;
+  for (const jit::Value *input : node->inputs())
+    allConstant &= frame.values.lookup(input).isConstant();
+  std::optional<size_t> written = writtenArgument(node);
+  if (!allConstant && (producesTensor || written))
     return false;
-
-  std::vector<c10::IValue> stack;
   for (const jit::Value *input : node->inputs()) {
     const Known &known = frame.values.lookup(input);
     // Modules and aggregates of runtime tensors are not evaluated here.
     if (!known.is(Known::Kind::Tensor) && !known.isConstant())
       return false;
-    stack.push_back(toIValue(known, input->type(), shadowOf));
   }
+
+  OperatorRun run;
+  std::vector<c10::IValue> stack = inputStack(node, frame, run, valueOrShadow);
+  const Known writtenInput =
+      frame.values.lookup(node->input(written ? *written : 0));
+  std::optional<at::Tensor> writtenShadowBefore;
+  if (written && writtenInput.is(Known::Kind::Tensor))
+    writtenShadowBefore = metaLike(writtenInput.constant.toTensor());
+  // The op writes the list it is given (aten::_set_item); the aggregate it
+  // stands for gets its new elements.
+  c10::IValue writtenList;
+  if (written && writtenInput.is(Known::Kind::Aggregate))
+    writtenList = stack.at(*written);
   try {
     node->getOperation()(stack);
   } catch (const std::exception &e) {
     if (allConstant)
-      error(locationOf(node, frame.modulePath),
-            "evaluating " + std::string(node->kind().toQualString()) +
+      error(locationOf(node, frame),
+            "evaluating " + describe(node, frame) +
                 " at compile time failed: " +
                 llvm::StringRef(e.what()).split('\n').first);
     else
-      error(locationOf(node, frame.modulePath),
-            std::string(node->kind().toQualString()) +
+      error(locationOf(node, frame),
+            describe(node, frame) +
                 " depends on tensor data, so its result cannot be made "
                 "static");
     frame.poisonOutputs(node);
     return true;
   }
+  if (writtenShadowBefore &&
+      !sameLayout(*writtenShadowBefore, writtenInput.constant.toTensor())) {
+    error(locationOf(node, frame),
+          describe(node, frame) + " " + kChangesShape.str());
+    frame.poisonOutputs(node);
+    return true;
+  }
+  std::function<Known(const c10::IValue &)> adopt =
+      [&](const c10::IValue &value) {
+        if (value.isTensor())
+          return adoptAlias(node, frame, run, value.toTensor(),
+                            Known::ofConstant(value));
+        if (!holdsTensors(value))
+          return Known::ofConstant(value);
+        std::vector<Known> elements;
+        for (const c10::IValue &element :
+             value.isTuple() ? value.toTupleRef().elements().vec()
+                             : value.toListRef().vec())
+          elements.push_back(adopt(element));
+        return Known::ofAggregate(std::move(elements));
+      };
+  if (writtenList.isList()) {
+    std::vector<Known> elements;
+    for (const c10::IValue &element : writtenList.toListRef())
+      elements.push_back(adopt(element));
+    *writtenInput.elements = std::move(elements);
+  }
   for (size_t i = 0; i < node->outputs().size(); ++i)
-    frame.values[node->outputs()[i]] = Known::ofConstant(stack.at(i));
+    frame.values[node->outputs()[i]] =
+        writtenList.isList() && stack.at(i).isSameIdentity(writtenList)
+            ? writtenInput
+            : adopt(stack.at(i));
   return true;
 }
 
-std::optional<std::vector<Known>> Importer::computeShadows(jit::Node *node,
-                                                           Frame &frame) {
+Known Importer::adoptAlias(jit::Node *node, const Frame &frame,
+                           const OperatorRun &run, const at::Tensor &result,
+                           Known fresh) {
+  for (const auto &[input, passed] : run.tensorInputs) {
+    if (!result.is_alias_of(passed))
+      continue;
+    // The op returned its input itself (an in-place op, dropout in eval
+    // mode) or a view no steps describe.
+    Known alias = Known::viewOf(input, {}, fresh.shadow);
+    alias.lastRead = fresh.lastRead;
+    alias.lastReadVersion = input.storage->version;
+    bool same = result.sizes() == passed.sizes() &&
+                result.strides() == passed.strides() &&
+                result.storage_offset() == passed.storage_offset() &&
+                result.scalar_type() == passed.scalar_type();
+    alias.constant = same ? input.constant : fresh.constant;
+    if (!same && alias.opaqueView.empty())
+      alias.opaqueView = describeAt(node, frame);
+    assert((!alias.isConstant() || alias.constant.isTensor()) &&
+           "a view of a compile-time tensor without its compile-time value");
+    return alias;
+  }
+  return fresh;
+}
+
+std::optional<OperatorRun>
+Importer::computeShadows(jit::Node *node, Frame &frame, std::string *why) {
   // Meta tensors give shapes and dtypes without computing; ops without a
-  // meta kernel run on zero-filled tensors of the same shapes instead.
-  auto run = [&](bool onMeta) -> std::optional<std::vector<c10::IValue>> {
+  // meta kernel run on zero-filled tensors of the same shapes instead (on
+  // copies of compile-time values, whose data some shapes depend on). Each
+  // run gets tensors of its own, so that an in-place op changes no shared
+  // shadow or value.
+  auto run = [&](bool onMeta) -> std::optional<OperatorRun> {
     auto tensorFor = [&](const Known &tensor) {
-      return onMeta ? tensor.shadow
-                    : at::zeros(tensor.shadow.sizes(),
-                                tensor.shadow.options().device(at::kCPU));
+      if (onMeta)
+        return tensor.shadow.alias();
+      if (tensor.isConstant())
+        return tensor.constant.toTensor().clone();
+      return at::empty_strided(tensor.shadow.sizes(), tensor.shadow.strides(),
+                               tensor.shadow.options().device(at::kCPU))
+          .zero_();
     };
-    std::vector<c10::IValue> stack;
-    for (const jit::Value *input : node->inputs())
-      stack.push_back(
-          toIValue(frame.values.lookup(input), input->type(), tensorFor));
+    OperatorRun run;
+    std::vector<c10::IValue> stack = inputStack(node, frame, run, tensorFor);
     try {
       node->getOperation()(stack);
-    } catch (const std::exception &) {
+    } catch (const std::exception &e) {
+      if (why)
+        *why = llvm::StringRef(e.what()).split('\n').first.str();
       return std::nullopt;
     }
-    return stack;
+    run.results = std::move(stack);
+    return run;
   };
-  std::optional<std::vector<c10::IValue>> results = run(/*onMeta=*/true);
-  if (!results)
-    results = run(/*onMeta=*/false);
-  if (!results)
-    return std::nullopt;
+  std::optional<OperatorRun> result = run(/*onMeta=*/true);
+  if (!result)
+    result = run(/*onMeta=*/false);
+  return result;
+}
+
+/// What a lowering sees of a result tensor: its shadow only.
+static Known shadowOf(const at::Tensor &result) {
+  Known known;
+  known.kind = Known::Kind::Tensor;
+  known.shadow = result.is_meta() ? result : metaLike(result);
+  return known;
+}
+
+/// What a lowering sees of the results of an operator run: tensors as meta
+/// shadows, lists of tensors as aggregates of them.
+static std::vector<Known> shadowsOf(const std::vector<c10::IValue> &results) {
   std::vector<Known> shadows;
-  for (const c10::IValue &result : *results) {
+  for (const c10::IValue &result : results) {
     if (result.isTensor()) {
-      shadows.push_back(Known::ofTensor({}, metaLike(result.toTensor())));
+      shadows.push_back(shadowOf(result.toTensor()));
     } else if (result.isTensorList()) {
       std::vector<Known> elements;
       for (const at::Tensor &t : result.toTensorVector())
-        elements.push_back(Known::ofTensor({}, metaLike(t)));
+        elements.push_back(shadowOf(t));
       shadows.push_back(Known::ofAggregate(std::move(elements)));
     } else {
       shadows.push_back(Known::ofConstant(result));
@@ -708,14 +932,26 @@ std::optional<std::vector<Known>> Importer::computeShadows(jit::Node *node,
 }
 
 void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
-  mlir::Location loc = locationOf(node, frame.modulePath);
+  mlir::Location loc = locationOf(node, frame);
   std::string kind = node->kind().toQualString();
-  bool inPlace = llvm::StringRef(kind).endswith("_") &&
-                 !llvm::StringRef(kind).endswith("__");
-  std::string functional = inPlace ? kind.substr(0, kind.size() - 1) : kind;
+  std::optional<size_t> written = writtenArgument(node);
   const auto &lowerings = getLowerings();
-  auto lowering = lowerings.find(functional);
-  if (lowering == lowerings.end()) {
+  const auto &views = getViewLowerings();
+  auto lowering = lowerings.find(kind);
+  // aten::add_ lowers as aten::add, whose result is then written.
+  bool functional = lowering == lowerings.end() && written == 0 &&
+                    llvm::StringRef(kind).endswith("_");
+  if (functional)
+    lowering = lowerings.find(llvm::StringRef(kind).drop_back());
+  auto view = views.find(kind);
+  if (written && *written != 0) {
+    error(loc, describe(node, frame) + " writes its argument '" +
+                   node->schema().arguments()[*written].name() +
+                   "' in place; slapoc models in-place writes to an op's "
+                   "first argument only");
+    return placeholdOutputs(node, frame, loc);
+  }
+  if (lowering == lowerings.end() && (view == views.end() || written)) {
     // One report per op and source line: a layer class used N times would
     // otherwise repeat the same message N times.
     std::string key = kind;
@@ -730,37 +966,200 @@ void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
       failed = true;
     return placeholdOutputs(node, frame, loc);
   }
-  std::optional<std::vector<Known>> shadows = computeShadows(node, frame);
-  if (!shadows) {
+  std::string why;
+  std::optional<OperatorRun> run = computeShadows(node, frame, &why);
+  if (!run) {
     error(loc, "cannot infer the result shape of '" + kind +
-                   "' for these static input shapes");
+                   "' for these static input shapes: " + why);
     return frame.poisonOutputs(node);
   }
-  for (const Known &shadow : *shadows)
+  for (const Known &shadow : shadowsOf(run->results))
     if (shadow.is(Known::Kind::Tensor) &&
         !getTensorType(&context, shadow.shadow)) {
       error(loc, "'" + kind + "' produces unsupported dtype " +
                      std::string(c10::toString(shadow.shadow.scalar_type())));
       return frame.poisonOutputs(node);
     }
-  NodeLowering lower(*this, node, frame, std::move(*shadows));
+  if (written)
+    return lowerInPlace(node, frame, lowering->second, functional,
+                        std::move(*run));
+  if (view != views.end())
+    return lowerView(node, frame, view->second, std::move(*run));
+
+  NodeLowering lower(*this, node, frame, shadowsOf(run->results));
   if (mlir::failed(lowering->second(lower))) {
     failed = true;
     return frame.poisonOutputs(node);
   }
-  if (inPlace)
-    frame.values[node->input(0)] = frame.values.lookup(node->output(0));
+  for (size_t i = 0; i < node->outputs().size(); ++i)
+    if (run->results[i].isTensor())
+      frame.values[node->outputs()[i]] =
+          adoptAlias(node, frame, *run, run->results[i].toTensor(),
+                     frame.values[node->outputs()[i]]);
+}
+
+void Importer::lowerView(jit::Node *node, Frame &frame, ViewFn describeView,
+                         OperatorRun run) {
+  mlir::Location loc = locationOf(node, frame);
+  NodeLowering lower(*this, node, frame, shadowsOf(run.results));
+  std::vector<ViewPath> paths;
+  const Known input = frame.values[node->input(0)];
+  if (!input.is(Known::Kind::Tensor)) {
+    lower.report("input 0 must be a tensor");
+    failed = true;
+    return frame.poisonOutputs(node);
+  }
+  if (mlir::failed(describeView(lower, paths))) {
+    failed = true;
+    return frame.poisonOutputs(node);
+  }
+  // Input 0 is the first tensor the operator was given.
+  const at::Tensor &passed = run.tensorInputs.front().second;
+  mlir::Value inputValue;
+  if (!input.isConstant() &&
+      !(inputValue = read(input, loc, describe(node, frame)))) {
+    failed = true;
+    return frame.poisonOutputs(node);
+  }
+  auto nextPath = paths.begin();
+  auto viewResult = [&](const at::Tensor &result) -> Known {
+    const ViewPath &path = *nextPath++;
+    at::Tensor shadow = shadowOf(result).shadow;
+    bool aliases = result.is_alias_of(passed);
+    if (aliases && result.scalar_type() != passed.scalar_type()) {
+      lower.report("reinterprets a tensor's memory as another dtype, which "
+                   "slapoc does not support");
+      failed = true;
+      return Known::poison();
+    }
+    if (input.isConstant()) {
+      at::Tensor value = applyView(path, input.constant.toTensor());
+      if (aliases) {
+        Known known = Known::viewOf(input, path, shadow);
+        known.constant = value;
+        return known;
+      }
+      // A copy with the layout of the shadow, so that views of it are views
+      // exactly where PyTorch makes them.
+      at::Tensor copy =
+          at::empty_strided(shadow.sizes(), shadow.strides(),
+                            value.options().dtype(shadow.scalar_type()));
+      return Known::ofConstant(copy.copy_(value));
+    }
+    mlir::Value value = applyView(builder, loc, path, inputValue);
+    if (aliases) {
+      Known known = Known::viewOf(input, path, shadow);
+      known.lastRead = value;
+      known.lastReadVersion = input.storage->version;
+      return known;
+    }
+    return Known::ofTensor(
+        lower.cast(value, getTensorType(&context, shadow).getElementType()),
+        shadow);
+  };
+  for (size_t i = 0; i < node->outputs().size(); ++i) {
+    const c10::IValue &result = run.results.at(i);
+    if (result.isTensor()) {
+      frame.values[node->outputs()[i]] = viewResult(result.toTensor());
+      continue;
+    }
+    std::vector<Known> elements;
+    for (const at::Tensor &element : result.toTensorVector())
+      elements.push_back(viewResult(element));
+    frame.values[node->outputs()[i]] = Known::ofAggregate(std::move(elements));
+  }
+}
+
+/// Runs the functional variant of in-place `node` (aten::add for
+/// aten::add_) on `stack`: its result has the dtype PyTorch computes in,
+/// which may differ from the written tensor's (a bf16 tensor times an f32
+/// one computes in f32).
+static std::optional<std::vector<c10::IValue>>
+runFunctionalVariant(jit::Node *node, std::vector<c10::IValue> stack) {
+  llvm::StringRef kind = node->kind().toQualString();
+  const c10::FunctionSchema &inPlace = node->schema();
+  for (const std::shared_ptr<jit::Operator> &op : jit::getAllOperatorsFor(
+           c10::Symbol::fromQualString(kind.drop_back().str()))) {
+    const c10::FunctionSchema &schema = op->schema();
+    if (schema.arguments().size() != inPlace.arguments().size() ||
+        !llvm::all_of(llvm::seq<size_t>(0, schema.arguments().size()),
+                      [&](size_t i) {
+                        return *schema.arguments()[i].type() ==
+                               *inPlace.arguments()[i].type();
+                      }))
+      continue;
+    try {
+      op->getOperation()(stack);
+      return stack;
+    } catch (const std::exception &) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+void Importer::lowerInPlace(jit::Node *node, Frame &frame, LoweringFn lowering,
+                            bool functional, OperatorRun run) {
+  mlir::Location loc = locationOf(node, frame);
+  const Known self = frame.values[node->input(0)];
+  auto fail = [&](const llvm::Twine &message) {
+    error(loc, describe(node, frame) + " " + message);
+    frame.poisonOutputs(node);
+  };
+  if (!self.is(Known::Kind::Tensor))
+    return fail("writes in place into a value that is not a tensor");
+  // The run on shadows checked that PyTorch accepts the write (dtypes,
+  // shapes, no element written twice); the written tensor keeps its shape.
+  if (!sameLayout(run.results.at(0).toTensor(), self.shadow))
+    return fail(kChangesShape);
+  std::vector<Known> shadows = shadowsOf(run.results);
+  if (functional) {
+    OperatorRun functionalRun;
+    auto fresh = [](const Known &tensor) { return tensor.shadow.alias(); };
+    if (auto results = runFunctionalVariant(
+            node, inputStack(node, frame, functionalRun, fresh)))
+      shadows = shadowsOf(*results);
+  }
+  NodeLowering lower(*this, node, frame, std::move(shadows));
+  if (mlir::failed(lowering(lower))) {
+    failed = true;
+    return frame.poisonOutputs(node);
+  }
+  mlir::Value value =
+      read(frame.values[node->output(0)], loc, describe(node, frame));
+  if (!value) {
+    failed = true;
+    return frame.poisonOutputs(node);
+  }
+  TensorBuilder g(builder, loc);
+  mlir::RankedTensorType selfType = getTensorType(&context, self.shadow);
+  value = g.broadcastTo(g.cast(value, selfType.getElementType()),
+                        selfType.getShape());
+  llvm::StringRef kind = node->kind().toQualString();
+  bool uniform = kind == "aten::fill_" || kind == "aten::zero_";
+  if (mlir::failed(write(self, value, uniform, node, frame))) {
+    failed = true;
+    return frame.poisonOutputs(node);
+  }
+  // The op returns the tensor it wrote.
+  Known updated = Known::viewOf(self, {}, self.shadow);
+  updated.lastRead = value;
+  updated.lastReadVersion = self.storage->version;
+  frame.values[node->output(0)] = updated;
 }
 
 void Importer::placeholdOutputs(jit::Node *node, Frame &frame,
                                 mlir::Location loc) {
   // Typed stand-ins let the import go on, so that every other problem in the
   // model is reported in the same run; the module is discarded anyway.
-  std::optional<std::vector<Known>> shadows = computeShadows(node, frame);
+  std::optional<OperatorRun> run = computeShadows(node, frame);
+  std::vector<Known> shadows;
+  if (run)
+    shadows = shadowsOf(run->results);
   std::function<Known(const Known &)> placehold = [&](const Known &shadow) {
     if (shadow.is(Known::Kind::Aggregate)) {
       std::vector<Known> elements;
-      for (const Known &element : shadow.elements)
+      for (const Known &element : *shadow.elements)
         elements.push_back(placehold(element));
       return Known::ofAggregate(std::move(elements));
     }
@@ -775,7 +1174,7 @@ void Importer::placeholdOutputs(jit::Node *node, Frame &frame,
   };
   for (size_t i = 0; i < node->outputs().size(); ++i)
     frame.values[node->outputs()[i]] =
-        shadows ? placehold(shadows->at(i)) : Known::poison();
+        run ? placehold(shadows.at(i)) : Known::poison();
 }
 
 mlir::Value Importer::materialize(const at::Tensor &value, mlir::Location loc) {

@@ -44,38 +44,112 @@ namespace slapo::torchscript {
 
 namespace jit = torch::jit;
 
+/// One step that reads a view from the tensor it views. Every step can also
+/// be run backwards: an updated view is written into the tensor it came from,
+/// which is how in-place writes through views keep value semantics.
+struct ViewStep {
+  enum class Kind {
+    Slice,     // input[start:end:step] along dim
+    Reshape,   // the same elements in row-major order, shape `sizes`
+    Permute,   // result dim i is input dim sizes[i]
+    Broadcast, // expanded to shape `sizes` (strides 0 in eager PyTorch)
+  };
+  Kind kind;
+  int64_t dim = 0, start = 0, end = 0, step = 1;
+  llvm::SmallVector<int64_t> sizes;
+
+  static ViewStep slice(int64_t dim, int64_t start, int64_t end, int64_t step);
+  static ViewStep reshape(llvm::ArrayRef<int64_t> shape);
+  static ViewStep permute(llvm::ArrayRef<int64_t> permutation);
+  static ViewStep broadcast(llvm::ArrayRef<int64_t> shape);
+};
+using ViewPath = std::vector<ViewStep>;
+
+/// `tensor` read through `steps`: a view of it, as PyTorch makes one.
+at::Tensor applyView(llvm::ArrayRef<ViewStep> steps, at::Tensor tensor);
+/// `value` read through `steps`, as slapo ops built at `loc`.
+mlir::Value applyView(mlir::OpBuilder &builder, mlir::Location loc,
+                      llvm::ArrayRef<ViewStep> steps, mlir::Value value);
+
+/// The memory that a tensor and all its views share, as in eager PyTorch. An
+/// in-place write through any of them gives the storage a new value; each
+/// of them reads its own part of that value afterwards.
+struct TensorStorage {
+  /// While every write was made at compile time: the tensor that owns the
+  /// storage. Its compile-time views share its memory, so compile-time writes
+  /// reach them as they would in eager PyTorch. Undefined after a runtime
+  /// write.
+  at::Tensor constant;
+  /// Otherwise: the value of the owning tensor in the IR.
+  mlir::Value value;
+  /// Counts runtime writes; a view read before a write is read again after.
+  unsigned version = 0;
+  /// The parameter or buffer held, if any (written, it would be model state
+  /// that the forward updates).
+  std::string parameter;
+  /// The op, module and Python line of the last runtime write, for messages.
+  std::string lastWrite;
+};
+
 /// What the importer knows about one TorchScript value.
 struct Known {
   enum class Kind {
     Poison,    // produced after an error; uses report nothing further
-    Tensor,    // a runtime tensor: `tensor` in the IR, `shadow` on meta
-    Constant,  // a compile-time value (number, list, dtype, None, tensor...)
+    Tensor,    // a tensor, known at compile time or not (see isConstant)
+    Constant,  // a compile-time value that is not a tensor (number, list...)
     Module,    // a submodule, with its dotted path
     Aggregate, // a list or tuple whose elements are known individually
   };
   Kind kind = Kind::Poison;
-  mlir::Value tensor;
-  at::Tensor shadow;
+  /// Constant: the value. Tensor: its compile-time value while isConstant().
   c10::IValue constant;
+  /// Tensor: its storage, and the steps that read it from the storage's
+  /// owner. `opaqueView` names the op that made a view no steps describe
+  /// (set, the tensor can be read only while its storage was never written at
+  /// run time).
+  std::shared_ptr<TensorStorage> storage;
+  ViewPath view;
+  std::string opaqueView;
+  /// Tensor: on the meta device, with the sizes and strides of eager PyTorch.
+  at::Tensor shadow;
+  /// Tensor: the IR value last read (Importer::read), and the storage version
+  /// it was read at.
+  mutable mlir::Value lastRead;
+  mutable unsigned lastReadVersion = 0;
   std::optional<jit::Module> module;
   std::string modulePath;
-  std::vector<Known> elements;
+  /// Aggregate: shared by every copy, as Python shares a list, so that an
+  /// append reaches every holder.
+  std::shared_ptr<std::vector<Known>> elements;
 
   static Known poison() { return Known(); }
+  /// A runtime tensor with a storage of its own.
   static Known ofTensor(mlir::Value value, at::Tensor shadow);
+  /// A compile-time value; tensors get a storage of their own, and lists and
+  /// tuples holding tensors become aggregates.
   static Known ofConstant(c10::IValue value);
   static Known ofModule(jit::Module module, std::string path);
   static Known ofAggregate(std::vector<Known> elements);
+  /// A view of `base` read by `steps`, with shadow `shadow`.
+  static Known viewOf(const Known &base, llvm::ArrayRef<ViewStep> steps,
+                      at::Tensor shadow);
 
   bool is(Kind k) const { return kind == k; }
-  /// True for constants and aggregates made only of constants.
+  /// True for constants, tensors whose storage has only compile-time values,
+  /// and aggregates made only of those.
   bool isConstant() const;
 };
 
 /// The values of one invocation of a graph; a method called twice (two
 /// layers of one class) gets two frames.
 struct Frame {
+  Frame(std::string modulePath, mlir::Location callSite)
+      : modulePath(std::move(modulePath)), callSite(callSite) {}
+
   std::string modulePath;
+  /// Where the graph was called from: the location of nodes that have no
+  /// Python source of their own nor a neighbour that has one.
+  mlir::Location callSite;
   llvm::DenseMap<const jit::Value *, Known> values;
 
   /// Marks every output of `node` as produced after an error.
@@ -86,6 +160,13 @@ struct Frame {
 };
 
 class Importer;
+
+/// One run of a node's operator: the tensors it was given (with the known
+/// values they stand for) and the values it returned.
+struct OperatorRun {
+  std::vector<std::pair<Known, at::Tensor>> tensorInputs;
+  std::vector<c10::IValue> results;
+};
 
 /// The view a lowering function has of the node it lowers.
 class NodeLowering {
@@ -105,6 +186,8 @@ public:
   /// tensors of `elementType` (required for numbers). With `elementType`,
   /// tensors of another element type are cast.
   mlir::Value tensor(size_t i, mlir::Type elementType = {});
+  /// The current IR value of a tensor (see Importer::read).
+  mlir::Value read(const Known &tensor);
   /// Like tensor(), but null for None.
   mlir::Value optionalTensor(size_t i, mlir::Type elementType = {});
   /// Input i as a compile-time value; reports an error if it is not one.
@@ -155,9 +238,19 @@ private:
 };
 
 using LoweringFn = mlir::LogicalResult (*)(NodeLowering &);
-/// Lowerings of tensor ops by schema name (`aten::linear`), in-place variants
-/// excluded: `aten::add_` lowers as `aten::add` and rebinds its input.
+/// Lowerings of tensor ops by schema name (`aten::linear`). An in-place op
+/// without a lowering of its own (`aten::add_`) lowers as its functional
+/// variant (`aten::add`), whose result is written into its input; those with
+/// one (`aten::copy_`) set output 0 to the input's new value.
 const llvm::StringMap<LoweringFn> &getLowerings();
+
+/// Ops whose results read input 0 through view steps, one path per result
+/// tensor (a list result has one per element), in order. The result is a
+/// view when PyTorch makes it one (`reshape` and `contiguous` may copy) and is
+/// cast to its dtype when it is a copy (`to`).
+using ViewFn = mlir::LogicalResult (*)(NodeLowering &,
+                                       std::vector<ViewPath> &paths);
+const llvm::StringMap<ViewFn> &getViewLowerings();
 
 /// The IR tensor type of a shadow, or null for an unrepresented dtype.
 mlir::RankedTensorType getTensorType(mlir::MLIRContext *context,
@@ -172,19 +265,43 @@ public:
 
   mlir::OpBuilder &getBuilder() { return builder; }
   mlir::MLIRContext &getContext() { return context; }
-  /// The location of `node`: its Python source line inside `modulePath`.
-  mlir::Location locationOf(jit::Node *node, llvm::StringRef modulePath);
+  /// The location of `node`: its Python source line inside the frame's
+  /// module. Nodes the tracer adds (aten::Int, aten::ScalarImplicit) have no
+  /// source; they get the line of the nearest node that has one.
+  mlir::Location locationOf(jit::Node *node, const Frame &frame);
+  /// `'aten::mul_' in module 'a.b'` (or `in the root module`), for messages.
+  static std::string describe(jit::Node *node, const Frame &frame);
   /// An IR constant holding `value` (a tensor), splat when all elements are
   /// equal.
   mlir::Value materialize(const at::Tensor &value, mlir::Location loc);
   void error(mlir::Location loc, const llvm::Twine &message);
+  /// The current IR value of tensor `known`, which `reader` (an op, for
+  /// messages) reads: constants are materialized, and a view of a storage
+  /// written at run time is read again from it. Reports an error and returns
+  /// null for a view no steps describe.
+  mlir::Value read(const Known &known, mlir::Location loc,
+                   llvm::StringRef reader);
   /// The `stream` of the next dropout: the model's dropouts are numbered in
   /// program order, so the numbers stay the same whatever passes run later.
   int64_t takeRandomStream() { return nextRandomStream++; }
 
 private:
   std::vector<Known> importGraph(jit::Graph &graph, std::vector<Known> args,
-                                 llvm::StringRef modulePath);
+                                 llvm::StringRef modulePath,
+                                 mlir::Location callSite);
+  /// locationOf() without the module path.
+  mlir::Location sourceLocationOf(jit::Node *node, const Frame &frame);
+  /// describe() followed by the Python file and line, for messages about a
+  /// node other than the one reported.
+  std::string describeAt(jit::Node *node, const Frame &frame);
+  /// Writes `value` into tensor `target` in place, as `node` does: the new
+  /// value of its storage is the old one with `target`'s part replaced, so
+  /// that every tensor sharing the storage reads the update. `uniform` says
+  /// every element of `value` is the same (fill_, zero_): PyTorch lets such
+  /// a write reach one memory element through several of its copies in an
+  /// expanded view.
+  mlir::LogicalResult write(const Known &target, mlir::Value value,
+                            bool uniform, jit::Node *node, const Frame &frame);
   void importBlock(jit::Block *block, Frame &frame);
   void importNode(jit::Node *node, Frame &frame);
   void importControlFlow(jit::Node *node, Frame &frame);
@@ -192,10 +309,31 @@ private:
   void importCall(jit::Node *node, Frame &frame);
   bool tryEvaluate(jit::Node *node, Frame &frame);
   void lowerTensorOp(jit::Node *node, Frame &frame);
+  /// The value `before` has after a write of `updated` into its broadcast
+  /// by `step`, whose elements `written` the write reaches; failure where
+  /// the copies the write reaches do not make one value.
+  mlir::FailureOr<mlir::Value>
+  unbroadcast(const ViewStep &step, mlir::Value before, mlir::Value updated,
+              const at::Tensor &written, bool uniform, mlir::Location loc);
+  /// Lowers an op that reads input 0 through view steps (see ViewFn).
+  void lowerView(jit::Node *node, Frame &frame, ViewFn describe,
+                 OperatorRun run);
+  /// Lowers an op that writes its input 0 in place; `functional` says the
+  /// lowering is that of the op's functional variant.
+  void lowerInPlace(jit::Node *node, Frame &frame, LoweringFn lowering,
+                    bool functional, OperatorRun run);
+  /// Output `result` of `node`, which was given `run.tensorInputs`: a view of
+  /// the input it aliases, else `fresh`.
+  Known adoptAlias(jit::Node *node, const Frame &frame, const OperatorRun &run,
+                   const at::Tensor &result, Known fresh);
   /// Gives an unsupported node's outputs typed stand-in values.
   void placeholdOutputs(jit::Node *node, Frame &frame, mlir::Location loc);
-  std::optional<std::vector<Known>> computeShadows(jit::Node *node,
-                                                   Frame &frame);
+  /// Runs `node` on meta shadows (or, for ops without meta kernels, on zeros
+  /// of their shapes): result shapes and dtypes without computing, and
+  /// without writing any compile-time value.
+  /// `why` receives PyTorch's reason when the op fails on those shapes.
+  std::optional<OperatorRun> computeShadows(jit::Node *node, Frame &frame,
+                                            std::string *why = nullptr);
   Known paramAccess(const at::Tensor &value, const std::string &fullName,
                     mlir::Location loc);
   void declareParameters();

@@ -8,7 +8,7 @@ namespace slapo::torchscript {
 NodeLowering::NodeLowering(Importer &importer, jit::Node *node, Frame &frame,
                            std::vector<Known> outputShadows)
     : importer(importer), node(node), frame(frame),
-      loc(importer.locationOf(node, frame.modulePath)),
+      loc(importer.locationOf(node, frame)),
       outputShadows(std::move(outputShadows)) {}
 
 mlir::OpBuilder &NodeLowering::getBuilder() { return importer.getBuilder(); }
@@ -25,8 +25,7 @@ bool NodeLowering::isNone(size_t i) const {
 }
 
 void NodeLowering::report(const llvm::Twine &message) {
-  importer.error(loc, "'" + llvm::Twine(node->kind().toQualString()) +
-                          "': " + message);
+  importer.error(loc, Importer::describe(node, frame) + ": " + message);
 }
 
 mlir::Value NodeLowering::cast(mlir::Value value, mlir::Type elementType) {
@@ -48,18 +47,25 @@ mlir::Value NodeLowering::scalar(double number, mlir::Type elementType) {
   return create<ConstantOp>(type, mlir::DenseElementsAttr::get(type, value));
 }
 
+mlir::Value NodeLowering::read(const Known &tensor) {
+  return importer.read(tensor, loc, Importer::describe(node, frame));
+}
+
 mlir::Value NodeLowering::tensor(size_t i, mlir::Type elementType) {
   const Known &known = input(i);
-  if (known.is(Known::Kind::Tensor))
-    return cast(known.tensor, elementType);
+  if (known.is(Known::Kind::Tensor) && known.isConstant()) {
+    // Cast at compile time: the IR gets one constant.
+    at::Tensor constant = known.constant.toTensor();
+    if (elementType)
+      constant = constant.to(*reference::toScalarType(elementType));
+    return importer.materialize(constant, loc);
+  }
+  if (known.is(Known::Kind::Tensor)) {
+    mlir::Value value = read(known);
+    return value ? cast(value, elementType) : nullptr;
+  }
   if (known.is(Known::Kind::Constant)) {
     const c10::IValue &value = known.constant;
-    if (value.isTensor()) {
-      at::Tensor constant = value.toTensor();
-      if (elementType)
-        constant = constant.to(*reference::toScalarType(elementType));
-      return importer.materialize(constant, loc);
-    }
     if ((value.isDouble() || value.isInt() || value.isBool()) && elementType)
       return scalar(value.isDouble() ? value.toDouble()
                     : value.isInt()  ? (double)value.toInt()
@@ -76,7 +82,7 @@ mlir::Value NodeLowering::optionalTensor(size_t i, mlir::Type elementType) {
 
 std::optional<c10::IValue> NodeLowering::constant(size_t i) {
   const Known &known = input(i);
-  if (known.is(Known::Kind::Constant))
+  if (known.isConstant() && !known.is(Known::Kind::Aggregate))
     return known.constant;
   report("input " + std::to_string(i) +
          " must be known at compile time (it depends on tensor data)");
@@ -110,7 +116,7 @@ std::optional<std::vector<int64_t>> NodeLowering::intListConstant(size_t i) {
   const Known &known = input(i);
   if (known.is(Known::Kind::Aggregate)) {
     std::vector<int64_t> values;
-    for (const Known &element : known.elements) {
+    for (const Known &element : *known.elements) {
       if (!element.is(Known::Kind::Constant) || !element.constant.isInt()) {
         report("input " + std::to_string(i) +
                " must be a list of integers known at compile time");
@@ -133,11 +139,7 @@ std::optional<std::vector<int64_t>> NodeLowering::intListConstant(size_t i) {
 
 at::Tensor NodeLowering::shadowOf(size_t i) const {
   const Known &known = input(i);
-  if (known.is(Known::Kind::Tensor))
-    return known.shadow;
-  if (known.is(Known::Kind::Constant) && known.constant.isTensor())
-    return known.constant.toTensor();
-  return at::Tensor();
+  return known.is(Known::Kind::Tensor) ? known.shadow : at::Tensor();
 }
 
 const at::Tensor &NodeLowering::outputShadow(size_t j) const {
@@ -153,7 +155,7 @@ mlir::Type NodeLowering::outputElementType(size_t j) const {
 }
 
 const std::vector<Known> &NodeLowering::outputElements(size_t j) const {
-  return outputShadows.at(j).elements;
+  return *outputShadows.at(j).elements;
 }
 
 void NodeLowering::setOutput(size_t j, mlir::Value value) {

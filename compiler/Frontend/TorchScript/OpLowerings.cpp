@@ -149,13 +149,6 @@ LogicalResult lowerGelu(NodeLowering &lower) {
                 lower.create<GeluOp>(lower.outputType(), input, approximation));
 }
 
-/// Dtype conversions of every spelling (aten::to overloads, type_as) and
-/// ops that are the identity on values (contiguous, clone, detach).
-LogicalResult lowerConvert(NodeLowering &lower) {
-  mlir::Value input = lower.tensor(0, lower.outputElementType());
-  return finish(lower, input);
-}
-
 LogicalResult lowerWhere(NodeLowering &lower) {
   mlir::Type elementType = lower.outputElementType();
   mlir::Value condition = lower.tensor(0);
@@ -438,47 +431,54 @@ LogicalResult lowerMax(NodeLowering &lower) {
 // Shapes and data movement.
 //===----------------------------------------------------------------------===//
 
-/// view, reshape, flatten, unsqueeze, squeeze, ...: the output shape is known.
-LogicalResult lowerReshape(NodeLowering &lower) {
-  return finish(lower, lower.tensor(0));
+llvm::ArrayRef<int64_t> sizesOf(const at::Tensor &tensor) {
+  return {tensor.sizes().data(), tensor.sizes().size()};
 }
 
-LogicalResult emitPermute(NodeLowering &lower,
-                          llvm::ArrayRef<int64_t> permutation) {
-  mlir::Value input = lower.tensor(0);
-  if (!input)
-    return failure();
-  return finish(lower,
-                lower.create<PermuteOp>(
-                    lower.outputType(), input,
-                    lower.getBuilder().getDenseI64ArrayAttr(permutation)));
+/// A view that only gives input 0 the output's shape: reshapes (view,
+/// reshape, flatten, unsqueeze, squeeze, ...) and broadcasts (expand,
+/// expand_as, broadcast_to). No step when the input has that shape already.
+template <ViewStep (*stepTo)(llvm::ArrayRef<int64_t>)>
+LogicalResult viewToOutputShape(NodeLowering &lower,
+                                std::vector<ViewPath> &paths) {
+  llvm::ArrayRef<int64_t> shape = sizesOf(lower.outputShadow());
+  if (sizesOf(lower.shadowOf(0)) == shape)
+    paths.emplace_back();
+  else
+    paths.push_back({stepTo(shape)});
+  return success();
 }
 
-LogicalResult lowerPermute(NodeLowering &lower) {
+/// Dtype conversions of every spelling (aten::to overloads, type_as) and
+/// ops that are the identity on values (contiguous, clone, detach, alias):
+/// whether they copy is PyTorch's decision.
+LogicalResult viewIdentity(NodeLowering &lower, std::vector<ViewPath> &paths) {
+  paths.emplace_back();
+  return success();
+}
+
+LogicalResult viewPermute(NodeLowering &lower, std::vector<ViewPath> &paths) {
   std::optional<std::vector<int64_t>> given = lower.intListConstant(1);
-  at::Tensor shadow = lower.shadowOf(0);
-  if (!given || !shadow.defined())
+  if (!given)
     return failure();
   llvm::SmallVector<int64_t> permutation;
   for (int64_t d : *given) {
-    std::optional<int64_t> dim = lower.dim(d, shadow.dim());
+    std::optional<int64_t> dim = lower.dim(d, lower.shadowOf(0).dim());
     if (!dim)
       return failure();
     permutation.push_back(*dim);
   }
-  return emitPermute(lower, permutation);
+  paths.push_back({ViewStep::permute(permutation)});
+  return success();
 }
 
 /// transpose(self, d0, d1) and t(self).
-LogicalResult lowerTranspose(NodeLowering &lower) {
-  at::Tensor shadow = lower.shadowOf(0);
-  if (!shadow.defined())
-    return failure();
-  int64_t rank = shadow.dim();
+LogicalResult viewTranspose(NodeLowering &lower, std::vector<ViewPath> &paths) {
+  int64_t rank = lower.shadowOf(0).dim();
+  if (rank < 2)
+    return viewIdentity(lower, paths);
   llvm::SmallVector<int64_t> permutation =
       llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  if (rank < 2)
-    return finish(lower, lower.tensor(0));
   int64_t d0 = rank - 2, d1 = rank - 1;
   if (lower.numInputs() == 3) {
     std::optional<int64_t> a = lower.intConstant(1), b = lower.intConstant(2);
@@ -491,35 +491,29 @@ LogicalResult lowerTranspose(NodeLowering &lower) {
     d1 = *nb;
   }
   std::swap(permutation[d0], permutation[d1]);
-  return emitPermute(lower, permutation);
+  paths.push_back({ViewStep::permute(permutation)});
+  return success();
 }
 
-mlir::Value emitSlice(NodeLowering &lower, mlir::Value input, int64_t dim,
-                      int64_t start, int64_t end, int64_t step) {
-  mlir::RankedTensorType type = typeOf(input);
-  if (start == 0 && end == type.getDimSize(dim) && step == 1)
-    return input;
-  llvm::SmallVector<int64_t> shape(type.getShape());
-  shape[dim] = (end - start + step - 1) / step;
-  mlir::OpBuilder &b = lower.getBuilder();
-  return lower.create<SliceOp>(
-      type.clone(shape), input, b.getI64IntegerAttr(dim),
-      b.getI64IntegerAttr(start), b.getI64IntegerAttr(end),
-      b.getI64IntegerAttr(step));
+/// The steps of input[start:end:step] along `dim`; none when that is all of
+/// the input.
+ViewPath slicePath(NodeLowering &lower, int64_t dim, int64_t start, int64_t end,
+                   int64_t step) {
+  if (start == 0 && end == lower.shadowOf(0).size(dim) && step == 1)
+    return {};
+  return {ViewStep::slice(dim, start, end, step)};
 }
 
 /// slice(self, dim, start, end, step) with Python's clamping of bounds.
-LogicalResult lowerSlice(NodeLowering &lower) {
-  mlir::Value input = lower.tensor(0);
+LogicalResult viewSlice(NodeLowering &lower, std::vector<ViewPath> &paths) {
   std::optional<int64_t> d = lower.intConstant(1);
   std::optional<int64_t> step = lower.intConstant(4);
-  if (!input || !d || !step)
+  if (!d || !step)
     return failure();
-  int64_t rank = typeOf(input).getRank();
-  std::optional<int64_t> dim = lower.dim(*d, rank);
+  std::optional<int64_t> dim = lower.dim(*d, lower.shadowOf(0).dim());
   if (!dim)
     return failure();
-  int64_t size = typeOf(input).getDimSize(*dim);
+  int64_t size = lower.shadowOf(0).size(*dim);
   auto bound = [&](size_t i, int64_t fallback) -> std::optional<int64_t> {
     if (lower.isNone(i))
       return fallback;
@@ -534,69 +528,92 @@ LogicalResult lowerSlice(NodeLowering &lower) {
     return failure();
   if (*step < 1)
     return lower.error("slice step must be positive");
-  return finish(lower, emitSlice(lower, input, *dim, *start,
-                                 std::max(*start, *end), *step));
+  paths.push_back(
+      slicePath(lower, *dim, *start, std::max(*start, *end), *step));
+  return success();
 }
 
-/// select(self, dim, index): a slice of size one, then the dim dropped.
-LogicalResult lowerSelect(NodeLowering &lower) {
-  mlir::Value input = lower.tensor(0);
+/// The steps of select(self, dim, index): a slice of size one, then the dim
+/// dropped.
+ViewPath selectPath(NodeLowering &lower, int64_t dim, int64_t index,
+                    llvm::ArrayRef<int64_t> resultShape) {
+  ViewPath path = slicePath(lower, dim, index, index + 1, 1);
+  path.push_back(ViewStep::reshape(resultShape));
+  return path;
+}
+
+LogicalResult viewSelect(NodeLowering &lower, std::vector<ViewPath> &paths) {
   std::optional<int64_t> d = lower.intConstant(1);
   std::optional<int64_t> index = lower.intConstant(2);
-  if (!input || !d || !index)
+  if (!d || !index)
     return failure();
-  std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
+  std::optional<int64_t> dim = lower.dim(*d, lower.shadowOf(0).dim());
   if (!dim)
     return failure();
-  int64_t size = typeOf(input).getDimSize(*dim);
+  int64_t size = lower.shadowOf(0).size(*dim);
   int64_t i = *index < 0 ? *index + size : *index;
   if (i < 0 || i >= size)
     return lower.error("index " + std::to_string(*index) +
                        " is out of range for size " + std::to_string(size));
-  return finish(lower, emitSlice(lower, input, *dim, i, i + 1, 1));
+  paths.push_back(selectPath(lower, *dim, i, sizesOf(lower.outputShadow())));
+  return success();
 }
 
 /// narrow(self, dim, start, length).
-LogicalResult lowerNarrow(NodeLowering &lower) {
-  mlir::Value input = lower.tensor(0);
+LogicalResult viewNarrow(NodeLowering &lower, std::vector<ViewPath> &paths) {
   std::optional<int64_t> d = lower.intConstant(1);
   std::optional<int64_t> start = lower.intConstant(2);
   std::optional<int64_t> length = lower.intConstant(3);
-  if (!input || !d || !start || !length)
+  if (!d || !start || !length)
     return failure();
-  std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
+  std::optional<int64_t> dim = lower.dim(*d, lower.shadowOf(0).dim());
   if (!dim)
     return failure();
-  int64_t begin = *start < 0 ? *start + typeOf(input).getDimSize(*dim) : *start;
-  return finish(lower,
-                emitSlice(lower, input, *dim, begin, begin + *length, 1));
+  int64_t begin = *start < 0 ? *start + lower.shadowOf(0).size(*dim) : *start;
+  paths.push_back(slicePath(lower, *dim, begin, begin + *length, 1));
+  return success();
 }
 
 /// split, split_with_sizes, chunk, unbind: consecutive slices whose sizes are
 /// the sizes of the output list's shadows.
-LogicalResult lowerSplit(NodeLowering &lower) {
-  mlir::Value input = lower.tensor(0);
+LogicalResult viewSplit(NodeLowering &lower, std::vector<ViewPath> &paths) {
   llvm::StringRef kind = lower.getNode()->kind().toUnqualString();
-  std::optional<int64_t> d = lower.intConstant(kind == "unbind" ? 1 : 2);
-  if (!input || !d)
+  bool unbind = kind == "unbind";
+  std::optional<int64_t> d = lower.intConstant(unbind ? 1 : 2);
+  if (!d)
     return failure();
-  std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
+  std::optional<int64_t> dim = lower.dim(*d, lower.shadowOf(0).dim());
   if (!dim)
     return failure();
-  std::vector<Known> parts;
   int64_t offset = 0;
   for (const Known &element : lower.outputElements()) {
-    int64_t size = kind == "unbind" ? 1 : element.shadow.size(*dim);
-    mlir::Value part = emitSlice(lower, input, *dim, offset, offset + size, 1);
-    mlir::RankedTensorType type =
-        getTensorType(lower.getContext(), element.shadow);
-    if (typeOf(part) != type)
-      part = lower.create<ReshapeOp>(type, part);
-    parts.push_back(Known::ofTensor(part, element.shadow));
+    llvm::ArrayRef<int64_t> shape = sizesOf(element.shadow);
+    if (unbind) {
+      paths.push_back(selectPath(lower, *dim, offset++, shape));
+      continue;
+    }
+    int64_t size = shape[*dim];
+    paths.push_back(slicePath(lower, *dim, offset, offset + size, 1));
     offset += size;
   }
-  lower.setOutput(0, Known::ofAggregate(std::move(parts)));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// In-place writes of whole values.
+//===----------------------------------------------------------------------===//
+
+/// copy_(self, src), fill_(self, value), zero_(self): self's new value is the
+/// source (0 for zero_), cast to self's dtype and broadcast to its shape.
+LogicalResult lowerOverwrite(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value source = lower.numInputs() > 1 ? lower.tensor(1, elementType)
+                                             : lower.scalar(0, elementType);
+  if (!source)
+    return failure();
+  if (typeOf(source) == lower.outputType())
+    return finish(lower, source);
+  return finish(lower, lower.create<BroadcastOp>(lower.outputType(), source));
 }
 
 /// The tensors of a list input, cast to `elementType`.
@@ -608,12 +625,15 @@ tensorList(NodeLowering &lower, size_t i, mlir::Type elementType) {
     return std::nullopt;
   }
   llvm::SmallVector<mlir::Value> values;
-  for (const Known &element : list.elements) {
+  for (const Known &element : *list.elements) {
     if (!element.is(Known::Kind::Tensor)) {
       lower.report("list elements must be tensors");
       return std::nullopt;
     }
-    values.push_back(lower.cast(element.tensor, elementType));
+    mlir::Value value = lower.read(element);
+    if (!value)
+      return std::nullopt;
+    values.push_back(lower.cast(value, elementType));
   }
   return values;
 }
@@ -637,16 +657,6 @@ LogicalResult lowerConcat(NodeLowering &lower) {
   return finish(lower, lower.create<ConcatOp>(
                            lower.outputType(), *inputs,
                            lower.getBuilder().getI64IntegerAttr(*dim)));
-}
-
-/// expand, expand_as, broadcast_to.
-LogicalResult lowerExpand(NodeLowering &lower) {
-  mlir::Value input = lower.tensor(0);
-  if (!input)
-    return failure();
-  if (typeOf(input) == lower.outputType())
-    return finish(lower, input);
-  return finish(lower, lower.create<BroadcastOp>(lower.outputType(), input));
 }
 
 } // namespace
@@ -693,12 +703,6 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::new_ones", lowerFillLike},
       {"aten::new_full", lowerFillLike},
       {"aten::arange", lowerArange},
-      {"aten::to", lowerConvert},
-      {"aten::type_as", lowerConvert},
-      {"aten::contiguous", lowerConvert},
-      {"aten::clone", lowerConvert},
-      {"aten::detach", lowerConvert},
-      {"aten::alias", lowerConvert},
       {"aten::linear", lowerLinear},
       {"aten::matmul", lowerMatmul},
       {"aten::mm", lowerMatmul},
@@ -714,31 +718,48 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::mean", lowerReduce<MeanOp>},
       {"aten::amax", lowerReduce<MaxOp>},
       {"aten::max", lowerMax},
-      {"aten::view", lowerReshape},
-      {"aten::reshape", lowerReshape},
-      {"aten::view_as", lowerReshape},
-      {"aten::reshape_as", lowerReshape},
-      {"aten::flatten", lowerReshape},
-      {"aten::unflatten", lowerReshape},
-      {"aten::unsqueeze", lowerReshape},
-      {"aten::squeeze", lowerReshape},
-      {"aten::permute", lowerPermute},
-      {"aten::transpose", lowerTranspose},
-      {"aten::t", lowerTranspose},
-      {"aten::slice", lowerSlice},
-      {"aten::select", lowerSelect},
-      {"aten::narrow", lowerNarrow},
-      {"aten::split", lowerSplit},
-      {"aten::split_with_sizes", lowerSplit},
-      {"aten::chunk", lowerSplit},
-      {"aten::unbind", lowerSplit},
       {"aten::cat", lowerConcat},
       {"aten::stack", lowerConcat},
-      {"aten::expand", lowerExpand},
-      {"aten::expand_as", lowerExpand},
-      {"aten::broadcast_to", lowerExpand},
+      {"aten::copy_", lowerOverwrite},
+      {"aten::fill_", lowerOverwrite},
+      {"aten::zero_", lowerOverwrite},
   };
   return lowerings;
+}
+
+const llvm::StringMap<ViewFn> &getViewLowerings() {
+  constexpr ViewFn reshape = viewToOutputShape<ViewStep::reshape>;
+  constexpr ViewFn broadcast = viewToOutputShape<ViewStep::broadcast>;
+  static const llvm::StringMap<ViewFn> views = {
+      {"aten::to", viewIdentity},
+      {"aten::type_as", viewIdentity},
+      {"aten::contiguous", viewIdentity},
+      {"aten::clone", viewIdentity},
+      {"aten::detach", viewIdentity},
+      {"aten::alias", viewIdentity},
+      {"aten::view", reshape},
+      {"aten::reshape", reshape},
+      {"aten::view_as", reshape},
+      {"aten::reshape_as", reshape},
+      {"aten::flatten", reshape},
+      {"aten::unflatten", reshape},
+      {"aten::unsqueeze", reshape},
+      {"aten::squeeze", reshape},
+      {"aten::permute", viewPermute},
+      {"aten::transpose", viewTranspose},
+      {"aten::t", viewTranspose},
+      {"aten::slice", viewSlice},
+      {"aten::select", viewSelect},
+      {"aten::narrow", viewNarrow},
+      {"aten::split", viewSplit},
+      {"aten::split_with_sizes", viewSplit},
+      {"aten::chunk", viewSplit},
+      {"aten::unbind", viewSplit},
+      {"aten::expand", broadcast},
+      {"aten::expand_as", broadcast},
+      {"aten::broadcast_to", broadcast},
+  };
+  return views;
 }
 
 } // namespace slapo::torchscript

@@ -104,6 +104,15 @@ public:
                     int64_t step = 1);
   /// Joins `inputs` along `dim`; a single input is returned as it is.
   mlir::Value concat(mlir::ValueRange inputs, int64_t dim);
+  /// A tensor of shape `shape` holding `value` at positions start, start +
+  /// step, ... along `dim` and zeros elsewhere: what slice(dim, start, _,
+  /// step) of it reads is `value`.
+  mlir::Value padSlice(mlir::Value value, llvm::ArrayRef<int64_t> shape,
+                       int64_t dim, int64_t start, int64_t step);
+  /// `input` with its elements at positions start, start + step, ... along
+  /// `dim` replaced by `value` (torch.slice_scatter).
+  mlir::Value sliceScatter(mlir::Value input, mlir::Value value, int64_t dim,
+                           int64_t start, int64_t step);
   mlir::Value broadcastTo(mlir::Value input, llvm::ArrayRef<int64_t> shape);
 
   /// The gradient of a value of type `type` that was broadcast to `grad`'s
