@@ -11,6 +11,9 @@ is the wrapper's submodule `model`, so every HF path gets the prefix "model.":
   hf_bert: model.bert.embeddings.word_embeddings.weight,
            model.bert.encoder.layer.0.attention.self.query.weight, ...,
            model.cls.predictions.decoder.weight, model.cls.predictions.bias
+  hf_llama: model.model.embed_tokens.weight, model.model.layers.0.self_attn.q_proj.weight, ...,
+            model.lm_head.weight. Its causal mask is written in place (a constant multiplied
+            by a comparison, then the columns of the attention mask copied through a slice).
 With torchscript=True HF *clones* tied weights instead of sharing them (PreTrainedModel.
 _tie_or_clone_weights), so model.lm_head.weight / model.cls.predictions.decoder.weight are
 separate parameters holding a copy of the word embedding.
@@ -48,22 +51,38 @@ class HFGPT2LMLoss(nn.Module):
         return self.model(input_ids=input_ids, labels=labels)[0]
 
 
-class HFBertMLMLoss(nn.Module):
-    """forward(input_ids, attention_mask, labels: i64[2,16]) -> loss. HF paths prefixed "model."."""
+class MaskedInputsLoss(nn.Module):
+    """forward(input_ids, attention_mask, labels: i64[2,16]) -> loss, of the HF model
+    `transformers.<model_class>` with a tiny `transformers.<config_class>(**config)`; its paths
+    get the prefix "model."."""
 
-    def __init__(self):
+    def __init__(self, model_class: str, config_class: str, **config):
         super().__init__()
         transformers = _quiet_transformers()
-        config = transformers.BertConfig(
-            vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=32, type_vocab_size=2,
-            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-            torchscript=True, attn_implementation="eager")
-        self.model = transformers.BertForMaskedLM(config)
+        config = getattr(transformers, config_class)(
+            torchscript=True, attn_implementation="eager", **config)
+        self.model = getattr(transformers, model_class)(config)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 labels: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)[0]
+
+
+class HFBertMLMLoss(MaskedInputsLoss):
+    def __init__(self):
+        super().__init__(
+            "BertForMaskedLM", "BertConfig",
+            vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=32, type_vocab_size=2,
+            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+class HFLlamaLMLoss(MaskedInputsLoss):
+    def __init__(self):
+        super().__init__(
+            "LlamaForCausalLM", "LlamaConfig",
+            vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
 
 
 SPECS = [
@@ -75,5 +94,10 @@ SPECS = [
         InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
         InputSpec("attention_mask", torch.int64, [2, 16], kind="mask"),
         InputSpec("labels", torch.int64, [2, 16], kind="mlm", low=0, high=128),
+    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
+    ModelSpec("hf_llama", HFLlamaLMLoss, [
+        InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
+        InputSpec("attention_mask", torch.int64, [2, 16], kind="mask"),
+        InputSpec("labels", torch.int64, [2, 16], kind="int", low=0, high=128),
     ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
 ]
