@@ -4,7 +4,7 @@
   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/gpt_train.py \\
       [--precision fp32|bf16] [--threads T] [--steps N] [--warmup W] [--repeats R] \\
       [--layers L] [--hidden H] [--heads A] [--seq S] [--batch B] [--vocab V] \\
-      [--slapoc PATH] [--keep DIR]
+      [--slapoc PATH] [--baseline DIR] [--keep DIR]
 
 With --precision bf16 slapoc compiles with train(precision="bf16") and the eager side runs
 its forward under torch.autocast("cpu", dtype=torch.bfloat16) (the backward follows it); the
@@ -27,7 +27,16 @@ OpenBLAS's own thread pool):
 
 A repeat runs each side once (alternating, so that a shared machine's drift hits both): W
 untimed steps, then N timed ones whose median is the repeat's step time.  The table shows the
-median over R repeats; tokens/s = B * S / step time.
+median over R repeats; tokens/s = B * S / step time.  With --baseline DIR, the program of an
+earlier slapoc build (DIR: its out/ directory for the same model and flags, such as --keep
+leaves) runs alternately too, as a third side.
+
+The CPUs these benchmarks run on differ (AVX2 only, AVX-512, AMX), so the header names the
+paths each side took: ATen's kernel ISA and oneDNN's effective ISA for LibTorch, the progress
+header of the program (oneDNN's ISA, its kernel build, its bf16 matmul) for slapoc; both
+follow DNNL_MAX_CPU_ISA, slapoc's SLAPO_CPU_ISA, LibTorch's ATEN_CPU_CAPABILITY.  A side that
+cannot run (LibTorch's bf16 where its oneDNN has no bf16 matmul) is reported as "n/a (its
+error)", and so is a GEMM that cannot.
 
 Model FLOP/s count the matmuls of a step, forward and backward:
 
@@ -50,11 +59,13 @@ test/bench/parallel.py imports this module for the model, its export and the run
 """
 
 import argparse
+import collections
 import contextlib
 import ctypes
 import json
 import os
 import platform
+import re
 import shlex
 import statistics
 import subprocess
@@ -87,6 +98,9 @@ def add_common_args(parser, threads, steps):
         add("--" + name, type=int, default=default, help="%s (%%(default)s)" % what)
     add("--slapoc", default=os.path.join(REPO, "build", "tools", "slapoc", "slapoc"),
         help="the slapoc binary (%(default)s)")
+    add("--baseline", metavar="DIR",
+        help="also run DIR/launch, a program compiled earlier (another slapoc build) for the "
+             "same model and flags, alternately with the others")
     add("--keep", metavar="DIR", help="work in DIR and keep it (model, batches, outputs, logs)")
 
 
@@ -102,6 +116,10 @@ def parse_args(parser):
     if not os.access(args.slapoc, os.X_OK):
         parser.error("%s is not an executable: build it (ninja -C build slapoc slapo_runtime) "
                      "or pass --slapoc" % args.slapoc)
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
+        if not os.access(os.path.join(args.baseline, "launch"), os.X_OK):
+            parser.error("--baseline %s has no launch program" % args.baseline)
     os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
     return args
 
@@ -173,21 +191,24 @@ def proc_status(pid, key):
     return 0
 
 
+Finished = collections.namedtuple("Finished", "peak output")
+
+
 def run(argv):
-    """Runs argv to its end and returns its peak resident set in bytes, polled from VmHWM
-    (wait4's ru_maxrss would not do: exec carries this interpreter's peak into the child's).
-    Raises BenchError with the output if it fails."""
+    """Runs argv to its end; returns its peak resident set in bytes, polled from VmHWM
+    (wait4's ru_maxrss would not do: exec carries this interpreter's peak into the child's),
+    and its output.  Raises BenchError with the output if it fails."""
     with tempfile.TemporaryFile() as output:
         proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT)
         peak = 0
         while proc.poll() is None:
             peak = max(peak, proc_status(proc.pid, "VmHWM"))
             time.sleep(0.05)
+        output.seek(0)
+        text = output.read().decode(errors="replace")
         if proc.returncode != 0:
-            output.seek(0)
-            raise BenchError("%s failed (exit %d):\n%s" % (
-                shell(argv), proc.returncode, output.read().decode(errors="replace")))
-    return peak
+            raise BenchError("%s failed (exit %d):\n%s" % (shell(argv), proc.returncode, text))
+    return Finished(peak, text)
 
 
 def compile_slapoc(args, work, name, schedule, flags=()):
@@ -201,11 +222,19 @@ def compile_slapoc(args, work, name, schedule, flags=()):
     return argv
 
 
-def launch_argv(args, work, name, log):
-    """The command that trains WORK/NAME's program on the batches, logging to LOG."""
-    return [os.path.join(work, name, "launch"), "--steps", str(args.warmup + args.steps),
+def launch_argv(args, work, out, log):
+    """The command that trains the program in the directory OUT on WORK's batches, logging to
+    LOG (and printing its progress header)."""
+    return [os.path.join(out, "launch"), "--steps", str(args.warmup + args.steps),
             "--data", os.path.join(work, "batches.safetensors"), "--threads", str(args.threads),
-            "--log-json", log, "--quiet"]
+            "--log-json", log]
+
+
+def program_paths(output):
+    """The paths a rank program took, as its progress header names its device ("cpu
+    avx512_core_bf16, 2 threads, kernels avx512, bf16 matmul: oneDNN")."""
+    match = re.search(r", (cpu\b.*?), arena ", output)
+    return match.group(1) if match else "unknown (no progress header)"
 
 
 def read_log(args, log):
@@ -250,28 +279,63 @@ def openblas_kernels():
     return get().decode()
 
 
+# oneDNN's ISAs by their dnnl_cpu_isa_t values (dnnl_types.h), named as slapo's programs and
+# DNNL_MAX_CPU_ISA name them.
+ONEDNN_ISAS = {0x1: "sse41", 0x3: "avx", 0x7: "avx2", 0x407: "avx2_vnni", 0x27: "avx512_core",
+               0x67: "avx512_core_vnni", 0xe7: "avx512_core_bf16", 0x3e7: "avx512_core_amx"}
+
+
+def torch_paths():
+    """The paths LibTorch takes in this process: ATen's kernel ISA and the effective ISA of
+    the oneDNN it links (the system's, which slapo's programs link too)."""
+    import torch
+    capability = re.search(r"CPU capability usage: (\w+)", torch.__config__.show())
+    try:
+        isa = ctypes.CDLL("libdnnl.so.2").dnnl_get_effective_cpu_isa()
+        onednn = ONEDNN_ISAS.get(isa, hex(isa))
+    except (OSError, AttributeError):
+        onednn = "unknown (no libdnnl.so.2)"
+    return "ATen %s kernels, oneDNN %s" % (capability.group(1) if capability else "unknown",
+                                           onednn)
+
+
+def unavailable(error):
+    """How a side or a GEMM that raised is reported."""
+    return "n/a (%s)" % str(error).strip().splitlines()[0]
+
+
 def gemm_rates(threads, dtype, n=2048, runs=10):
-    """{library: median GFLOP/s} of an n x n x n GEMM of `dtype` (a torch dtype) with
-    torch.matmul and oneDNN."""
+    """{library: median GFLOP/s, or n/a and why} of an n x n x n GEMM of `dtype` (a torch
+    dtype) with torch.matmul and oneDNN."""
     import torch
     torch.set_num_threads(threads)
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    a_dnn, b_dnn = a.to_mkldnn(), b.to_mkldnn()
+
+    def onednn_gemm():
+        a_dnn, b_dnn = a.to_mkldnn(), b.to_mkldnn()
+        return lambda: torch._C._nn.mkldnn_linear(a_dnn, b_dnn, None)
+
     rates = {}
-    for name, gemm in (("torch.matmul", lambda: torch.matmul(a, b)),
-                       ("oneDNN", lambda: torch._C._nn.mkldnn_linear(a_dnn, b_dnn, None))):
-        seconds = []
-        for _ in range(2 + runs):  # two to warm up
-            start = time.perf_counter()
-            gemm()
-            seconds.append(time.perf_counter() - start)
+    for name, prepare_gemm in (("torch.matmul", lambda: lambda: torch.matmul(a, b)),
+                               ("oneDNN", onednn_gemm)):
+        try:
+            gemm = prepare_gemm()
+            seconds = []
+            for _ in range(2 + runs):  # two to warm up
+                start = time.perf_counter()
+                gemm()
+                seconds.append(time.perf_counter() - start)
+        except RuntimeError as e:  # bf16 where torch's oneDNN has no bf16 matmul
+            rates[name] = unavailable(e)
+            continue
         rates[name] = 2 * n ** 3 / statistics.median(seconds[2:]) / 1e9
     return rates
 
 
 def eager_worker(args, work):
     """The LibTorch side, in its own process so that its peak resident set is its own: trains
-    on WORK/batches.safetensors and writes WORK/eager.json."""
+    on WORK/batches.safetensors and writes WORK/eager.json ({"unavailable": why} if LibTorch
+    cannot train so on this CPU)."""
     import torch
     rss_after_import = proc_status(os.getpid(), "VmRSS")
     from safetensors.torch import load_file
@@ -281,19 +345,34 @@ def eager_worker(args, work):
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS,
                                   weight_decay=WEIGHT_DECAY)
     times, losses = [], []
-    for step in range(args.warmup + args.steps):
-        ids, labels = batches["input_ids"][step], batches["labels"][step]
-        start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            loss = model(ids, labels)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - start)
-        losses.append(loss.item())
+    try:
+        for step in range(args.warmup + args.steps):
+            ids, labels = batches["input_ids"][step], batches["labels"][step]
+            start = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16,
+                                enabled=args.precision == "bf16"):
+                loss = model(ids, labels)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            times.append(time.perf_counter() - start)
+            losses.append(loss.item())
+        result = {"step_time_s": times, "losses": losses, "rss_after_import": rss_after_import}
+    except RuntimeError as e:  # bf16 where torch's oneDNN has no bf16 matmul
+        result = {"unavailable": unavailable(e)}
     with open(os.path.join(work, "eager.json"), "w") as f:
-        json.dump({"step_time_s": times, "losses": losses,
-                   "rss_after_import": rss_after_import}, f)
+        json.dump(result, f)
+
+
+def run_program(args, work, out, name):
+    """One timed run of the program in OUT: its median step, peak RSS, last loss, arena and
+    paths."""
+    log = os.path.join(work, name + ".json")
+    finished = run(launch_argv(args, work, out, log))
+    steps = read_log(args, log)
+    return {"step_s": timed_median(args, steps, "step_time_s"), "rss": finished.peak,
+            "loss": steps[-1]["loss"], "arena": steps[-1]["arena_bytes"],
+            "paths": program_paths(finished.output)}
 
 
 def bench(args, work):
@@ -305,22 +384,27 @@ def bench(args, work):
     slapoc_argv = compile_slapoc(args, work, "out", schedule, input_flags(args))
     import torch
     gemm = gemm_rates(args.threads, torch.bfloat16 if args.precision == "bf16" else torch.float32)
-    peak = max(gemm.values())
+    peak = max((rate for rate in gemm.values() if not isinstance(rate, str)), default=None)
 
-    runs = {"eager": [], "slapoc": []}
+    programs = {"slapoc": os.path.join(work, "out")}
+    if args.baseline:
+        programs["baseline"] = args.baseline
+    runs = {side: [] for side in ["eager", *programs]}
+    eager_unavailable = None
     for _ in range(args.repeats):
-        rss = run([sys.executable, os.path.abspath(__file__), "--eager-worker", work] +
-                  sys.argv[1:])
-        with open(os.path.join(work, "eager.json")) as f:
-            eager = json.load(f)
-        runs["eager"].append({"step_s": statistics.median(eager["step_time_s"][args.warmup:]),
-                              "rss": rss, "loss": eager["losses"][-1],
-                              "rss_after_import": eager["rss_after_import"]})
-        log = os.path.join(work, "slapoc.json")
-        rss = run(launch_argv(args, work, "out", log))
-        steps = read_log(args, log)
-        runs["slapoc"].append({"step_s": timed_median(args, steps, "step_time_s"), "rss": rss,
-                               "loss": steps[-1]["loss"], "arena": steps[-1]["arena_bytes"]})
+        if not eager_unavailable:
+            rss = run([sys.executable, os.path.abspath(__file__), "--eager-worker", work] +
+                      sys.argv[1:]).peak
+            with open(os.path.join(work, "eager.json")) as f:
+                eager = json.load(f)
+            eager_unavailable = eager.get("unavailable")
+            if not eager_unavailable:
+                runs["eager"].append(
+                    {"step_s": statistics.median(eager["step_time_s"][args.warmup:]),
+                     "rss": rss, "loss": eager["losses"][-1],
+                     "rss_after_import": eager["rss_after_import"]})
+        for side, out in programs.items():
+            runs[side].append(run_program(args, work, out, side))
 
     def median(side, key):
         return statistics.median(r[key] for r in runs[side])
@@ -339,27 +423,41 @@ def bench(args, work):
     print("- AdamW, %d threads per side; %d warmup + %d timed steps per run, %d runs per side"
           % (args.threads, args.warmup, args.steps, args.repeats))
     print("- %s GEMM 2048^3, %d threads: %s (OpenBLAS kernels: %s)"
-          % (args.precision, args.threads, ", ".join("%s %.0f GFLOP/s" % kv for kv in gemm.items()),
+          % (args.precision, args.threads,
+             ", ".join("%s %s" % (name, rate if isinstance(rate, str) else "%.0f GFLOP/s" % rate)
+                       for name, rate in gemm.items()),
              openblas_kernels()))
-    print("- slapoc: `%s`\n" % shell(os.path.relpath(a, work) if a.startswith(work) else a
-                                     for a in slapoc_argv))
+    print("- paths: LibTorch %s; %s"
+          % (torch_paths(), "; ".join("%s %s" % (side, runs[side][0]["paths"])
+                                      for side in programs)))
+    print("- slapoc: `%s`%s\n"
+          % (shell(os.path.relpath(a, work) if a.startswith(work) else a for a in slapoc_argv),
+             "; baseline: `%s/launch`" % args.baseline if args.baseline else ""))
     print("| | tokens/s | step ms | model GFLOP/s | % of GEMM peak | peak RSS | planned arena |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for side, name, arena in (("eager", "LibTorch eager", "-"),
-                              ("slapoc", "slapoc", mib(median("slapoc", "arena")))):
+    names = {"eager": "LibTorch eager", "slapoc": "slapoc", "baseline": "slapoc (baseline)"}
+    for side in runs:
+        if not runs[side]:
+            print("| %s | %s | | | | | - |" % (names[side], eager_unavailable))
+            continue
         step_s = median(side, "step_s")
-        print("| %s | %.0f | %.0f | %.1f | %.1f%% | %s | %s |"
-              % (name, tokens / step_s, step_s * 1e3, flops / step_s / 1e9,
-                 100 * flops / step_s / 1e9 / peak, mib(median(side, "rss")), arena))
-    print("| slapoc / eager | %.2fx | | | | %.2fx | |\n"
-          % (median("eager", "step_s") / median("slapoc", "step_s"),
-             median("slapoc", "rss") / median("eager", "rss")))
-    print("Median step ms per repeat: eager %s; slapoc %s.  Loss after %d steps: eager %.6f, "
-          "slapoc %.6f.  Eager's resident set after `import torch`: %s."
-          % (", ".join("%.0f" % (r["step_s"] * 1e3) for r in runs["eager"]),
-             ", ".join("%.0f" % (r["step_s"] * 1e3) for r in runs["slapoc"]),
-             args.warmup + args.steps, runs["eager"][0]["loss"], runs["slapoc"][0]["loss"],
-             mib(median("eager", "rss_after_import"))))
+        print("| %s | %.0f | %.0f | %.1f | %s | %s | %s |"
+              % (names[side], tokens / step_s, step_s * 1e3, flops / step_s / 1e9,
+                 "%.1f%%" % (100 * flops / step_s / 1e9 / peak) if peak else "n/a",
+                 mib(median(side, "rss")), mib(median(side, "arena")) if side != "eager" else "-"))
+    for side in runs:
+        if side != "slapoc" and runs[side]:
+            print("| slapoc / %s | %.2fx | | | | %.2fx | |"
+                  % (side, median(side, "step_s") / median("slapoc", "step_s"),
+                     median("slapoc", "rss") / median(side, "rss")))
+    print("\nMedian step ms per repeat: %s.  Loss after %d steps: %s."
+          % ("; ".join("%s %s" % (side, ", ".join("%.0f" % (r["step_s"] * 1e3) for r in runs[side]))
+                       for side in runs if runs[side]),
+             args.warmup + args.steps,
+             ", ".join("%s %.6f" % (side, runs[side][0]["loss"]) for side in runs if runs[side])))
+    if runs["eager"]:
+        print("Eager's resident set after `import torch`: %s."
+              % mib(median("eager", "rss_after_import")))
 
 
 def main():

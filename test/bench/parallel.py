@@ -22,7 +22,8 @@ R repeats.  Rank 0's --log-json gives per step step_time_s and comm_time_s, the 
 rank spent inside MPI collectives (waiting for its peer included); a run's value is the median
 over its N timed steps, the table shows the median over the repeats, and the fraction is
 median comm time / median step time.  All meshes train on the same global batches, so their
-losses agree (printed below the table).
+losses agree (printed below the table).  The header names the paths the programs took (rank 0's
+progress header: oneDNN's ISA, the kernel build, the bf16 matmul; SLAPO_CPU_ISA caps them).
 """
 
 import argparse
@@ -58,10 +59,13 @@ def bench(args, work):
     for _, out, _, mesh, primitives in MESHES:
         gpt_train.compile_slapoc(args, work, out, schedule(args, mesh, primitives))
     runs = {name: [] for name, _, _, _, _ in MESHES}
+    paths = None
     for _ in range(args.repeats):
         for name, out, ranks, _, _ in MESHES:
             log = os.path.join(work, out + ".json")
-            gpt_train.run(MPIRUN + [str(ranks)] + gpt_train.launch_argv(args, work, out, log))
+            finished = gpt_train.run(MPIRUN + [str(ranks)] + gpt_train.launch_argv(
+                args, work, os.path.join(work, out), log))
+            paths = paths or gpt_train.program_paths(finished.output)
             steps = gpt_train.read_log(args, log)
             runs[name].append({"step_s": gpt_train.timed_median(args, steps, "step_time_s"),
                                "comm_s": gpt_train.timed_median(args, steps, "comm_time_s"),
@@ -79,8 +83,9 @@ def bench(args, work):
           % (args.layers, args.hidden, args.heads, args.seq, args.vocab, args.batch,
              n_params / 1e6, train_line))
     print("- `%s N out/launch ... --threads %d`; %d warmup + %d timed steps per run, %d runs "
-          "per mesh, rank 0's times\n"
-          % (gpt_train.shell(MPIRUN), args.threads, args.warmup, args.steps, args.repeats))
+          "per mesh, rank 0's times" % (gpt_train.shell(MPIRUN), args.threads, args.warmup,
+                                         args.steps, args.repeats))
+    print("- paths (rank 0's progress header): %s\n" % paths)
     print("| mesh | ranks | step ms | tokens/s | comm ms per step | comm fraction |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, _, ranks, _, _ in MESHES:
