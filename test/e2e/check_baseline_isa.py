@@ -19,37 +19,37 @@ import sys
 
 # Mnemonics (objdump's Intel syntax) of the extensions after SSE2. tzcnt is left out: GCC
 # emits `rep bsf` for baseline count-trailing-zeros, which objdump decodes as tzcnt.
-BEYOND_BASELINE = re.compile(
-    r"(v\w+|popcnt|lzcnt|movbe|crc32|andn|bextr|blsi|blsr|blsmsk|bzhi|pdep|pext|"
-    r"[sh][ah][lr]x|rorx|pshufb|palignr|pabs[bwd]|ph(add|sub)\w*|pmaddubsw|pmulhrsw|"
-    r"psign[bwd]|ptest|pmin(sb|sd|uw|ud)|pmax(sb|sd|uw|ud)|pmul(ld|dq)|pblend\w*|"
+BEYOND_BASELINE = (
+    r"v\w+|popcnt|lzcnt|movbe|crc32|andn|bextr|blsi|blsr|blsmsk|bzhi|pdep|pext|"
+    r"[sh][ah][lr]x|rorx|pshufb|palignr|pabs[bwd]|ph(?:add|sub)\w*|pmaddubsw|pmulhrsw|"
+    r"psign[bwd]|ptest|pmin(?:sb|sd|uw|ud)|pmax(?:sb|sd|uw|ud)|pmul(?:ld|dq)|pblend\w*|"
     r"blendv?p[sd]|round[sp][sd]|dpp[sd]|insertps|extractps|pinsr[bdq]|pextr[bdq]|"
-    r"pmov[sz]x\w+|packusdw|pcmp(eq|gt)q|movntdqa|mpsadbw|phminposuw|pcmp[ei]str[im]|"
-    r"h(add|sub)p[sd]|addsubp[sd]|mov(ddup|shdup|sldup)|lddqu|fisttp)")
-PREFIXES = {"lock", "rep", "repz", "repnz", "repe", "repne", "data16", "addr32", "cs", "ds",
-            "es", "fs", "gs", "ss", "notrack", "bnd"}
+    r"pmov[sz]x\w+|packusdw|pcmp(?:eq|gt)q|movntdqa|mpsadbw|phminposuw|pcmp[ei]str[im]|"
+    r"h(?:add|sub)p[sd]|addsubp[sd]|mov(?:ddup|shdup|sldup)|lddqu|fisttp")
+PREFIXES = r"lock|rep\w*|data16|addr32|[c-gs]s|notrack|bnd"
+# An instruction line of a function's body, "  4010a0:\tvmovups zmm0,...", whose mnemonic
+# (after any prefixes) is beyond the baseline.
+OFFENDING = re.compile(r"^ *[0-9a-f]+:\t((?:(?:%s) +)*(?:%s)(?: .*)?)$" % (PREFIXES, BEYOND_BASELINE),
+                       re.MULTILINE)
 EXEMPT = re.compile(r"::avx(2|512)::")
 FUNCTION = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 
 
 def offenders(path):
-    """{function: first instruction beyond the baseline} of a file's exempt-free functions."""
+    """{function: first instruction beyond the baseline} of a file's functions but the
+    exempt ones."""
     listing = subprocess.run(["objdump", "-d", "-C", "-M", "intel", "--no-show-raw-insn", path],
                              check=True, capture_output=True, text=True).stdout
-    found, function = {}, None
-    for line in listing.splitlines():
-        match = FUNCTION.match(line)
-        if match:
-            function = match.group(1)
+    found = {}
+    # objdump separates functions with a blank line, each starting with its name.
+    for block in listing.split("\n\n"):
+        header, _, body = block.partition("\n")
+        function = FUNCTION.match(header)
+        if not function or EXEMPT.search(function.group(1)):
             continue
-        parts = line.split("\t")
-        if function is None or len(parts) < 2 or EXEMPT.search(function):
-            continue
-        words = parts[-1].split()
-        while words and words[0] in PREFIXES:
-            words = words[1:]
-        if words and BEYOND_BASELINE.fullmatch(words[0]):
-            found.setdefault(function, parts[-1].strip())
+        instruction = OFFENDING.search(body)
+        if instruction:
+            found[function.group(1)] = instruction.group(1).strip()
     return found
 
 

@@ -39,8 +39,8 @@ struct CpuPaths {
 /// The paths this CPU supports, detected once per process: the widest
 /// kernels and oneDNN's bf16 matmul where both the CPU and oneDNN (at its
 /// effective ISA, which SLAPO_CPU_ISA or DNNL_MAX_CPU_ISA may lower) allow
-/// them. Throws Error for an SLAPO_CPU_ISA that
-/// is not one of getCpuIsaNames().
+/// them. Throws Error for an SLAPO_CPU_ISA that is not one of
+/// getCpuIsaNames().
 const CpuPaths &getSupportedCpuPaths();
 
 /// oneDNN's name of the ISA it dispatches to (avx2, avx512_core_bf16, ...).
