@@ -323,9 +323,11 @@ void addSchedulePasses(mlir::PassManager &pm, const schedule::Plan &plan,
   }
 }
 
-/// Adds the passes from the imported forward to the planned training step.
+/// Adds the passes from the imported forward to the planned training step;
+/// `plan` (if any) says what to checkpoint.
 void addTrainingPipeline(mlir::PassManager &pm, const schedule::Mesh &mesh,
-                         const schedule::TrainOptions &train) {
+                         const schedule::TrainOptions &train,
+                         const schedule::Plan *plan) {
   if (train.precision == "bf16")
     pm.addPass(createMixedPrecision());
   pm.addPass(createAutodiffPass());
@@ -346,6 +348,18 @@ void addTrainingPipeline(mlir::PassManager &pm, const schedule::Mesh &mesh,
   // Autodiff and the optimizer build one constant per use.
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createFoldPermutes());
+  std::vector<std::string> checkpointed;
+  CheckpointOptions checkpoint;
+  checkpoint.memoryBudget = train.memoryBudget;
+  if (plan) {
+    for (const schedule::PipelineEntry &entry : plan->pipeline)
+      if (entry.kind == schedule::PrimitiveKind::Checkpoint)
+        llvm::append_range(checkpointed, entry.modules);
+    checkpoint.modules = checkpointed;
+    checkpoint.candidates = plan->checkpointCandidates;
+  }
+  if (!checkpointed.empty() || checkpoint.memoryBudget)
+    pm.addPass(createCheckpoint(checkpoint));
   pm.addPass(createPlanMemoryPass());
 }
 
@@ -371,14 +385,6 @@ std::string trainOptionsJson(const schedule::TrainOptions &train) {
   return os.str();
 }
 
-std::string formatBytes(int64_t bytes) {
-  if (bytes < 1024)
-    return std::to_string(bytes) + " B";
-  if (bytes < 1024 * 1024)
-    return llvm::formatv("{0:f1} KiB", bytes / 1024.0).str();
-  return llvm::formatv("{0:f1} MiB", bytes / (1024.0 * 1024.0)).str();
-}
-
 /// The arena of each rank and what fills it at the planned peak; the ranks
 /// of a mesh without pipeline stages plan alike.
 void printMemoryPlan(mlir::ModuleOp planned, int64_t worldSize,
@@ -397,6 +403,37 @@ void printMemoryPlan(mlir::ModuleOp planned, int64_t worldSize,
      << ", and at the peak gradients " << bytes("gradients") << ", activations "
      << bytes("activations") << ", temporaries " << bytes("temporaries")
      << "\n";
+  auto recomputation =
+      planned->getAttrOfType<mlir::DictionaryAttr>(kRecomputationAttrName);
+  if (!recomputation)
+    return;
+  auto integer = [&](llvm::StringRef key) {
+    return recomputation.getAs<mlir::IntegerAttr>(key).getInt();
+  };
+  auto names = [&](llvm::StringRef key) {
+    auto list = recomputation.getAs<mlir::ArrayAttr>(key);
+    return std::make_pair(list.size(), llvm::join(llvm::map_range(
+                                           list.getAsValueRange<mlir::StringAttr>(),
+                                           [](llvm::StringRef name) {
+                                             return name.str();
+                                           }),
+                                       ", "));
+  };
+  if (recomputation.get("budget")) {
+    auto [count, chosen] = names("chosen");
+    os << "memory_budget " << formatBytes(integer("budget")) << ": "
+       << (count ? "checkpointing " + std::to_string(count) +
+                       " more module(s): " + chosen
+                 : std::string("met without checkpointing more"))
+       << "\n";
+  }
+  auto [count, modules] = names("modules");
+  if (count)
+    os << "checkpointing recomputes " << count << " module(s) in the backward ("
+       << modules << "): an arena of " << bytes("arena_bytes") << " instead of "
+       << formatBytes(integer("arena_bytes_without")) << ", "
+       << llvm::formatv("{0:f3}", integer("matmul_flops") / 1e9)
+       << " GFLOP of matmuls more per step\n";
 }
 
 /// The slapoc pipeline. The schedule, if any, is the main buffer of
@@ -570,7 +607,14 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     lowering.addPass(createRecognizeGelu());
     if (plan)
       addSchedulePasses(lowering, *plan, mesh);
-    addTrainingPipeline(lowering, mesh, train);
+    // A budget that cannot be met is reported at the schedule's
+    // memory_budget, the module's location.
+    if (train.memoryBudget)
+      module->getOperation()->setLoc(mlir::FusedLoc::get(
+          &context, {schedule::getScheduleLocation(
+                         sourceMgr, train.memoryBudgetLoc, &context),
+                     module->getLoc()}));
+    addTrainingPipeline(lowering, mesh, train, plan ? &*plan : nullptr);
     if (mlir::failed(lowering.run(*module)))
       return Outcome::Diagnosed;
   }

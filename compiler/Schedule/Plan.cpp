@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace slapo::schedule {
@@ -187,6 +188,12 @@ private:
   resolveSelector(const Primitive &primitive);
   bool planShard(const Primitive &primitive, PipelineEntry &entry);
   bool checkDecompose(const PipelineEntry &entry);
+  /// Keeps the first ceil(ratio * N) of the N modules checkpoint() selects.
+  void applyCheckpointRatio(const Primitive &primitive, PipelineEntry &entry);
+  /// Why `module` cannot be checkpointed, or "".
+  std::string findCheckpointProblem(llvm::StringRef module);
+  bool checkCheckpoint(const PipelineEntry &entry);
+  void planMemoryBudget();
   void checkPipelineCuts();
   void checkLoss();
 
@@ -336,6 +343,69 @@ bool Planner::checkDecompose(const PipelineEntry &entry) {
   return true;
 }
 
+void Planner::applyCheckpointRatio(const Primitive &primitive,
+                                   PipelineEntry &entry) {
+  if (const PrimitiveArgument *ratio = primitive.getArgument("ratio"))
+    entry.modules.resize(static_cast<size_t>(
+        std::ceil(ratio->number * static_cast<double>(entry.modules.size()))));
+}
+
+std::string Planner::findCheckpointProblem(llvm::StringRef module) {
+  mlir::func::FuncOp forward = index.getForward();
+  if (!forward || forward.getBody().empty())
+    return "";
+  bool computes = false;
+  for (mlir::Operation &op : forward.getBody().front().without_terminator())
+    computes |= !llvm::isa<GetParamOp, ConstantOp>(op) &&
+                isInModule(op.getLoc(), module);
+  if (!computes)
+    return "module " + quoteName(module) +
+           " computes nothing in the forward: there is nothing to recompute";
+  for (mlir::Value result :
+       forward.getBody().front().getTerminator()->getOperands())
+    if (mlir::Operation *def = result.getDefiningOp();
+        def && isInModule(def->getLoc(), module))
+      return "module " + quoteName(module) +
+             " computes the forward's result (the loss): its backward "
+             "follows its forward at once, so checkpointing it frees nothing";
+  return "";
+}
+
+/// checkpoint() of a module that computes nothing or computes the loss is
+/// reported at the primitive, as slapo-checkpoint would report it.
+bool Planner::checkCheckpoint(const PipelineEntry &entry) {
+  for (const std::string &module : entry.modules)
+    if (std::string problem = findCheckpointProblem(module); !problem.empty()) {
+      reporter.error(entry.loc, "checkpoint(): " + problem);
+      return false;
+    }
+  return true;
+}
+
+/// The candidates of a memory budget: the outermost modules whose name is
+/// a number (h.3, layer.11: the blocks of a module list), in model order.
+void Planner::planMemoryBudget() {
+  if (schedule.train.memoryBudget == 0)
+    return;
+  for (const std::string &path : index.getPaths()) {
+    llvm::StringRef name = llvm::StringRef(path).rsplit('.').second;
+    if (!isDecimal(name.empty() ? path : name))
+      continue;
+    if (llvm::any_of(result.checkpointCandidates,
+                     [&](const std::string &outer) {
+                       return isWithinModule(path, outer);
+                     }) ||
+        !findCheckpointProblem(path).empty())
+      continue;
+    result.checkpointCandidates.push_back(path);
+  }
+  if (result.checkpointCandidates.empty())
+    reporter.error(schedule.train.memoryBudgetLoc,
+                   "memory_budget needs modules to checkpoint, the blocks "
+                   "of a module list (numbered modules such as 'h.0'), and "
+                   "the model has none; select modules with checkpoint()");
+}
+
 void Planner::checkPipelineCuts() {
   mlir::func::FuncOp forward = index.getForward();
   // The position of each module's last op in the forward's body: a cut
@@ -455,6 +525,10 @@ std::optional<Plan> Planner::plan() {
     if (primitive.kind == PrimitiveKind::Shard) {
       if (!planShard(primitive, entry))
         continue;
+    } else if (primitive.kind == PrimitiveKind::Checkpoint) {
+      applyCheckpointRatio(primitive, entry);
+      if (!checkCheckpoint(entry))
+        continue;
     } else {
       for (const PrimitiveArgument &argument : primitive.arguments)
         entry.options.emplace_back(argument.name, argument.value);
@@ -465,6 +539,7 @@ std::optional<Plan> Planner::plan() {
   }
   checkPipelineCuts();
   checkLoss();
+  planMemoryBudget();
   if (reporter.getNumErrors() != errorsBefore || reporter.stopped())
     return std::nullopt;
   return std::move(result);
@@ -547,6 +622,8 @@ void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
      << " loss=" << train.loss << " lr_schedule=" << train.lrSchedule;
   if (train.lrSchedule == "warmup_cosine")
     os << " warmup_steps=" << train.warmupSteps;
+  if (train.memoryBudget)
+    os << " memory_budget=" << train.memoryBudget << "B";
   os << "\n";
 
   os << "pipeline: " << plan.pipeline.size() << " passes\n";
@@ -564,7 +641,8 @@ rejectUnimplementedPrimitives(const Plan &plan, DiagnosticReporter &reporter) {
     if (entry.kind == PrimitiveKind::Decompose ||
         entry.kind == PrimitiveKind::Shard ||
         entry.kind == PrimitiveKind::Sync ||
-        entry.kind == PrimitiveKind::ForkRng)
+        entry.kind == PrimitiveKind::ForkRng ||
+        entry.kind == PrimitiveKind::Checkpoint)
       continue;
     reporter.error(entry.loc, "'" + getPrimitiveName(entry.kind) +
                                   "' is not implemented yet; --emit=schedule "

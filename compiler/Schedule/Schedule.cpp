@@ -49,6 +49,7 @@ const Parameter trainParameters[] = {
     Parameter::choice("loss", losses),
     Parameter::choice("lr_schedule", lrSchedules),
     Parameter::integer("warmup_steps").atLeast(0),
+    Parameter::string("memory_budget"),
 };
 const Signature trainSignature{"train", trainParameters};
 
@@ -88,6 +89,10 @@ const Parameter replaceParameters[] = {
     Parameter::choice("kernel", replaceKernels).asPositional().asRequired(),
 };
 
+const Parameter checkpointParameters[] = {
+    Parameter::number("ratio").above(0).atMost(1),
+};
+
 struct PrimitiveInfo {
   PrimitiveKind kind;
   Signature signature;
@@ -95,7 +100,7 @@ struct PrimitiveInfo {
 const PrimitiveInfo primitiveInfos[] = {
     {PrimitiveKind::Shard, {"shard", shardParameters}},
     {PrimitiveKind::Sync, {"sync", syncParameters}},
-    {PrimitiveKind::Checkpoint, {"checkpoint", {}}},
+    {PrimitiveKind::Checkpoint, {"checkpoint", checkpointParameters}},
     {PrimitiveKind::Fuse, {"fuse", fuseParameters}},
     {PrimitiveKind::Replace, {"replace", replaceParameters}},
     {PrimitiveKind::Decompose, {"decompose", {}}},
@@ -289,6 +294,19 @@ void ScheduleBuilder::buildTrain(const ast::Statement &statement) {
       arguments->getInteger("warmup_steps", options.warmupSteps);
 
   bool ok = true;
+  if (const ast::Argument *budget = arguments->lookup("memory_budget")) {
+    options.memoryBudgetLoc = budget->getLoc();
+    std::optional<int64_t> bytes = parseByteSize(budget->value.string);
+    if (bytes && *bytes > 0) {
+      options.memoryBudget = *bytes;
+    } else {
+      reporter.error(budget->getLoc(),
+                     "memory_budget \"" + budget->value.string +
+                         "\" is not a size: write a positive number and a "
+                         "unit, like \"12GiB\", \"512MiB\" or \"64KiB\"");
+      ok = false;
+    }
+  }
   for (const OptionCondition &condition : trainConditions) {
     const ast::Argument *option = arguments->lookup(condition.option);
     const std::string &actual = options.*condition.onField;
@@ -334,7 +352,8 @@ void ScheduleBuilder::buildPrimitive(const ast::Statement &statement) {
                                    value.kind == ast::Value::Kind::Integer
                                        ? std::to_string(value.integer)
                                        : value.string,
-                                   value.integer, argument->getLoc()});
+                                   value.integer, value.number,
+                                   argument->getLoc()});
   }
 
   if (info->kind == PrimitiveKind::Sync) {
@@ -353,6 +372,23 @@ void ScheduleBuilder::buildPrimitive(const ast::Statement &statement) {
     }
   }
   schedule.primitives.push_back(std::move(primitive));
+}
+
+std::optional<int64_t> parseByteSize(llvm::StringRef text) {
+  llvm::StringRef unit = text.ltrim("0123456789.");
+  llvm::StringRef digits = text.drop_back(unit.size());
+  double number = 0;
+  if (digits.empty() || digits.getAsDouble(number))
+    return std::nullopt;
+  const std::pair<llvm::StringRef, double> units[] = {
+      {"B", 1},          {"KiB", 1024.0}, {"MiB", 1024.0 * 1024},
+      {"GiB", 1024.0 * 1024 * 1024},     {"TiB", 1024.0 * 1024 * 1024 * 1024},
+      {"KB", 1e3},       {"MB", 1e6},     {"GB", 1e9},
+      {"TB", 1e12}};
+  for (const auto &[name, scale] : units)
+    if (unit.trim() == name && number * scale < 9e18)
+      return static_cast<int64_t>(number * scale);
+  return std::nullopt;
 }
 
 Schedule buildSchedule(llvm::ArrayRef<ast::Statement> statements,

@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace slapo {
 #define GEN_PASS_DEF_PLANMEMORY
@@ -31,13 +32,6 @@ int64_t alignUp(int64_t bytes) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-int64_t getBytes(Type type) {
-  auto tensor = type.cast<RankedTensorType>();
-  int64_t bits = tensor.getElementTypeBitWidth();
-  // i1 is stored as one byte, as PyTorch's bool.
-  return tensor.getNumElements() * std::max<int64_t>(bits / 8, 1);
-}
-
 enum class Category { Gradient, Activation, Temporary };
 
 /// A set of values sharing bytes, and when any of them is live.
@@ -48,8 +42,6 @@ struct Buffer {
   bool persistent = false;
   Category category = Category::Temporary;
 };
-
-bool isForward(Operation *op) { return !op->hasAttr(kPhaseAttrName); }
 
 class Planner {
 public:
@@ -94,7 +86,7 @@ void Planner::collectBuffers() {
   auto extend = [&](Value value, int64_t first, int64_t last) {
     Buffer &buffer = buffers[getRoot(value)];
     if (!buffer.bytes) {
-      buffer.bytes = getBytes(getRoot(value).getType());
+      buffer.bytes = getStorageBytes(getRoot(value).getType());
       buffer.firstUse = first;
       buffer.lastUse = last;
     }
@@ -121,13 +113,13 @@ void Planner::collectBuffers() {
   // Categories of transient buffers, from what their root is.
   int64_t lastForward = 0;
   for (Operation &op : block)
-    if (isForward(&op))
+    if (isForwardOp(&op))
       lastForward = index[&op];
   for (auto &[root, buffer] : buffers) {
     Operation *def = root.getDefiningOp();
     if (buffer.persistent || !def)
       continue;
-    if (isForward(def) && buffer.lastUse > lastForward)
+    if (isForwardOp(def) && buffer.lastUse > lastForward)
       buffer.category = Category::Activation;
   }
   for (auto grad : block.getOps<ParamGradOp>())
@@ -143,11 +135,11 @@ void Planner::placePersistent() {
   };
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
-      symbolOffsets[param.getSymNameAttr()] = place(getBytes(param.getType()));
-      weights += getBytes(param.getType());
+      symbolOffsets[param.getSymNameAttr()] = place(getStorageBytes(param.getType()));
+      weights += getStorageBytes(param.getType());
     } else if (auto state = dyn_cast<OptimizerStateOp>(op)) {
-      symbolOffsets[state.getSymNameAttr()] = place(getBytes(state.getType()));
-      optimizerState += getBytes(state.getType());
+      symbolOffsets[state.getSymNameAttr()] = place(getStorageBytes(state.getType()));
+      optimizerState += getStorageBytes(state.getType());
     }
   }
   for (auto &[root, buffer] : buffers) {
@@ -249,18 +241,39 @@ void Planner::run() {
 
 struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>(kTrainStepName);
-    if (!step || !step.getBody().hasOneBlock()) {
-      module.emitError("slapo-plan-memory: there is no one-block func.func @")
-          << kTrainStepName << " (run slapo-optimizer first)";
-      return signalPassFailure();
-    }
-    Planner(module, step).run();
+    if (failed(planMemory(getOperation())))
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+int64_t getStorageBytes(Type type) {
+  auto tensor = type.cast<RankedTensorType>();
+  int64_t bits = tensor.getElementTypeBitWidth();
+  // i1 is stored as one byte, as PyTorch's bool.
+  return tensor.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+std::string formatBytes(int64_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  if (bytes < 1024 * 1024)
+    return llvm::formatv("{0:f1} KiB", bytes / 1024.0).str();
+  if (bytes < 1024 * 1024 * 1024)
+    return llvm::formatv("{0:f1} MiB", bytes / (1024.0 * 1024.0)).str();
+  return llvm::formatv("{0:f2} GiB", bytes / (1024.0 * 1024.0 * 1024.0)).str();
+}
+
+LogicalResult planMemory(ModuleOp module) {
+  auto step = module.lookupSymbol<func::FuncOp>(kTrainStepName);
+  if (!step || !step.getBody().hasOneBlock())
+    return module.emitError(
+               "slapo-plan-memory: there is no one-block func.func @")
+           << kTrainStepName << " (run slapo-optimizer first)";
+  Planner(module, step).run();
+  return success();
+}
 
 std::unique_ptr<Pass> createPlanMemoryPass() {
   return std::make_unique<PlanMemoryPass>();

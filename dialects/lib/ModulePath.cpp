@@ -20,12 +20,14 @@ std::string getModulePath(mlir::Location loc) {
   return "";
 }
 
+bool isWithinModule(llvm::StringRef path, llvm::StringRef ancestor) {
+  return path == ancestor ||
+         (path.startswith(ancestor) && path.size() > ancestor.size() &&
+          path[ancestor.size()] == '.');
+}
+
 bool isInModule(mlir::Location loc, llvm::StringRef modulePath) {
-  std::string path = getModulePath(loc);
-  llvm::StringRef opPath(path);
-  return opPath == modulePath ||
-         (opPath.startswith(modulePath) && opPath.size() > modulePath.size() &&
-          opPath[modulePath.size()] == '.');
+  return isWithinModule(getModulePath(loc), modulePath);
 }
 
 mlir::Location withModulePath(llvm::StringRef modulePath,

@@ -75,6 +75,9 @@ struct PipelineEntry {
 
 struct Plan {
   std::vector<PipelineEntry> pipeline;
+  /// With train(memory_budget=): the modules slapo-checkpoint may add to
+  /// meet it, the outermost numbered ones (the blocks of module lists).
+  std::vector<std::string> checkpointCandidates;
 };
 
 /// Checks `schedule` against `module` and builds its pipeline; reports
@@ -95,7 +98,7 @@ void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
                const Plan &plan, llvm::raw_ostream &os);
 
 /// Reports each primitive of the plan whose pass does not exist yet (all
-/// but decompose, shard, sync and fork_rng) as not implemented. Fails if
+/// but decompose, shard, sync, fork_rng and checkpoint) as not implemented. Fails if
 /// there is any.
 mlir::LogicalResult rejectUnimplementedPrimitives(const Plan &plan,
                                                   DiagnosticReporter &reporter);

@@ -48,8 +48,11 @@ struct TrainOptions {
   std::string loss = "forward";
   std::string lrSchedule = "constant";
   int64_t warmupSteps = 0; // warmup_cosine
-  llvm::SMLoc loc;         // of the declaration; invalid if there is none
-  llvm::SMLoc lossLoc;     // of the loss argument, or loc
+  /// The limit of each rank's planned arena in bytes; 0: none.
+  int64_t memoryBudget = 0;
+  llvm::SMLoc loc;             // of the declaration; invalid if there is none
+  llvm::SMLoc lossLoc;         // of the loss argument, or loc
+  llvm::SMLoc memoryBudgetLoc; // of the memory_budget argument, if given
 };
 
 /// `input("name", dtype[shape])`.
@@ -77,6 +80,7 @@ struct PrimitiveArgument {
   std::string name;
   std::string value; // as printed: a choice, a number, a parameter name
   int64_t integer = 0;
+  double number = 0; // a number's value (an integer's too)
   llvm::SMLoc loc;
 };
 
@@ -105,6 +109,10 @@ struct Schedule {
   /// whole are reported.
   llvm::SMLoc fileStart;
 };
+
+/// "12GiB", "512MiB", "1.5GB", "4096B" (binary units as 1024^n, decimal
+/// ones as 1000^n) in bytes; nullopt if `text` is not such a size.
+std::optional<int64_t> parseByteSize(llvm::StringRef text);
 
 /// Checks the statements' meaning apart from the model; every problem is
 /// reported, and the statements with problems are left out.

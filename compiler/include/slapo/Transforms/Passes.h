@@ -27,6 +27,16 @@ constexpr llvm::StringLiteral kTrainStepName = "train_step";
 /// are the forward. Code generation emits one function per phase.
 constexpr llvm::StringLiteral kPhaseAttrName = "slapo.phase";
 
+/// Whether `op` is in the forward: it has no phase.
+inline bool isForwardOp(mlir::Operation *op) {
+  return !op->hasAttr(kPhaseAttrName);
+}
+
+/// slapo-checkpoint's marks: a clone of a forward op that the backward
+/// computes again, and the module's summary of what is recomputed.
+constexpr llvm::StringLiteral kRecomputedAttrName = "slapo.recomputed";
+constexpr llvm::StringLiteral kRecomputationAttrName = "slapo.recomputation";
+
 /// Attributes of the memory plan (slapo-plan-memory): the arena offset of a
 /// persistent symbol or argument, the offsets of an op's results, and the
 /// module's summary.
@@ -48,6 +58,16 @@ inline mlir::func::FuncOp lookupForward(mlir::ModuleOp module,
 /// createOptimizer(OptimizerOptions)).
 std::unique_ptr<mlir::Pass> createAutodiffPass();
 std::unique_ptr<mlir::Pass> createPlanMemoryPass();
+
+/// Plans @train_step's memory as slapo-plan-memory does; fails, with an
+/// error at `module`, where there is no one-block @train_step.
+mlir::LogicalResult planMemory(mlir::ModuleOp module);
+
+/// The bytes a tensor of `type` takes in the arena (i1 takes one byte).
+int64_t getStorageBytes(mlir::Type type);
+
+/// `bytes` for people: "512 B", "3.5 KiB", "12.0 MiB", "1.50 GiB".
+std::string formatBytes(int64_t bytes);
 
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION

@@ -278,6 +278,46 @@ def FoldPermutes : Pass<"slapo-fold-permutes", "::mlir::ModuleOp"> {
   let dependentDialects = ["::slapo::SlapoDialect"];
 }
 
+def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
+  let summary = "schedule primitive checkpoint(): modules whose forward the backward recomputes";
+  let description = [{
+    Activation checkpointing on @train_step (after slapo-optimizer, before
+    slapo-plan-memory). For each module of `modules` (and its submodules),
+    the forward ops whose results the module's own backward reads, with the
+    forward ops they depend on, are cloned just before the first backward op
+    of the module that reads one of them; the module's backward reads the
+    clones, so the originals die in the forward and the plan reuses their
+    bytes. What the module reads from outside (its inputs, parameters,
+    constants) is kept, as are the values other modules' backward reads (the
+    module's output is the next module's input). Clones get the phase of
+    their first reader and `slapo.recomputed`. Dropouts draw the same masks
+    again (masks are counter-based) and collectives are issued again, as
+    Megatron does, so the step computes bit for bit what it computed before.
+
+    With `memory-budget` (bytes, > 0), modules of `candidates` are added,
+    cheapest first (matmul FLOPs recomputed per byte of activations freed),
+    the fewest that make the planned arena fit; if checkpointing all of them
+    does not, it is an error giving the smallest arena reachable.
+
+    The module gets `slapo.recomputation`: `modules` (every module
+    checkpointed), `matmul_flops` (the matmul FLOPs recomputed per step),
+    `arena_bytes_without` (the arena without checkpointing), and with a
+    budget `budget` and `chosen` (the candidates it chose).
+
+    Errors: a module that computes nothing in the forward, and one that
+    computes the forward's result (the loss: its backward follows its
+    forward at once, so there is nothing to free).
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    ListOption<"modules", "modules", "std::string", "module paths">,
+    Option<"memoryBudget", "memory-budget", "int64_t", "0",
+           "the planned arena's limit in bytes; 0: none">,
+    ListOption<"candidates", "candidates", "std::string",
+               "modules the budget may checkpoint">,
+  ];
+}
+
 def PlanMemory : Pass<"slapo-plan-memory", "::mlir::ModuleOp"> {
   let summary = "places every tensor of @train_step at an offset of one arena";
   let description = [{

@@ -17,6 +17,9 @@ namespace slapo {
 /// The module path recorded in `loc`, or "" for the root module.
 std::string getModulePath(mlir::Location loc);
 
+/// Whether module `path` is `ancestor` or one of its submodules.
+bool isWithinModule(llvm::StringRef path, llvm::StringRef ancestor);
+
 /// Whether the op at `loc` belongs to the module `modulePath` or to one of
 /// its submodules.
 bool isInModule(mlir::Location loc, llvm::StringRef modulePath);
