@@ -381,6 +381,8 @@ std::string trainOptionsJson(const schedule::TrainOptions &train) {
     json.attribute("warmup_steps", train.warmupSteps);
     json.attribute("precision", train.precision);
     json.attribute("seed", train.seed);
+    if (train.memoryBudget)
+      json.attribute("memory_budget", train.memoryBudget);
   });
   return os.str();
 }

@@ -597,6 +597,22 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
     });
     json.attribute("train", llvm::json::parse(manifest.trainOptions)
                                 .get()); // built by slapoc, well-formed
+    // What slapo-checkpoint recomputes, and what a memory budget chose.
+    if (auto recomputation = planned->getAttrOfType<mlir::DictionaryAttr>(
+            kRecomputationAttrName))
+      json.attributeObject("recomputation", [&] {
+        for (mlir::NamedAttribute entry : recomputation) {
+          if (auto integer = entry.getValue().dyn_cast<mlir::IntegerAttr>())
+            json.attribute(entry.getName().getValue(), integer.getInt());
+          else
+            json.attributeArray(entry.getName().getValue(), [&] {
+              for (llvm::StringRef module :
+                   entry.getValue().cast<mlir::ArrayAttr>()
+                       .getAsValueRange<mlir::StringAttr>())
+                json.value(module);
+            });
+        }
+      });
     json.attributeObject("build", [&] {
       json.attribute("target", build.target);
       if (build.target == "cuda")
