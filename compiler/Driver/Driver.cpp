@@ -414,12 +414,12 @@ void printMemoryPlan(mlir::ModuleOp planned, int64_t worldSize,
   };
   auto names = [&](llvm::StringRef key) {
     auto list = recomputation.getAs<mlir::ArrayAttr>(key);
-    return std::make_pair(list.size(), llvm::join(llvm::map_range(
-                                           list.getAsValueRange<mlir::StringAttr>(),
-                                           [](llvm::StringRef name) {
-                                             return name.str();
-                                           }),
-                                       ", "));
+    return std::make_pair(
+        list.size(),
+        llvm::join(
+            llvm::map_range(list.getAsValueRange<mlir::StringAttr>(),
+                            [](llvm::StringRef name) { return name.str(); }),
+            ", "));
   };
   if (recomputation.get("budget")) {
     auto [count, chosen] = names("chosen");

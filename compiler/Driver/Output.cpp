@@ -607,7 +607,8 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
           else
             json.attributeArray(entry.getName().getValue(), [&] {
               for (llvm::StringRef module :
-                   entry.getValue().cast<mlir::ArrayAttr>()
+                   entry.getValue()
+                       .cast<mlir::ArrayAttr>()
                        .getAsValueRange<mlir::StringAttr>())
                 json.value(module);
             });

@@ -348,12 +348,11 @@ void ScheduleBuilder::buildPrimitive(const ast::Statement &statement) {
     if (!argument)
       continue;
     const ast::Value &value = argument->value;
-    primitive.arguments.push_back({parameter.name.str(),
-                                   value.kind == ast::Value::Kind::Integer
-                                       ? std::to_string(value.integer)
-                                       : value.string,
-                                   value.integer, value.number,
-                                   argument->getLoc()});
+    primitive.arguments.push_back(
+        {parameter.name.str(),
+         value.kind == ast::Value::Kind::Integer ? std::to_string(value.integer)
+                                                 : value.string,
+         value.integer, value.number, argument->getLoc()});
   }
 
   if (info->kind == PrimitiveKind::Sync) {
@@ -381,9 +380,14 @@ std::optional<int64_t> parseByteSize(llvm::StringRef text) {
   if (digits.empty() || digits.getAsDouble(number))
     return std::nullopt;
   const std::pair<llvm::StringRef, double> units[] = {
-      {"B", 1},          {"KiB", 1024.0}, {"MiB", 1024.0 * 1024},
-      {"GiB", 1024.0 * 1024 * 1024},     {"TiB", 1024.0 * 1024 * 1024 * 1024},
-      {"KB", 1e3},       {"MB", 1e6},     {"GB", 1e9},
+      {"B", 1},
+      {"KiB", 1024.0},
+      {"MiB", 1024.0 * 1024},
+      {"GiB", 1024.0 * 1024 * 1024},
+      {"TiB", 1024.0 * 1024 * 1024 * 1024},
+      {"KB", 1e3},
+      {"MB", 1e6},
+      {"GB", 1e9},
       {"TB", 1e12}};
   for (const auto &[name, scale] : units)
     if (unit.trim() == name && number * scale < 9e18)

@@ -135,10 +135,12 @@ void Planner::placePersistent() {
   };
   for (Operation &op : module.getBody()->getOperations()) {
     if (auto param = dyn_cast<ParamOp>(op)) {
-      symbolOffsets[param.getSymNameAttr()] = place(getStorageBytes(param.getType()));
+      symbolOffsets[param.getSymNameAttr()] =
+          place(getStorageBytes(param.getType()));
       weights += getStorageBytes(param.getType());
     } else if (auto state = dyn_cast<OptimizerStateOp>(op)) {
-      symbolOffsets[state.getSymNameAttr()] = place(getStorageBytes(state.getType()));
+      symbolOffsets[state.getSymNameAttr()] =
+          place(getStorageBytes(state.getType()));
       optimizerState += getStorageBytes(state.getType());
     }
   }

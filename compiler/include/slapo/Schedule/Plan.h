@@ -98,8 +98,8 @@ void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
                const Plan &plan, llvm::raw_ostream &os);
 
 /// Reports each primitive of the plan whose pass does not exist yet (all
-/// but decompose, shard, sync, fork_rng and checkpoint) as not implemented. Fails if
-/// there is any.
+/// but decompose, shard, sync, fork_rng and checkpoint) as not implemented.
+/// Fails if there is any.
 mlir::LogicalResult rejectUnimplementedPrimitives(const Plan &plan,
                                                   DiagnosticReporter &reporter);
 
