@@ -3,7 +3,7 @@
 for a memory budget's choice.
 
   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/checkpoint.py \\
-      [gpt_train.py's flags] [--budget-fraction F]
+      [gpt_train.py's flags] [--budget-fractions F,...] [--plan-only]
 
 The model, its batches and the flags are gpt_train.py's (imported from there: 4 layers x 512,
 seq 256, batch 8 by default), trained in fp32 on one rank with its AdamW schedule.  It is
@@ -12,8 +12,9 @@ compiled three times:
   none     no checkpoint()
   all      sch["transformer.h.*"].checkpoint(): every block's forward computed again before its
            backward
-  budget   train(memory_budget=F x the arena of "none", F = 0.5 by default): slapoc chooses the
-           blocks (the fewest, cheapest first) by trial memory plans
+  budget   train(memory_budget=F x the arena of "none"), for each F of --budget-fractions
+           (0.5 and 0.7 by default): slapoc chooses the blocks (the fewest, cheapest first) by
+           trial memory plans; a budget no choice meets is reported as n/a with slapoc's error
 
 Each program trains W + N steps with T threads; the three take turns, R repeats.  The table
 shows the median step time over the repeats (each repeat's value is the median of its N timed
@@ -23,6 +24,11 @@ the matmul FLOPs of a step: the model's (gpt_train.py's count) plus what recompu
 (slapoc's count, in its output), as GFLOP/s and as a percentage of the fp32 GEMM peak measured
 here (the faster of torch.matmul and oneDNN, 2048^3, median of 10).  The losses of the three
 agree bit for bit: recomputation changes no result.
+
+With --plan-only nothing runs: the programs' sources are written (slapoc --emit=cpp, without
+the host compiler) and the table shows the planned arena of each configuration, for models
+too large to train here (GPT-2 small: --layers 12 --hidden 768 --heads 12 --seq 1024
+--vocab 50257).
 """
 
 import argparse
@@ -43,11 +49,15 @@ def schedule(budget_bytes=None, checkpoint_all=False):
 
 
 def compile_config(args, work, name, text):
-    """Compiles a configuration; returns (recomputed matmul GFLOP, modules) from the manifest."""
-    gpt_train.compile_slapoc(args, work, name, text, gpt_train.input_flags(args))
+    """Compiles a configuration; returns its planned arena in bytes, the recomputed matmul
+    GFLOP and the modules recomputed, from the manifest."""
+    flags = gpt_train.input_flags(args) + (["--emit=cpp"] if args.plan_only else [])
+    gpt_train.compile_slapoc(args, work, name, text, flags)
     with open(os.path.join(work, name, "manifest.json")) as f:
-        recomputation = json.load(f).get("recomputation", {})
-    return recomputation.get("matmul_flops", 0) / 1e9, recomputation.get("modules", [])
+        manifest = json.load(f)
+    recomputation = manifest.get("recomputation", {})
+    return (manifest["ranks"][0]["planned_memory_bytes"]["arena_bytes"],
+            recomputation.get("matmul_flops", 0) / 1e9, recomputation.get("modules", []))
 
 
 def bench(args, work):
@@ -57,17 +67,21 @@ def bench(args, work):
     configs = {"none": compile_config(args, work, "none", schedule()),
                "all blocks": compile_config(args, work, "all", schedule(checkpoint_all=True))}
     outputs = {"none": "none", "all blocks": "all"}
-    with open(os.path.join(work, "none", "manifest.json")) as f:
-        arena = json.load(f)["ranks"][0]["planned_memory_bytes"]["arena_bytes"]
-    budget = int(arena * args.budget_fraction)
-    budget_name = "budget %.0f%%" % (100 * args.budget_fraction)
-    budget_error = None
-    try:
-        configs[budget_name] = compile_config(args, work, "budget", schedule(budget))
-        outputs[budget_name] = "budget"
-    except gpt_train.BenchError as e:
-        budget_error = re.search(r"error: (.*)", str(e))
-        budget_error = budget_error.group(1) if budget_error else str(e)
+    budgets = []  # (fraction, bytes, slapoc's error or None)
+    for fraction in args.budget_fractions:
+        budget = int(configs["none"][0] * fraction)
+        name, out = "budget %.0f%%" % (100 * fraction), "budget-%.0f" % (100 * fraction)
+        try:
+            configs[name] = compile_config(args, work, out, schedule(budget))
+            outputs[name] = out
+            budgets.append((fraction, budget, None))
+        except gpt_train.BenchError as e:
+            error = re.search(r"error: (.*)", str(e))
+            budgets.append((fraction, budget, error.group(1) if error else str(e)))
+    mib = lambda b: "%.1f MiB" % (b / 2 ** 20)
+    if args.plan_only:
+        print_plans(args, configs, budgets, start_load, mib)
+        return
     gemm = gpt_train.gemm_rates(args.threads, torch.float32)
     peak = max((rate for rate in gemm.values() if not isinstance(rate, str)), default=None)
 
@@ -82,7 +96,6 @@ def bench(args, work):
     def median(name, key):
         return statistics.median(run[key] for run in runs[name])
 
-    mib = lambda b: "%.1f MiB" % (b / 2 ** 20)
     print("## Activation recomputation, GPT-2-style training, fp32, CPU, one rank\n")
     print("`%s`\n" % gpt_train.command_line())
     print("- machine: %s; load average %s at the start, %s at the end"
@@ -95,16 +108,14 @@ def bench(args, work):
     print("- fp32 GEMM peak: %s" % ", ".join(
         "%s %s" % (lib, rate if isinstance(rate, str) else "%.1f GFLOP/s" % rate)
         for lib, rate in gemm.items()))
-    print("- budget: %s of the plan without recomputation (%s)%s\n"
-          % (mib(budget), "%.0f%%" % (100 * args.budget_fraction),
-             ": n/a (%s)" % budget_error if budget_error else ""))
+    print_budgets(budgets, mib)
     print("| recomputation | step ms | vs none | planned arena | peak RSS | modules recomputed "
           "| matmul GFLOP/step | GFLOP/s | % of GEMM peak |")
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     base_step = median("none", "step_s")
     for name in outputs:
         step_s = median(name, "step_s")
-        extra_gflop, modules = configs[name]
+        _, extra_gflop, modules = configs[name]
         gflop = model_flops / 1e9 + extra_gflop
         print("| %s | %.0f | %.2fx | %s | %s | %s | %.1f | %.1f | %s |"
               % (name, step_s * 1e3, step_s / base_step, mib(median(name, "arena")),
@@ -116,16 +127,42 @@ def bench(args, work):
         " (bit for bit equal)" if len(set(losses.values())) == 1 else " (DIFFER)"))
 
 
+def print_budgets(budgets, mib):
+    for fraction, budget, error in budgets:
+        print("- budget %.0f%%: %s%s" % (100 * fraction, mib(budget),
+                                        ": n/a (%s)" % error if error else ""))
+    print()
+
+
+def print_plans(args, configs, budgets, start_load, mib):
+    print("## Activation recomputation: planned arena, GPT-2-style training, fp32, one rank\n")
+    print("`%s`\n" % gpt_train.command_line())
+    print("- machine: %s; load average %s at the start, %s at the end"
+          % (gpt_train.describe_machine(), start_load, gpt_train.load_average()))
+    print("- model: test/models/gpt2.py, %d layers, hidden %d, %d heads, seq %d, batch %d, "
+          "vocab %d" % (args.layers, args.hidden, args.heads, args.seq, args.batch, args.vocab))
+    print_budgets(budgets, mib)
+    print("| recomputation | planned arena | vs none | modules recomputed | "
+          "matmul GFLOP/step recomputed |")
+    print("|---|---:|---:|---:|---:|")
+    for name, (arena, extra_gflop, modules) in configs.items():
+        print("| %s | %s | %.2fx | %d | %.1f |" % (name, mib(arena), arena / configs["none"][0],
+                                                  len(modules), extra_gflop))
+
+
 def main():
     parser = argparse.ArgumentParser(
         description="Step time and memory of GPT-2 training with and without recomputation")
     gpt_train.add_common_args(parser, threads=2, steps=5)
-    parser.add_argument("--budget-fraction", type=float, default=0.5,
-                        help="the memory budget as a fraction of the arena without "
+    parser.add_argument("--budget-fractions", default="0.5,0.7",
+                        type=lambda text: [float(f) for f in text.split(",")],
+                        help="memory budgets as fractions of the arena without "
                              "recomputation (%(default)s)")
+    parser.add_argument("--plan-only", action="store_true",
+                        help="compile to sources only and report the planned arenas")
     args = gpt_train.parse_args(parser)
-    if not 0 < args.budget_fraction <= 1:
-        parser.error("--budget-fraction must be in (0, 1]")
+    if not all(0 < fraction <= 1 for fraction in args.budget_fractions):
+        parser.error("--budget-fractions must be in (0, 1]")
     try:
         with gpt_train.work_dir(args) as work:
             bench(args, work)
