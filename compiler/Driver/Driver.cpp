@@ -432,8 +432,9 @@ void printMemoryPlan(mlir::ModuleOp planned, int64_t worldSize,
   auto [count, modules] = names("modules");
   if (count)
     os << "checkpointing recomputes " << count << " module(s) in the backward ("
-       << modules << "): an arena of " << bytes("arena_bytes") << " instead of "
-       << formatBytes(integer("arena_bytes_without")) << ", "
+       << modules << "): " << formatBytes(integer("activation_bytes_not_kept"))
+       << " of activations not kept, an arena of " << bytes("arena_bytes")
+       << " instead of " << formatBytes(integer("arena_bytes_without")) << ", "
        << llvm::formatv("{0:f3}", integer("matmul_flops") / 1e9)
        << " GFLOP of matmuls more per step\n";
 }

@@ -331,7 +331,7 @@ void CheckpointPass::runOnOperation() {
     paths.append(chosen.begin(), chosen.end());
   }
 
-  int64_t matmulFlops = 0;
+  int64_t matmulFlops = 0, savedBytes = 0;
   for (const std::string &path : paths) {
     Analysis analysis = analyze(step, path);
     if (analysis.recomputation->ops.empty())
@@ -339,6 +339,7 @@ void CheckpointPass::runOnOperation() {
                          << "' keeps nothing for its backward: there is "
                             "nothing to recompute";
     matmulFlops += analysis.recomputation->matmulFlops;
+    savedBytes += analysis.recomputation->savedBytes;
     apply(step, path, *analysis.recomputation);
   }
 
@@ -352,7 +353,9 @@ void CheckpointPass::runOnOperation() {
       builder.getNamedAttr("matmul_flops",
                            builder.getI64IntegerAttr(matmulFlops)),
       builder.getNamedAttr("arena_bytes_without",
-                           builder.getI64IntegerAttr(*arenaWithout))};
+                           builder.getI64IntegerAttr(*arenaWithout)),
+      builder.getNamedAttr("activation_bytes_not_kept",
+                           builder.getI64IntegerAttr(savedBytes))};
   if (memoryBudget > 0) {
     summary.push_back(builder.getNamedAttr(
         "budget", builder.getI64IntegerAttr(memoryBudget)));

@@ -28,7 +28,8 @@ module {
 }
 
 // The forward is unchanged. b.0.act is inside b.0, which recomputes it.
-// CHECK: module attributes {slapo.recomputation = {arena_bytes_without = 896 : i64, matmul_flops = 128 : i64, modules = ["b.0", "b.1"]}}
+// Each block no longer keeps its tanh result (32 bytes) for its backward.
+// CHECK: module attributes {slapo.recomputation = {activation_bytes_not_kept = 64 : i64, arena_bytes_without = 896 : i64, matmul_flops = 128 : i64, modules = ["b.0", "b.1"]}}
 // CHECK: func.func @train_step(%[[X:.*]]: tensor<2x4xf32> {slapo.name = "x"}, %[[STEP:.*]]: tensor<i64> {slapo.name = "step"}
 // CHECK-NEXT: %[[W0:.*]] = slapo.get_param @b.0.fc.weight
 // CHECK-NEXT: %[[H0:.*]] = slapo.linear %[[X]], %[[W0]] :
@@ -58,14 +59,14 @@ module {
 // CHECK: return %[[LOSS]]
 
 // Without modules it changes nothing, and says what the arena is.
-// NONE: module attributes {slapo.memory = {activations = 4 : i64, arena_bytes = 896 : i64, {{.*}}}, slapo.recomputation = {arena_bytes_without = 896 : i64, matmul_flops = 0 : i64, modules = []}}
+// NONE: module attributes {slapo.memory = {activations = 4 : i64, arena_bytes = 896 : i64, {{.*}}}, slapo.recomputation = {activation_bytes_not_kept = 0 : i64, arena_bytes_without = 896 : i64, matmul_flops = 0 : i64, modules = []}}
 // NONE-NOT: slapo.recomputed
 
 // Block 0's tanh result no longer lives through block 1: 64 bytes less.
-// PLANNED: module attributes {slapo.memory = {activations = 4 : i64, arena_bytes = 832 : i64, {{.*}}}, slapo.recomputation = {arena_bytes_without = 896 : i64, matmul_flops = 64 : i64, modules = ["b.0"]}}
+// PLANNED: module attributes {slapo.memory = {activations = 4 : i64, arena_bytes = 832 : i64, {{.*}}}, slapo.recomputation = {activation_bytes_not_kept = 32 : i64, arena_bytes_without = 896 : i64, matmul_flops = 64 : i64, modules = ["b.0"]}}
 
 // A budget the plan meets already checkpoints nothing.
-// ROOMY: slapo.recomputation = {arena_bytes_without = 896 : i64, budget = 1000 : i64, chosen = [], matmul_flops = 0 : i64, modules = []}
+// ROOMY: slapo.recomputation = {activation_bytes_not_kept = 0 : i64, arena_bytes_without = 896 : i64, budget = 1000 : i64, chosen = [], matmul_flops = 0 : i64, modules = []}
 // ROOMY-NOT: slapo.recomputed
 
 // 850 bytes: one block is enough. Equally cheap per byte kept, the
@@ -73,7 +74,7 @@ module {
 // peak (its backward comes first, right after the forward), so both fit
 // and then block 1 is left out: the budget is met without it.
 // FITS: slapo.memory = {activations = 4 : i64, arena_bytes = 832 : i64
-// FITS-SAME: slapo.recomputation = {arena_bytes_without = 896 : i64, budget = 850 : i64, chosen = ["b.0"], matmul_flops = 64 : i64, modules = ["b.0"]}
+// FITS-SAME: slapo.recomputation = {activation_bytes_not_kept = 32 : i64, arena_bytes_without = 896 : i64, budget = 850 : i64, chosen = ["b.0"], matmul_flops = 64 : i64, modules = ["b.0"]}
 
 // TIGHT: error: memory_budget of 800 B cannot be met: the planned arena is 896 B, and checkpointing all 2 more module(s) reaches no less than 832 B
 

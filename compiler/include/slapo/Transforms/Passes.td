@@ -301,8 +301,10 @@ def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
 
     The module gets `slapo.recomputation`: `modules` (every module
     checkpointed), `matmul_flops` (the matmul FLOPs recomputed per step),
-    `arena_bytes_without` (the arena without checkpointing), and with a
-    budget `budget` and `chosen` (the candidates it chose).
+    `activation_bytes_not_kept` (the forward results the modules' backward
+    reads, no longer kept from the forward to it), `arena_bytes_without`
+    (the arena without checkpointing), and with a budget `budget` and
+    `chosen` (the candidates it chose).
 
     Errors: a module that computes nothing in the forward, and one that
     computes the forward's result (the loss: its backward follows its
