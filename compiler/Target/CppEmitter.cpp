@@ -6,6 +6,13 @@
 // from a value's number and the op's name only; model names (parameters,
 // inputs, module paths) are data, escaped by quoteForCpp.
 //
+// The blocks of a module list (transformer.h.0 ... transformer.h.11) mostly
+// compute the same thing on their own tensors: the calls of such a block,
+// written with its views' offsets left open (`at[slot]`), are the same text
+// for each. Each distinct text becomes one function, called per block with
+// its row of a table of offsets; the code grows with the distinct blocks, not
+// with the layers.
+//
 //===----------------------------------------------------------------------===//
 #include "slapo/Target/CppEmitter.h"
 
@@ -15,14 +22,16 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/xxhash.h"
 
 #include <cmath>
+#include <utility>
 
 using namespace mlir;
 
@@ -141,6 +150,55 @@ Phase getPhase(Operation *op) {
   return phase.getValue() == "backward" ? Phase::Backward : Phase::Optimizer;
 }
 
+/// Ops that are views of other tensors' bytes, or data written once, need no
+/// call in a phase.
+bool needsCall(Operation *op) {
+  return !isa<GetParamOp, ConstantOp, ParamGradOp, func::ReturnOp>(op) &&
+         !getSameBytesSource(op);
+}
+
+/// The module path a call is commented with. An update is about its
+/// parameter, whose name holds its module path.
+std::string getCallPath(Operation *op) {
+  if (auto param = op->getAttrOfType<FlatSymbolRefAttr>("param"))
+    return param.getValue().str();
+  return getModulePath(op->getLoc());
+}
+
+/// The element of a module list that `path` lies in, up to its first index
+/// ("transformer.h.3" for "transformer.h.3.attn.c_attn"); "" outside lists.
+StringRef getBlockPath(StringRef path) {
+  for (size_t start = path.find('.'); start != StringRef::npos;
+       start = path.find('.', start + 1)) {
+    StringRef index = path.slice(start + 1, path.find('.', start + 1));
+    if (!index.empty() && llvm::all_of(index, llvm::isDigit))
+      return path.take_front(start + 1 + index.size());
+  }
+  return "";
+}
+
+/// The calls of a phase that come from one block of a module list, in a row
+/// (blockPath set), or from elsewhere.
+struct Segment {
+  std::string blockPath;
+  SmallVector<Operation *> ops;
+};
+
+/// Fewer calls than this read better inline, where they name their own
+/// tensors, than as a function and a table of offsets.
+constexpr size_t kMinSharedCalls = 4;
+
+/// The function being written and the views it has declared, by value or
+/// symbol. A body shared by several blocks reads the offsets of its views
+/// from the caller's row of its table: `at[slot]`.
+struct FunctionScope {
+  bool shared = false;
+  /// The block path the calls' comments are relative to.
+  std::string blockPath;
+  DenseMap<const void *, std::string> declared;
+  SmallVector<int64_t> slotOffsets;
+};
+
 class Emitter {
 public:
   Emitter(ModuleOp module, func::FuncOp step, const RankProgramInfo &info,
@@ -152,7 +210,15 @@ private:
   LogicalResult nameValues();
   LogicalResult emitConstants();
   LogicalResult emitPhase(StringRef name, Phase phase);
-  LogicalResult emitOp(Operation *op);
+  /// The phase's calls, cut where the block they come from changes.
+  SmallVector<Segment> getSegments(Phase phase);
+  /// Appends the declarations and the call of `op` to `body`.
+  LogicalResult emitOp(Operation *op, std::string &body);
+  /// The calls of `segment` as a body shared by every block that computes
+  /// the same: the same kernels on tensors of the same types, at the offsets
+  /// it returns in `slotOffsets`.
+  FailureOr<std::string> getSharedBody(const Segment &segment,
+                                       SmallVector<int64_t> &slotOffsets);
   /// The call of `op`'s kernel, without the trailing ";".
   FailureOr<std::string> getKernelCall(Operation *op);
   /// The phase function's `step` argument, which `value` (an operand of `op`
@@ -161,7 +227,14 @@ private:
   FailureOr<std::string> getStepNumber(Operation *op, Value value);
   /// The view of `value`, declared in the current function first if needed.
   std::string use(Value value);
-  std::string declareView(StringRef name, Type type, int64_t offset);
+  /// The view of a parameter or optimizer state.
+  std::string useSymbol(FlatSymbolRefAttr symbol, Type type);
+  /// The view `key` stands for in the current function, declared first if
+  /// needed: named `name` at `offset`, or in a shared body after its slot,
+  /// `sharedPrefix` + slot + `sharedSuffix`.
+  std::string declare(const void *key, StringRef name, StringRef sharedPrefix,
+                      StringRef sharedSuffix, Type type, int64_t offset);
+  std::string declareView(StringRef name, Type type, StringRef offset);
   void emitTables();
 
   ModuleOp module;
@@ -169,10 +242,11 @@ private:
   const RankProgramInfo &info;
   raw_ostream &os;
   DenseMap<Value, std::string> names;
+  /// "_linear" for the result of a linear: a value's name in a shared body
+  /// is its slot and this.
+  DenseMap<Value, std::string> sharedSuffixes;
   DenseMap<Value, int64_t> offsets;
-  /// Values already declared in the function being written.
-  DenseSet<Value> declared;
-  DenseSet<StringAttr> declaredSymbols;
+  FunctionScope *scope = nullptr;
   /// Declarations the current op needs, written before its call.
   std::string pendingViews;
   /// Non-splat constant data, written before the functions.
@@ -181,7 +255,7 @@ private:
   DenseMap<StringAttr, int64_t> symbolOffsets;
 };
 
-std::string Emitter::declareView(StringRef name, Type type, int64_t offset) {
+std::string Emitter::declareView(StringRef name, Type type, StringRef offset) {
   auto tensor = type.cast<RankedTensorType>();
   return llvm::formatv("  const Tensor {0} = view(arena, {1}, {2}, {3});\n",
                        name, offset, *getDType(tensor.getElementType()),
@@ -189,10 +263,43 @@ std::string Emitter::declareView(StringRef name, Type type, int64_t offset) {
       .str();
 }
 
+std::string Emitter::declare(const void *key, StringRef name,
+                             StringRef sharedPrefix, StringRef sharedSuffix,
+                             Type type, int64_t offset) {
+  auto [it, inserted] = scope->declared.try_emplace(key);
+  if (!inserted)
+    return it->second;
+  std::string offsetText = std::to_string(offset);
+  it->second = name.str();
+  if (scope->shared) {
+    size_t slot = scope->slotOffsets.size();
+    scope->slotOffsets.push_back(offset);
+    it->second = (sharedPrefix + Twine(slot) + sharedSuffix).str();
+    offsetText = "at[" + std::to_string(slot) + "]";
+  }
+  pendingViews += declareView(it->second, type, offsetText);
+  return it->second;
+}
+
 std::string Emitter::use(Value value) {
-  if (declared.insert(value).second)
-    pendingViews += declareView(names[value], value.getType(), offsets[value]);
-  return names[value];
+  // In a shared body, tensors of the block itself (of any phase) keep their
+  // op's name; others come from elsewhere, where each block's differ: the
+  // block's inputs. Constants are data, whichever block (CSE) defines them.
+  bool ofBlock = false;
+  if (Operation *producer = value.getDefiningOp())
+    ofBlock = isa<ConstantOp>(producer) ||
+              getBlockPath(getCallPath(producer)) == scope->blockPath;
+  return declare(value.getAsOpaquePointer(), names[value], ofBlock ? "t" : "in",
+                 ofBlock ? StringRef(sharedSuffixes[value]) : StringRef(),
+                 value.getType(), offsets[value]);
+}
+
+// Parameters and optimizer state are named after their offset, the one
+// identifier of a symbol that no model name can influence.
+std::string Emitter::useSymbol(FlatSymbolRefAttr symbol, Type type) {
+  int64_t offset = symbolOffsets.lookup(symbol.getAttr());
+  return declare(symbol.getAttr().getAsOpaquePointer(),
+                 "s" + std::to_string(offset), "s", "", type, offset);
 }
 
 FailureOr<std::string> Emitter::getStepNumber(Operation *op, Value value) {
@@ -230,6 +337,7 @@ LogicalResult Emitter::nameValues() {
                << result.getType();
       std::string stem = op.getName().stripDialect().str();
       names[result] = llvm::formatv("t{0}_{1}", counter++, stem).str();
+      sharedSuffixes[result] = "_" + stem;
       offsets[result] = planned[i];
     }
   }
@@ -248,7 +356,8 @@ LogicalResult Emitter::emitConstants() {
       return constant.emitError("code generation: only dense constants are "
                                 "supported");
     Value result = constant.getResult();
-    body += declareView(names[result], result.getType(), offsets[result]);
+    body += declareView(names[result], result.getType(),
+                        std::to_string(offsets[result]));
     Type elementType = dense.getElementType();
     if (dense.isSplat()) {
       double value;
@@ -316,15 +425,6 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
     return llvm::formatv("reduce(ctx, ReduceKind::{0}, {1}, {2}, "
                          "{3}u)",
                          kind, use(op->getOperand(0)), out(), dimMask(dims));
-  };
-  // Parameters and optimizer state are named after their offset, the one
-  // identifier of a symbol that no model name can influence.
-  auto symbolView = [&](FlatSymbolRefAttr symbol, Type type) {
-    int64_t offset = symbolOffsets.lookup(symbol.getAttr());
-    std::string name = "s" + std::to_string(offset);
-    if (declaredSymbols.insert(symbol.getAttr()).second)
-      pendingViews += declareView(name, type, offset);
-    return name;
   };
   using Call = FailureOr<std::string>;
   return llvm::TypeSwitch<Operation *, Call>(op)
@@ -553,10 +653,10 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       })
       .Case([&](SgdUpdateOp update) -> Call {
         Type type = update.getGrad().getType();
-        std::string param = symbolView(update.getParamAttr(), type);
+        std::string param = useSymbol(update.getParamAttr(), type);
         std::string buffer =
             update.getMomentumBufferAttr()
-                ? symbolView(update.getMomentumBufferAttr(), type)
+                ? useSymbol(update.getMomentumBufferAttr(), type)
                 : std::string("Tensor()");
         return llvm::formatv(
                    "sgdUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5})", param,
@@ -573,10 +673,10 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         return llvm::formatv(
                    "adamwUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
                    "{8}, {9})",
-                   symbolView(update.getParamAttr(), type),
+                   useSymbol(update.getParamAttr(), type),
                    use(update.getGrad()),
-                   symbolView(update.getExpAvgAttr(), type),
-                   symbolView(update.getExpAvgSqAttr(), type),
+                   useSymbol(update.getExpAvgAttr(), type),
+                   useSymbol(update.getExpAvgSqAttr(), type),
                    use(update.getLr()), *step,
                    doubleLiteral(update.getBeta1().convertToDouble()),
                    doubleLiteral(update.getBeta2().convertToDouble()),
@@ -594,35 +694,131 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       });
 }
 
-LogicalResult Emitter::emitOp(Operation *op) {
-  // Views of other tensors' bytes, and data written once, need no call.
-  if (isa<GetParamOp, ConstantOp, ParamGradOp, func::ReturnOp>(op) ||
-      getSameBytesSource(op))
-    return success();
+LogicalResult Emitter::emitOp(Operation *op, std::string &body) {
   pendingViews.clear();
   FailureOr<std::string> call = getKernelCall(op);
   if (failed(call))
     return failure();
-  // An update is about its parameter, whose name holds its module path.
-  std::string path = getModulePath(op->getLoc());
-  if (auto param = op->getAttrOfType<FlatSymbolRefAttr>("param"))
-    path = param.getValue().str();
-  os << "\n  // " << (path.empty() ? "(root)" : quoteForCpp(path)) << ": "
-     << op->getName().stripDialect() << "\n"
-     << pendingViews << "  " << *call << ";\n";
+  std::string path = getCallPath(op);
+  std::string comment = path.empty() ? "(root)" : quoteForCpp(path);
+  if (scope->shared) {
+    // The body runs for several blocks: paths are relative to the block.
+    StringRef inBlock = StringRef(path).drop_front(scope->blockPath.size());
+    inBlock.consume_front(".");
+    comment = inBlock.empty() ? "(block)" : quoteForCpp(inBlock);
+  }
+  body += "\n  // " + comment + ": " + op->getName().stripDialect().str() +
+          "\n" + pendingViews + "  " + *call + ";\n";
   return success();
 }
 
+SmallVector<Segment> Emitter::getSegments(Phase phase) {
+  SmallVector<Segment> segments;
+  for (Operation &op : step.getBody().front()) {
+    if (getPhase(&op) != phase || !needsCall(&op))
+      continue;
+    std::string path = getCallPath(&op);
+    StringRef blockPath = getBlockPath(path);
+    if (segments.empty() || segments.back().blockPath != blockPath)
+      segments.push_back({blockPath.str(), {}});
+    segments.back().ops.push_back(&op);
+  }
+  return segments;
+}
+
+FailureOr<std::string>
+Emitter::getSharedBody(const Segment &segment,
+                       SmallVector<int64_t> &slotOffsets) {
+  FunctionScope shared;
+  shared.shared = true;
+  shared.blockPath = segment.blockPath;
+  FunctionScope *enclosing = std::exchange(scope, &shared);
+  auto restore = llvm::make_scope_exit([&] { scope = enclosing; });
+  std::string body;
+  for (Operation *op : segment.ops)
+    if (failed(emitOp(op, body)))
+      return failure();
+  slotOffsets = std::move(shared.slotOffsets);
+  return body;
+}
+
+/// "{0, 64, 128}": a row of a shared body's table, ten offsets a line.
+std::string offsetRow(ArrayRef<int64_t> offsets) {
+  std::string text = "{";
+  for (auto [i, offset] : llvm::enumerate(offsets))
+    text += (i == 0 ? "" : i % 10 ? ", " : ",\n     ") + std::to_string(offset);
+  return text + "}";
+}
+
 LogicalResult Emitter::emitPhase(StringRef name, Phase phase) {
-  declared.clear();
-  declaredSymbols.clear();
+  SmallVector<Segment> segments = getSegments(phase);
+  // Blocks whose calls are written alike but for their tensors' offsets run
+  // one function: equal bodies are the same kernels on tensors of the same
+  // types with the same attributes, whatever the blocks are named.
+  struct SharedFunction {
+    std::string body;
+    SmallVector<size_t> segments;
+    SmallVector<SmallVector<int64_t>> rows;
+  };
+  std::vector<SharedFunction> candidates;
+  llvm::StringMap<size_t> candidateOfBody;
+  for (auto [index, segment] : llvm::enumerate(segments)) {
+    if (segment.blockPath.empty() || segment.ops.size() < kMinSharedCalls)
+      continue;
+    SmallVector<int64_t> row;
+    FailureOr<std::string> body = getSharedBody(segment, row);
+    if (failed(body))
+      return failure();
+    auto [it, inserted] = candidateOfBody.try_emplace(*body, candidates.size());
+    if (inserted)
+      candidates.push_back({*body, {}, {}});
+    candidates[it->second].segments.push_back(index);
+    candidates[it->second].rows.push_back(std::move(row));
+  }
+  // The call each segment of a shared function becomes.
+  DenseMap<size_t, std::string> calls;
+  int numFunctions = 0;
+  for (const SharedFunction &function : candidates) {
+    if (function.segments.size() < 2)
+      continue;
+    std::string functionName = (name + "Block" + Twine(numFunctions++)).str();
+    std::string table = "k" + capitalize(functionName);
+    os << "/// Where " << functionName << "'s tensors at[0], at[1], ... are "
+       << "for each block it runs.\n"
+       << "const int64_t " << table << "[" << function.rows.size() << "]["
+       << function.rows.front().size() << "] = {\n";
+    for (auto [row, index] : llvm::enumerate(function.segments)) {
+      os << "    // " << quoteForCpp(segments[index].blockPath) << "\n"
+         << "    " << offsetRow(function.rows[row]) << ",\n";
+      calls[index] = llvm::formatv("{0}(ctx, mesh, arena, step, {1}[{2}])",
+                                   functionName, table, row)
+                         .str();
+    }
+    os << "};\n\n"
+       << "/// The " << name << " of each block of " << table
+       << ": the same calls, on that block's tensors.\n"
+       << "void " << functionName
+       << "(Context &ctx, ProcessMesh &mesh, uint8_t *arena, int64_t step, "
+       << "const int64_t *at) {" << function.body << "}\n\n";
+  }
+
   // Reads of persistent and earlier tensors are views too: declare them on
   // first use like any other value.
-  os << phaseSignature(name);
-  for (Operation &op : step.getBody().front())
-    if (getPhase(&op) == phase && failed(emitOp(&op)))
-      return failure();
-  os << "}\n\n";
+  FunctionScope phaseScope;
+  scope = &phaseScope;
+  std::string body;
+  for (auto [index, segment] : llvm::enumerate(segments)) {
+    auto call = calls.find(index);
+    if (call != calls.end()) {
+      body += "\n  // " + quoteForCpp(segment.blockPath) + "\n  " +
+              call->second + ";\n";
+      continue;
+    }
+    for (Operation *op : segment.ops)
+      if (failed(emitOp(op, body)))
+        return failure();
+  }
+  os << phaseSignature(name) << body << "}\n\n";
   return success();
 }
 

@@ -22,13 +22,16 @@ struct RankProgramInfo {
   std::string target = "cpu";
 };
 
-/// Writes the step's source (step.cpp, or step.cu for CUDA) for a module whose @train_step has a memory plan
-/// (slapo-plan-memory): tables of the arena's persistent tensors, one
-/// function per phase calling libslapo_runtime's kernels on views at planned
-/// offsets (each call commented with its module path), and a main that hands
-/// them to the runtime's training driver. Names from the model appear only
-/// escaped, inside string literals and comments. Fails with a diagnostic at
-/// an op code generation does not support.
+/// Writes the step's source (step.cpp, or step.cu for CUDA) for a module whose
+/// @train_step has a memory plan (slapo-plan-memory): tables of the arena's
+/// persistent tensors, one function per phase calling libslapo_runtime's
+/// kernels on views at planned offsets (each call commented with its module
+/// path), and a main that hands them to the runtime's training driver. The
+/// blocks of a module list whose calls in a phase are the same but for their
+/// tensors' offsets share one function, called per block with a row of a
+/// table of offsets. Names from the model appear only escaped, inside string
+/// literals and comments. Fails with a diagnostic at an op code generation
+/// does not support.
 mlir::LogicalResult emitRankProgram(mlir::ModuleOp module,
                                     const RankProgramInfo &info,
                                     llvm::raw_ostream &os);
