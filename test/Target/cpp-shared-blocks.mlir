@@ -1,15 +1,19 @@
-// RUN: slapo-opt --slapo-autodiff --slapo-optimizer="optimizer=adamw lr=0.01" --slapo-plan-memory --mlir-print-debuginfo %s | slapo-translate --slapo-to-cpp > %t.cpp
-// RUN: FileCheck %s < %t.cpp
-// RUN: c++ -std=c++17 -fsyntax-only -Wall -Werror -I%runtime_include %t.cpp
-// RUN: %if cuda %{ slapo-opt --slapo-autodiff --slapo-optimizer="optimizer=adamw lr=0.01" --slapo-plan-memory %s | slapo-translate --slapo-to-cpp --slapo-target=cuda > %t.cu %}
-// RUN: %if cuda %{ nvcc -std=c++17 -x cu -c -I%runtime_include %t.cu -o %t.o %}
+// RUN: slapo-opt --slapo-autodiff --slapo-optimizer="optimizer=adamw lr=0.01" --slapo-plan-memory --mlir-print-debuginfo %s | slapo-translate --slapo-to-cpp > %t.out
+// RUN: FileCheck %s < %t.out
+// RUN: rm -rf %t && split-file %t.out %t
+// RUN: c++ -std=c++17 -fsyntax-only -Wall -Werror -I%runtime_include %t/step.cpp
+// RUN: c++ -std=c++17 -fsyntax-only -Wall -Werror -I%runtime_include %t/blocks.cpp
+// RUN: %if cuda %{ slapo-opt --slapo-autodiff --slapo-optimizer="optimizer=adamw lr=0.01" --slapo-plan-memory %s | slapo-translate --slapo-to-cpp --slapo-target=cuda > %t-cu.out %}
+// RUN: %if cuda %{ rm -rf %t-cu && split-file %t-cu.out %t-cu %}
+// RUN: %if cuda %{ nvcc -std=c++17 -c -I%runtime_include %t-cu/step.cu -o %t-step.o %}
+// RUN: %if cuda %{ nvcc -std=c++17 -c -I%runtime_include %t-cu/blocks.cu -o %t-blocks.o %}
 
 // Six residual MLP blocks: layers.0, layers.1 and extra.0 compute the same
 // thing (gelu tanh, hidden 8), layers.2 and layers.3 differ from them in an
 // attribute (gelu erf), layers.4 in its shapes (hidden 6). Each distinct body
-// of a phase that runs for more than one block becomes one function, called
-// per block with its row of offsets; a body no other block shares stays
-// inline.
+// of a phase that runs for more than one block becomes one function of
+// blocks.cpp, called per block with its row of a table of offsets in
+// step.cpp; a body no other block shares stays inline.
 module {
   slapo.param @layers.0.fc1.weight : tensor<8x4xf32>
   slapo.param @layers.0.fc1.bias : tensor<8xf32>
@@ -117,6 +121,8 @@ module {
 // The same forward in three blocks, whatever their list is called: one
 // function. Each row holds one block's offsets; layers.0's output (the last
 // slot, its add) is layers.1's input.
+// CHECK-LABEL: //--- step.cpp
+// CHECK: #include "step.h"
 // CHECK-LABEL: const int64_t kForwardBlock0[3][9] = {
 // CHECK-NEXT: // "layers.0"
 // CHECK-NEXT: {{[{]([0-9]+, )+}}[[OUT0:[0-9]+]]},
@@ -125,31 +131,14 @@ module {
 // CHECK-NEXT: // "extra.0"
 // CHECK-NEXT: {{[{]([0-9]+, )+[0-9]+[}],$}}
 // CHECK-NEXT: };
-// CHECK-LABEL: void forwardBlock0(Context &ctx, ProcessMesh &mesh, uint8_t *arena, int64_t step, const int64_t *at) {
-// CHECK-NEXT: // "fc1": linear
-// CHECK-DAG: const Tensor [[H:t[0-9]+_linear]] = view(arena, at[{{[0-9]+}}], DType::F32, {2, 8});
-// CHECK-DAG: const Tensor [[W1:t[0-9]+_get_param]] = view(arena, at[{{[0-9]+}}], DType::F32, {8, 4});
-// CHECK-DAG: const Tensor [[B1:t[0-9]+_get_param]] = view(arena, at[{{[0-9]+}}], DType::F32, {8});
-// CHECK-DAG: const Tensor [[X:in[0-9]+]] = view(arena, at[{{[0-9]+}}], DType::F32, {2, 4});
-// CHECK: linear(ctx, [[X]], [[W1]], [[B1]], [[H]]);
-// CHECK: // "act": gelu
-// CHECK: unary(ctx, UnaryKind::GeluTanh, [[H]], [[G:t[0-9]+_gelu]]);
-// CHECK: // "fc2": linear
-// CHECK: linear(ctx, [[G]], {{.*}}, [[O:t[0-9]+_linear]]);
-// CHECK: // (block): add
-// CHECK-NEXT: const Tensor [[Y:t8_add]] = view(arena, at[8], DType::F32, {2, 4});
-// CHECK-NEXT: binary(ctx, BinaryKind::Add, [[X]], [[O]], [[Y]]);
-// CHECK-NEXT: }
 
 // Another attribute, another function.
 // CHECK-LABEL: const int64_t kForwardBlock1[2][9] = {
 // CHECK-NEXT: // "layers.2"
 // CHECK-NEXT: {{[{]}}
 // CHECK-NEXT: // "layers.3"
-// CHECK-LABEL: void forwardBlock1(
-// CHECK: unary(ctx, UnaryKind::GeluErf,
-// CHECK: }
 
+// layers.4 (other shapes) is alone: its calls stay inline.
 // CHECK-LABEL: void forward(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {
 // CHECK: // "layers.0"
 // CHECK-NEXT: forwardBlock0(ctx, mesh, arena, step, kForwardBlock0[0]);
@@ -172,13 +161,9 @@ module {
 // CHECK-LABEL: const int64_t kBackwardBlock0[2][
 // CHECK-NEXT: // "extra.0"
 // CHECK: // "layers.1"
-// CHECK: void backwardBlock0(
-// CHECK: binary(ctx, BinaryKind::GeluTanhGrad,
 // CHECK-LABEL: const int64_t kBackwardBlock1[2][
 // CHECK-NEXT: // "layers.3"
 // CHECK: // "layers.2"
-// CHECK: void backwardBlock1(
-// CHECK: binary(ctx, BinaryKind::GeluErfGrad,
 // CHECK-LABEL: void backward(
 // CHECK: backwardBlock0(ctx, mesh, arena, step, kBackwardBlock0[0]);
 // CHECK: // "layers.4.fc2": matmul
@@ -189,12 +174,47 @@ module {
 
 // The updates of the blocks' parameters are alike but for layers.4's shapes.
 // CHECK-LABEL: const int64_t kOptimizerBlock0[5][
-// CHECK: void optimizerBlock0(
-// CHECK: // "fc1.weight": adamw_update
-// CHECK: // "fc2.bias": adamw_update
 // CHECK-LABEL: void optimizer(
 // CHECK: // "layers.3"
 // CHECK-NEXT: optimizerBlock0(ctx, mesh, arena, step, kOptimizerBlock0[3]);
 // CHECK: // "layers.4.fc1.weight": adamw_update
 // CHECK: // "extra.0"
 // CHECK-NEXT: optimizerBlock0(ctx, mesh, arena, step, kOptimizerBlock0[4]);
+// CHECK: int main(int argc, char **argv) {
+
+// step.h declares what both files use, the shared functions among them.
+// CHECK-LABEL: //--- step.h
+// CHECK: inline Tensor view(uint8_t *arena, int64_t offset, DType dtype, Shape shape) {
+// CHECK: void forwardBlock0(Context &ctx, ProcessMesh &mesh, uint8_t *arena, int64_t step, const int64_t *at);
+// CHECK-NEXT: void forwardBlock1(
+// CHECK-NEXT: void backwardBlock0(
+// CHECK-NEXT: void backwardBlock1(
+// CHECK-NEXT: void optimizerBlock0(
+
+// A shared body names the block's own tensors after their ops, its inputs
+// in<slot>, and its comments give paths within the block.
+// CHECK-LABEL: //--- blocks.cpp
+// CHECK-LABEL: void forwardBlock0(Context &ctx, ProcessMesh &mesh, uint8_t *arena, int64_t step, const int64_t *at) {
+// CHECK-NEXT: // "fc1": linear
+// CHECK-DAG: const Tensor [[H:t[0-9]+_linear]] = view(arena, at[{{[0-9]+}}], DType::F32, {2, 8});
+// CHECK-DAG: const Tensor [[W1:t[0-9]+_get_param]] = view(arena, at[{{[0-9]+}}], DType::F32, {8, 4});
+// CHECK-DAG: const Tensor [[B1:t[0-9]+_get_param]] = view(arena, at[{{[0-9]+}}], DType::F32, {8});
+// CHECK-DAG: const Tensor [[X:in[0-9]+]] = view(arena, at[{{[0-9]+}}], DType::F32, {2, 4});
+// CHECK: linear(ctx, [[X]], [[W1]], [[B1]], [[H]]);
+// CHECK: // "act": gelu
+// CHECK: unary(ctx, UnaryKind::GeluTanh, [[H]], [[G:t[0-9]+_gelu]]);
+// CHECK: // "fc2": linear
+// CHECK: linear(ctx, [[G]], {{.*}}, [[O:t[0-9]+_linear]]);
+// CHECK: // (block): add
+// CHECK-NEXT: const Tensor [[Y:t8_add]] = view(arena, at[8], DType::F32, {2, 4});
+// CHECK-NEXT: binary(ctx, BinaryKind::Add, [[X]], [[O]], [[Y]]);
+// CHECK-NEXT: }
+// CHECK-LABEL: void forwardBlock1(
+// CHECK: unary(ctx, UnaryKind::GeluErf,
+// CHECK-LABEL: void backwardBlock0(
+// CHECK: binary(ctx, BinaryKind::GeluTanhGrad,
+// CHECK-LABEL: void backwardBlock1(
+// CHECK: binary(ctx, BinaryKind::GeluErfGrad,
+// CHECK-LABEL: void optimizerBlock0(
+// CHECK: // "fc1.weight": adamw_update
+// CHECK: // "fc2.bias": adamw_update
