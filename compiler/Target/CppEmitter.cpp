@@ -189,14 +189,15 @@ struct Segment {
 constexpr size_t kMinSharedCalls = 4;
 
 /// The function being written and the views it has declared, by value or
-/// symbol. A body shared by several blocks reads the offsets of its views
-/// from the caller's row of its table: `at[slot]`.
+/// symbol. A body shared by several blocks reads the offsets of its views,
+/// and the numbers that differ between blocks, from the caller's row of its
+/// table: `at[slot]`.
 struct FunctionScope {
   bool shared = false;
   /// The block path the calls' comments are relative to.
   std::string blockPath;
   DenseMap<const void *, std::string> declared;
-  SmallVector<int64_t> slotOffsets;
+  SmallVector<int64_t> slotValues;
 };
 
 class Emitter {
@@ -216,9 +217,9 @@ private:
   LogicalResult emitOp(Operation *op, std::string &body);
   /// The calls of `segment` as a body shared by every block that computes
   /// the same: the same kernels on tensors of the same types, at the offsets
-  /// it returns in `slotOffsets`.
+  /// (and with the dropout streams) it returns in `slotValues`.
   FailureOr<std::string> getSharedBody(const Segment &segment,
-                                       SmallVector<int64_t> &slotOffsets);
+                                       SmallVector<int64_t> &slotValues);
   /// The call of `op`'s kernel, without the trailing ";".
   FailureOr<std::string> getKernelCall(Operation *op);
   /// The phase function's `step` argument, which `value` (an operand of `op`
@@ -229,6 +230,9 @@ private:
   std::string use(Value value);
   /// The view of a parameter or optimizer state.
   std::string useSymbol(FlatSymbolRefAttr symbol, Type type);
+  /// `value`, a number each block has its own of (a dropout's stream): a
+  /// literal, or in a shared body a slot of the caller's row.
+  std::string useBlockNumber(int64_t value);
   /// The view `key` stands for in the current function, declared first if
   /// needed: named `name` at `offset`, or in a shared body after its slot,
   /// `sharedPrefix` + slot + `sharedSuffix`.
@@ -278,8 +282,8 @@ std::string Emitter::declare(const void *key, StringRef name,
   std::string offsetText = std::to_string(offset);
   it->second = name.str();
   if (scope->shared) {
-    size_t slot = scope->slotOffsets.size();
-    scope->slotOffsets.push_back(offset);
+    size_t slot = scope->slotValues.size();
+    scope->slotValues.push_back(offset);
     it->second = (sharedPrefix + Twine(slot) + sharedSuffix).str();
     offsetText = "at[" + std::to_string(slot) + "]";
   }
@@ -298,6 +302,13 @@ std::string Emitter::use(Value value) {
   return declare(value.getAsOpaquePointer(), names[value], ofBlock ? "t" : "in",
                  ofBlock ? StringRef(sharedSuffixes[value]) : StringRef(),
                  value.getType(), offsets[value]);
+}
+
+std::string Emitter::useBlockNumber(int64_t value) {
+  if (!scope->shared)
+    return std::to_string(value);
+  scope->slotValues.push_back(value);
+  return "at[" + std::to_string(scope->slotValues.size() - 1) + "]";
 }
 
 // Parameters and optimizer state are named after their offset, the one
@@ -506,14 +517,14 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         FailureOr<std::string> step = getStepNumber(op, dropout.getStep());
         if (failed(step))
           return failure();
-        return llvm::formatv(
-                   "dropout(ctx, {0}, {1}, {2}, {{kSeed, "
-                   "{3}, /*stream=*/{4}, /*rankStream=*/{5}}, "
-                   "{6})",
-                   use(dropout.getInput()), out(),
-                   doubleLiteral(dropout.getP().convertToDouble()), *step,
-                   dropout.getStream(),
-                   dropout.getForkRng() ? "mesh.getTpRank()" : "0", placement)
+        return llvm::formatv("dropout(ctx, {0}, {1}, {2}, {{kSeed, "
+                             "{3}, /*stream=*/{4}, /*rankStream=*/{5}}, "
+                             "{6})",
+                             use(dropout.getInput()), out(),
+                             doubleLiteral(dropout.getP().convertToDouble()),
+                             *step, useBlockNumber(dropout.getStream()),
+                             dropout.getForkRng() ? "mesh.getTpRank()" : "0",
+                             placement)
             .str();
       })
       .Case([&](ArangeOp arange) -> Call {
@@ -734,7 +745,7 @@ SmallVector<Segment> Emitter::getSegments(Phase phase) {
 
 FailureOr<std::string>
 Emitter::getSharedBody(const Segment &segment,
-                       SmallVector<int64_t> &slotOffsets) {
+                       SmallVector<int64_t> &slotValues) {
   FunctionScope shared;
   shared.shared = true;
   shared.blockPath = segment.blockPath;
@@ -744,7 +755,7 @@ Emitter::getSharedBody(const Segment &segment,
   for (Operation *op : segment.ops)
     if (failed(emitOp(op, body)))
       return failure();
-  slotOffsets = std::move(shared.slotOffsets);
+  slotValues = std::move(shared.slotValues);
   return body;
 }
 
@@ -789,8 +800,9 @@ LogicalResult Emitter::emitPhase(StringRef name, Phase phase) {
       continue;
     std::string functionName = (name + "Block" + Twine(numFunctions++)).str();
     std::string table = "k" + capitalize(functionName);
-    os << "/// Where the tensors at[0], at[1], ... of " << functionName
-       << " (blocks" << extension << ") are, for each block it runs.\n"
+    os << "/// at[0], at[1], ... of " << functionName << " (blocks" << extension
+       << ") for each block it runs:\n"
+       << "/// the offsets of its tensors (and the streams of its dropouts).\n"
        << "const int64_t " << table << "[" << function.rows.size() << "]["
        << function.rows.front().size() << "] = {\n";
     for (auto [row, index] : llvm::enumerate(function.segments)) {

@@ -2,10 +2,11 @@
 """How long slapoc takes to compile a model, phase by phase.
 
   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/compile_time.py \\
-      [--models gpt2,hf-gpt2-small] [--repeats R] [--target cpu|cuda] \\
+      [--models gpt2,hf-gpt2-small] [--train] [--repeats R] [--target cpu|cuda] \\
       [--slapoc [LABEL=]PATH ...] [--keep DIR]
 
-Models (each exported once, in eval mode, its export timed apart from slapoc):
+Models (each exported once, in eval mode or with --train in train mode, where their dropouts
+are active, its export timed apart from slapoc):
 
   gpt2           test/models/gpt2.py's GPT-2 (2 layers, hidden 32), torch.jit.script, [2, 16]:
                  the model of test/e2e/gpt2.test
@@ -56,15 +57,16 @@ class BenchError(Exception):
     pass
 
 
-def export_gpt2(path):
+def export_gpt2(path, train):
     """test/e2e/gpt2.test's model; returns the --input flags."""
     subprocess.run([sys.executable, os.path.join(REPO, "test", "models", "export.py"),
-                    "--model", "gpt2", "--mode", "script", "--out", path],
+                    "--model", "gpt2", "--mode", "script", "--out", path] +
+                   (["--train"] if train else []),
                    check=True, stdout=subprocess.DEVNULL)
     return ["--input", "input_ids=i64[2,16]", "--input", "labels=i64[2,16]"]
 
 
-def export_hf_gpt2_small(path):
+def export_hf_gpt2_small(path, train):
     import torch
     import torch.nn as nn
     import hf
@@ -79,7 +81,7 @@ def export_hf_gpt2_small(path):
                 torchscript=True, attn_implementation="eager"))
 
     torch.manual_seed(0)
-    model = HFGPT2Small().eval()
+    model = HFGPT2Small().train(train)
     ids = torch.zeros(2, 128, dtype=torch.long)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # TracerWarnings
@@ -149,6 +151,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS),
                         help="comma-separated, of %s (default: all)" % ", ".join(MODELS))
+    parser.add_argument("--train", action="store_true", help="export in train mode (dropout)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--target", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--slapoc", action="append", metavar="[LABEL=]PATH",
@@ -173,7 +176,8 @@ def main():
     with open(schedule, "w") as f:
         f.write(gpt_train.SCHEDULE)
 
-    print("# slapoc compile time, %d CPUs, target %s" % (os.cpu_count(), args.target))
+    print("# slapoc compile time, %d CPUs, target %s, models in %s mode"
+          % (os.cpu_count(), args.target, "train" if args.train else "eval"))
     print("# " + gpt_train.command_line())
     print()
     print("| model | slapoc | export | %s | wall | generated source |" % " | ".join(PHASES))
@@ -181,7 +185,7 @@ def main():
     for name in models:
         model = os.path.join(work, name + ".pt")
         start = time.perf_counter()
-        inputs = EXPORTERS[name](model)
+        inputs = EXPORTERS[name](model, args.train)
         export_s = time.perf_counter() - start
         runs = {label: [] for label, _ in builds}
         sources = {}
