@@ -8,10 +8,11 @@
 //
 // The blocks of a module list (transformer.h.0 ... transformer.h.11) mostly
 // compute the same thing on their own tensors: the calls of such a block,
-// written with its views' offsets left open (`at[slot]`), are the same text
-// for each. Each distinct text becomes one function, called per block with
-// its row of a table of offsets; the code grows with the distinct blocks, not
-// with the layers.
+// written with its views' offsets (and its dropouts' streams) left open
+// (`at[slot]`), are the same text for each. Each distinct text becomes one
+// function, called per block with its row of a table of those numbers; the
+// code grows with the distinct blocks, not with the layers. The functions are
+// a translation unit of their own (blocks.cpp), compiled beside step.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Target/CppEmitter.h"
@@ -233,6 +234,9 @@ private:
   /// `value`, a number each block has its own of (a dropout's stream): a
   /// literal, or in a shared body a slot of the caller's row.
   std::string useBlockNumber(int64_t value);
+  /// A new slot of the shared body's row, holding `value`, as the body
+  /// reads it.
+  std::string addSlot(int64_t value);
   /// The view `key` stands for in the current function, declared first if
   /// needed: named `name` at `offset`, or in a shared body after its slot,
   /// `sharedPrefix` + slot + `sharedSuffix`.
@@ -282,10 +286,9 @@ std::string Emitter::declare(const void *key, StringRef name,
   std::string offsetText = std::to_string(offset);
   it->second = name.str();
   if (scope->shared) {
-    size_t slot = scope->slotValues.size();
-    scope->slotValues.push_back(offset);
-    it->second = (sharedPrefix + Twine(slot) + sharedSuffix).str();
-    offsetText = "at[" + std::to_string(slot) + "]";
+    it->second =
+        (sharedPrefix + Twine(scope->slotValues.size()) + sharedSuffix).str();
+    offsetText = addSlot(offset);
   }
   pendingViews += declareView(it->second, type, offsetText);
   return it->second;
@@ -304,11 +307,13 @@ std::string Emitter::use(Value value) {
                  value.getType(), offsets[value]);
 }
 
-std::string Emitter::useBlockNumber(int64_t value) {
-  if (!scope->shared)
-    return std::to_string(value);
+std::string Emitter::addSlot(int64_t value) {
   scope->slotValues.push_back(value);
   return "at[" + std::to_string(scope->slotValues.size() - 1) + "]";
+}
+
+std::string Emitter::useBlockNumber(int64_t value) {
+  return scope->shared ? addSlot(value) : std::to_string(value);
 }
 
 // Parameters and optimizer state are named after their offset, the one
