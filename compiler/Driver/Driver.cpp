@@ -640,8 +640,8 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   info.seed = train.seed;
   info.dp = mesh.dp;
   info.tp = mesh.tp;
-  auto command =
-      writeRanks(outputDir->getPath(), *module, **model, info, build);
+  auto command = writeRanks(outputDir->getPath(), *module, **model, info, build,
+                            outputTiming);
   if (!command)
     return fail(llvm::toString(command.takeError()));
   ManifestInfo manifest;

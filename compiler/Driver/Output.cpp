@@ -371,50 +371,43 @@ llvm::Error StagedDirectory::publish() {
 
 namespace {
 
-/// The command that compiles `source` into `program` against the runtime this
-/// slapoc was built with, found where CMake built it: the host compiler and
-/// the CPU backend, or nvcc and the CUDA backend. The host code is for any
-/// x86-64 CPU, as the runtime is: its loops choose their instruction set at
-/// start-up, and so does oneDNN.
-llvm::Expected<std::vector<std::string>>
-getBuildCommand(const HostBuild &build, llvm::StringRef source,
-                llvm::StringRef program) {
+/// How the rank program is built against the runtime this slapoc was built
+/// with, found where CMake built it: the host compiler and the CPU backend,
+/// or nvcc and the CUDA backend. The host code is for any x86-64 CPU, as the
+/// runtime is: its loops choose their instruction set at start-up, and so
+/// does oneDNN.
+struct BuildCommand {
+  /// The compiler and its options, for compiling and for linking.
+  std::vector<std::string> compiler;
+  /// What the program links, after its sources or objects.
+  std::vector<std::string> libraries;
+};
+
+llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
   const std::string hostArch = "-march=x86-64";
-  std::vector<std::string> args;
+  BuildCommand command;
   if (build.target == "cpu") {
-    args = {SLAPO_HOST_CXX,
-            "-std=c++17",
-            "-O2",
-            hostArch,
-            "-fopenmp",
-            "-I" SLAPO_RUNTIME_INCLUDE_DIR,
-            source.str(),
-            "-o",
-            program.str(),
-            SLAPO_RUNTIME_CPU_LIBRARY,
-            SLAPO_RUNTIME_LIBRARY,
-            SLAPO_DNNL_LIBRARY};
+    command.compiler = {SLAPO_HOST_CXX, "-std=c++17",
+                        "-O2",          hostArch,
+                        "-fopenmp",     "-I" SLAPO_RUNTIME_INCLUDE_DIR};
+    command.libraries = {SLAPO_RUNTIME_CPU_LIBRARY, SLAPO_RUNTIME_LIBRARY,
+                         SLAPO_DNNL_LIBRARY};
   } else {
 #ifdef SLAPO_NVCC
     // SASS for the architecture and its PTX, which newer GPUs compile at
     // load time. The CUDA runtime is linked statically (nvcc's default), so
     // the program needs only the driver, cuBLASLt and NCCL where it runs.
     std::string arch = std::to_string(build.cudaArch);
-    args = {SLAPO_NVCC,
-            "-std=c++17",
-            "-O2",
-            "-gencode=arch=compute_" + arch + ",code=[sm_" + arch +
-                ",compute_" + arch + "]",
-            "-Xcompiler=" + hostArch,
-            "-I" SLAPO_RUNTIME_INCLUDE_DIR,
-            source.str(),
-            "-o",
-            program.str(),
-            SLAPO_RUNTIME_CUDA_LIBRARY,
-            SLAPO_RUNTIME_LIBRARY,
-            "-L" SLAPO_CUDA_LIBRARY_DIR,
-            "-lcublasLt",
-            SLAPO_NCCL_LIBRARY};
+    command.compiler = {SLAPO_NVCC,
+                        "-std=c++17",
+                        "-O2",
+                        "-gencode=arch=compute_" + arch + ",code=[sm_" + arch +
+                            ",compute_" + arch + "]",
+                        "-Xcompiler=" + hostArch,
+                        "-I" SLAPO_RUNTIME_INCLUDE_DIR};
+    command.libraries = {SLAPO_RUNTIME_CUDA_LIBRARY, SLAPO_RUNTIME_LIBRARY,
+                         "-L" SLAPO_CUDA_LIBRARY_DIR, "-lcublasLt",
+                         SLAPO_NCCL_LIBRARY};
 #else
     return error("--target=cuda: this slapoc was built without the CUDA "
                  "backend (" SLAPO_CUDA_NOT_BUILT_REASON ")");
@@ -423,50 +416,120 @@ getBuildCommand(const HostBuild &build, llvm::StringRef source,
   llvm::SmallVector<llvm::StringRef> mpiArguments;
   llvm::StringRef(SLAPO_MPI_LINK_ARGUMENTS)
       .split(mpiArguments, ' ', -1, /*KeepEmpty=*/false);
-  args.insert(args.end(), mpiArguments.begin(), mpiArguments.end());
-  args.push_back("-lpthread");
-  return args;
+  command.libraries.insert(command.libraries.end(), mpiArguments.begin(),
+                           mpiArguments.end());
+  command.libraries.push_back("-lpthread");
+  return command;
+}
+
+/// A compiler (or linker) run, its output going to a log file.
+struct CompilerRun {
+  std::vector<std::string> args;
+  std::string log;
+  llvm::sys::ProcessInfo process;
+  /// Why it could not be started; empty if it was.
+  std::string startError;
+};
+
+CompilerRun startCompiler(std::vector<std::string> args, std::string log) {
+  CompilerRun run{std::move(args), std::move(log), {}, {}};
+  std::optional<llvm::StringRef> redirects[] = {
+      std::nullopt, llvm::StringRef(run.log), llvm::StringRef(run.log)};
+  std::vector<llvm::StringRef> argRefs(run.args.begin(), run.args.end());
+  run.process = llvm::sys::ExecuteNoWait(run.args[0], argRefs, std::nullopt,
+                                         redirects, 0, &run.startError);
+  return run;
+}
+
+/// Waits for every run; fails with the command and the output of the first
+/// that failed. The logs of those that succeeded are removed.
+llvm::Error waitForCompilers(std::vector<CompilerRun> &runs) {
+  std::optional<std::string> firstFailure;
+  for (CompilerRun &run : runs) {
+    std::string output = run.startError;
+    if (output.empty()) {
+      if (llvm::sys::Wait(run.process, std::nullopt, &output).ReturnCode == 0) {
+        fs::remove(run.log);
+        continue;
+      }
+      if (auto log = llvm::MemoryBuffer::getFile(run.log))
+        output = (*log)->getBuffer().str();
+    }
+    if (!firstFailure)
+      firstFailure =
+          "compiling the rank program failed: " + llvm::join(run.args, " ") +
+          "\n" + output;
+  }
+  return firstFailure ? error(*firstFailure) : llvm::Error::success();
 }
 
 /// rank0/: the program's source and, unless sources only, the program
-/// itself.
+/// itself: its translation units compiled at once, then linked.
 llvm::Expected<std::string> writeProgram(llvm::StringRef dir,
                                          mlir::ModuleOp planned,
                                          const RankProgramInfo &info,
-                                         const HostBuild &build) {
+                                         const HostBuild &build,
+                                         mlir::TimingScope &timing) {
   llvm::SmallString<256> rank(dir);
   path::append(rank, rankDir(0));
-  std::string source;
-  llvm::raw_string_ostream sourceStream(source);
-  if (mlir::failed(emitRankProgram(planned, info, sourceStream)))
+  auto inRank = [&](const llvm::Twine &name) {
+    llvm::SmallString<256> file(rank);
+    path::append(file, name);
+    return std::string(file);
+  };
+  mlir::TimingScope emissionTiming = timing.nest("emission");
+  mlir::FailureOr<std::vector<SourceFile>> files =
+      emitRankProgram(planned, info);
+  if (mlir::failed(files))
     return error("code generation failed");
-  llvm::SmallString<256> sourcePath(rank), program(rank);
-  path::append(sourcePath, build.target == "cuda" ? "step.cu" : "step.cpp");
-  path::append(program, "train");
-  if (llvm::Error e = writeFile(sourcePath, sourceStream.str()))
-    return std::move(e);
+  std::vector<std::string> units;
+  for (const SourceFile &file : *files) {
+    if (llvm::Error e = writeFile(inRank(file.name), file.text))
+      return std::move(e);
+    if (!llvm::StringRef(file.name).endswith(".h"))
+      units.push_back(inRank(file.name));
+  }
+  emissionTiming.stop();
   if (!build.compile)
     return std::string();
-  llvm::Expected<std::vector<std::string>> args =
-      getBuildCommand(build, sourcePath, program);
-  if (!args)
-    return args.takeError();
-  llvm::SmallString<256> log(rank);
-  path::append(log, "compile.log");
-  std::optional<llvm::StringRef> redirects[] = {
-      std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
-  std::vector<llvm::StringRef> argRefs(args->begin(), args->end());
-  std::string message;
-  int status = llvm::sys::ExecuteAndWait((*args)[0], argRefs, std::nullopt,
-                                         redirects, 0, 0, &message);
-  std::string command = llvm::join(*args, " ");
-  if (status != 0) {
-    auto output = llvm::MemoryBuffer::getFile(log);
-    return error("compiling the rank program failed: " + command + "\n" +
-                 (output ? (*output)->getBuffer() : llvm::StringRef(message)));
+
+  mlir::TimingScope compileTiming = timing.nest("host compile");
+  llvm::Expected<BuildCommand> command = getBuildCommand(build);
+  if (!command)
+    return command.takeError();
+  // One unit is compiled and linked by one command; several are compiled
+  // each by its own, all at once, into objects the link then removes.
+  std::vector<std::string> link = command->compiler;
+  std::vector<std::string> objects;
+  std::vector<CompilerRun> compiles;
+  if (units.size() == 1) {
+    link.push_back(units.front());
+  } else {
+    for (const std::string &unit : units) {
+      std::string object = inRank(path::stem(unit) + ".o");
+      std::vector<std::string> args = command->compiler;
+      args.insert(args.end(), {"-c", unit, "-o", object});
+      compiles.push_back(
+          startCompiler(std::move(args), inRank(path::stem(unit) + ".log")));
+      objects.push_back(object);
+      link.push_back(object);
+    }
   }
-  fs::remove(log);
-  return command;
+  link.insert(link.end(), {"-o", inRank("train")});
+  link.insert(link.end(), command->libraries.begin(), command->libraries.end());
+  std::vector<std::string> commands;
+  for (const CompilerRun &run : compiles)
+    commands.push_back(llvm::join(run.args, " "));
+  commands.push_back(llvm::join(link, " "));
+  if (llvm::Error e = waitForCompilers(compiles))
+    return std::move(e);
+  std::vector<CompilerRun> linking;
+  linking.push_back(startCompiler(link, inRank("compile.log")));
+  if (llvm::Error e = waitForCompilers(linking))
+    return std::move(e);
+  for (const std::string &object : objects)
+    fs::remove(object);
+  return llvm::join(commands, " && ");
 }
 
 /// rank<rank>/`name` as a hard link to rank<source>'s, if that exists: ranks
@@ -509,11 +572,13 @@ llvm::Expected<std::vector<std::string>> listFiles(llvm::StringRef dir) {
 
 llvm::Expected<std::string>
 writeRanks(llvm::StringRef dir, mlir::ModuleOp planned, TorchScriptModel &model,
-           const RankProgramInfo &info, const HostBuild &build) {
+           const RankProgramInfo &info, const HostBuild &build,
+           mlir::TimingScope &timing) {
   // The weights first, which fail faster than compiling. World rank w is tp
   // rank w % tp: rank<tp rank> writes that tp rank's shards, and the ranks
   // of the other dp ranks link to them.
   int worldSize = static_cast<int>(info.dp * info.tp);
+  mlir::TimingScope weightsTiming = timing.nest("weights");
   for (int rank = 0; rank < worldSize; ++rank) {
     llvm::SmallString<256> rankPath(dir);
     path::append(rankPath, rankDir(rank));
@@ -532,8 +597,10 @@ writeRanks(llvm::StringRef dir, mlir::ModuleOp planned, TorchScriptModel &model,
             writeWeights(model, planned, tpRank, info.tp, weightsPath))
       return std::move(e);
   }
+  weightsTiming.stop();
   // Every rank runs rank0's program, on its own weights.
-  llvm::Expected<std::string> command = writeProgram(dir, planned, info, build);
+  llvm::Expected<std::string> command =
+      writeProgram(dir, planned, info, build, timing);
   if (!command)
     return command.takeError();
   for (int rank = 1; rank < worldSize; ++rank)

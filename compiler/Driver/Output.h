@@ -17,6 +17,7 @@
 #include "slapo/Frontend/TorchScriptImporter.h"
 #include "slapo/Target/CppEmitter.h"
 
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -68,14 +69,17 @@ struct ManifestInfo {
   std::string trainOptions;
 };
 
-/// Writes every rank's files under `dir`: rank0/step.cpp and, unless sources
-/// only, the compiled program rank0/train, which the other ranks' directories
-/// link to; rank<r>/weights.safetensors for each tp rank r (its shards), which
-/// the ranks of the same tp rank link to. Returns the compile command it ran
-/// (empty without compiling).
+/// Writes every rank's files under `dir`: rank0/step.cpp (and, when blocks
+/// share functions, rank0/blocks.cpp and step.h) and, unless sources only,
+/// the compiled program rank0/train, which the other ranks' directories link
+/// to; rank<r>/weights.safetensors for each tp rank r (its shards), which the
+/// ranks of the same tp rank link to. Returns the commands it ran to compile,
+/// joined by " && " (empty without compiling). Times its weights, emission
+/// and host compile as scopes nested in `timing`.
 llvm::Expected<std::string>
 writeRanks(llvm::StringRef dir, mlir::ModuleOp planned, TorchScriptModel &model,
-           const RankProgramInfo &info, const HostBuild &build);
+           const RankProgramInfo &info, const HostBuild &build,
+           mlir::TimingScope &timing);
 
 /// Writes the launch script and then manifest.json, which lists every file
 /// in `dir` (the ranks' and the launcher) as slapoc's.

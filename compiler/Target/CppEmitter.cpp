@@ -6,6 +6,14 @@
 // from a value's number and the op's name only; model names (parameters,
 // inputs, module paths) are data, escaped by quoteForCpp.
 //
+// The blocks of a module list (transformer.h.0 ... transformer.h.11) mostly
+// compute the same thing on their own tensors: the calls of such a block,
+// written with its views' offsets (and its dropouts' streams) left open
+// (`at[slot]`), are the same text for each. Each distinct text becomes one
+// function, called per block with its row of a table of those numbers; the
+// code grows with the distinct blocks, not with the layers. The functions are
+// a translation unit of their own (blocks.cpp), compiled beside step.cpp.
+//
 //===----------------------------------------------------------------------===//
 #include "slapo/Target/CppEmitter.h"
 
@@ -15,14 +23,16 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/xxhash.h"
 
 #include <cmath>
+#include <utility>
 
 using namespace mlir;
 
@@ -141,18 +151,76 @@ Phase getPhase(Operation *op) {
   return phase.getValue() == "backward" ? Phase::Backward : Phase::Optimizer;
 }
 
+/// Ops that are views of other tensors' bytes, or data written once, need no
+/// call in a phase.
+bool needsCall(Operation *op) {
+  return !isa<GetParamOp, ConstantOp, ParamGradOp, func::ReturnOp>(op) &&
+         !getSameBytesSource(op);
+}
+
+/// The module path a call is commented with. An update is about its
+/// parameter, whose name holds its module path.
+std::string getCallPath(Operation *op) {
+  if (auto param = op->getAttrOfType<FlatSymbolRefAttr>("param"))
+    return param.getValue().str();
+  return getModulePath(op->getLoc());
+}
+
+/// The element of a module list that `path` lies in, up to its first index
+/// ("transformer.h.3" for "transformer.h.3.attn.c_attn"); "" outside lists.
+StringRef getBlockPath(StringRef path) {
+  for (size_t start = path.find('.'); start != StringRef::npos;
+       start = path.find('.', start + 1)) {
+    StringRef index = path.slice(start + 1, path.find('.', start + 1));
+    if (!index.empty() && llvm::all_of(index, llvm::isDigit))
+      return path.take_front(start + 1 + index.size());
+  }
+  return "";
+}
+
+/// The calls of a phase that come from one block of a module list, in a row
+/// (blockPath set), or from elsewhere.
+struct Segment {
+  std::string blockPath;
+  SmallVector<Operation *> ops;
+};
+
+/// Fewer calls than this read better inline, where they name their own
+/// tensors, than as a function and a table of offsets.
+constexpr size_t kMinSharedCalls = 4;
+
+/// The function being written and the views it has declared, by value or
+/// symbol. A body shared by several blocks reads the offsets of its views,
+/// and the numbers that differ between blocks, from the caller's row of its
+/// table: `at[slot]`.
+struct FunctionScope {
+  bool shared = false;
+  /// The block path the calls' comments are relative to.
+  std::string blockPath;
+  DenseMap<const void *, std::string> declared;
+  SmallVector<int64_t> slotValues;
+};
+
 class Emitter {
 public:
-  Emitter(ModuleOp module, func::FuncOp step, const RankProgramInfo &info,
-          raw_ostream &os)
-      : module(module), step(step), info(info), os(os) {}
-  LogicalResult emit();
+  Emitter(ModuleOp module, func::FuncOp step, const RankProgramInfo &info)
+      : module(module), step(step), info(info),
+        extension(info.target == "cuda" ? ".cu" : ".cpp"), os(programText) {}
+  FailureOr<std::vector<SourceFile>> emit();
 
 private:
   LogicalResult nameValues();
   LogicalResult emitConstants();
   LogicalResult emitPhase(StringRef name, Phase phase);
-  LogicalResult emitOp(Operation *op);
+  /// The phase's calls, cut where the block they come from changes.
+  SmallVector<Segment> getSegments(Phase phase);
+  /// Appends the declarations and the call of `op` to `body`.
+  LogicalResult emitOp(Operation *op, std::string &body);
+  /// The calls of `segment` as a body shared by every block that computes
+  /// the same: the same kernels on tensors of the same types, at the offsets
+  /// (and with the dropout streams) it returns in `slotValues`.
+  FailureOr<std::string> getSharedBody(const Segment &segment,
+                                       SmallVector<int64_t> &slotValues);
   /// The call of `op`'s kernel, without the trailing ";".
   FailureOr<std::string> getKernelCall(Operation *op);
   /// The phase function's `step` argument, which `value` (an operand of `op`
@@ -161,18 +229,38 @@ private:
   FailureOr<std::string> getStepNumber(Operation *op, Value value);
   /// The view of `value`, declared in the current function first if needed.
   std::string use(Value value);
-  std::string declareView(StringRef name, Type type, int64_t offset);
+  /// The view of a parameter or optimizer state.
+  std::string useSymbol(FlatSymbolRefAttr symbol, Type type);
+  /// `value`, a number each block has its own of (a dropout's stream): a
+  /// literal, or in a shared body a slot of the caller's row.
+  std::string useBlockNumber(int64_t value);
+  /// A new slot of the shared body's row, holding `value`, as the body
+  /// reads it.
+  std::string addSlot(int64_t value);
+  /// The view `key` stands for in the current function, declared first if
+  /// needed: named `name` at `offset`, or in a shared body after its slot,
+  /// `sharedPrefix` + slot + `sharedSuffix`.
+  std::string declare(const void *key, StringRef name, StringRef sharedPrefix,
+                      StringRef sharedSuffix, Type type, int64_t offset);
+  std::string declareView(StringRef name, Type type, StringRef offset);
   void emitTables();
 
   ModuleOp module;
   func::FuncOp step;
   const RankProgramInfo &info;
-  raw_ostream &os;
+  /// Of the source files: ".cpp", or ".cu" for CUDA.
+  std::string extension;
+  /// step.cpp after its preamble.
+  std::string programText;
+  llvm::raw_string_ostream os;
+  /// The functions blocks share, for blocks.cpp, and their declarations.
+  std::string blockFunctions, blockDeclarations;
   DenseMap<Value, std::string> names;
+  /// "_linear" for the result of a linear: a value's name in a shared body
+  /// is its slot and this.
+  DenseMap<Value, std::string> sharedSuffixes;
   DenseMap<Value, int64_t> offsets;
-  /// Values already declared in the function being written.
-  DenseSet<Value> declared;
-  DenseSet<StringAttr> declaredSymbols;
+  FunctionScope *scope = nullptr;
   /// Declarations the current op needs, written before its call.
   std::string pendingViews;
   /// Non-splat constant data, written before the functions.
@@ -181,7 +269,7 @@ private:
   DenseMap<StringAttr, int64_t> symbolOffsets;
 };
 
-std::string Emitter::declareView(StringRef name, Type type, int64_t offset) {
+std::string Emitter::declareView(StringRef name, Type type, StringRef offset) {
   auto tensor = type.cast<RankedTensorType>();
   return llvm::formatv("  const Tensor {0} = view(arena, {1}, {2}, {3});\n",
                        name, offset, *getDType(tensor.getElementType()),
@@ -189,10 +277,51 @@ std::string Emitter::declareView(StringRef name, Type type, int64_t offset) {
       .str();
 }
 
+std::string Emitter::declare(const void *key, StringRef name,
+                             StringRef sharedPrefix, StringRef sharedSuffix,
+                             Type type, int64_t offset) {
+  auto [it, inserted] = scope->declared.try_emplace(key);
+  if (!inserted)
+    return it->second;
+  std::string offsetText = std::to_string(offset);
+  it->second = name.str();
+  if (scope->shared) {
+    it->second =
+        (sharedPrefix + Twine(scope->slotValues.size()) + sharedSuffix).str();
+    offsetText = addSlot(offset);
+  }
+  pendingViews += declareView(it->second, type, offsetText);
+  return it->second;
+}
+
 std::string Emitter::use(Value value) {
-  if (declared.insert(value).second)
-    pendingViews += declareView(names[value], value.getType(), offsets[value]);
-  return names[value];
+  // In a shared body, tensors of the block itself (of any phase) keep their
+  // op's name; others come from elsewhere, where each block's differ: the
+  // block's inputs. Constants are data, whichever block (CSE) defines them.
+  bool ofBlock = false;
+  if (Operation *producer = value.getDefiningOp())
+    ofBlock = isa<ConstantOp>(producer) ||
+              getBlockPath(getCallPath(producer)) == scope->blockPath;
+  return declare(value.getAsOpaquePointer(), names[value], ofBlock ? "t" : "in",
+                 ofBlock ? StringRef(sharedSuffixes[value]) : StringRef(),
+                 value.getType(), offsets[value]);
+}
+
+std::string Emitter::addSlot(int64_t value) {
+  scope->slotValues.push_back(value);
+  return "at[" + std::to_string(scope->slotValues.size() - 1) + "]";
+}
+
+std::string Emitter::useBlockNumber(int64_t value) {
+  return scope->shared ? addSlot(value) : std::to_string(value);
+}
+
+// Parameters and optimizer state are named after their offset, the one
+// identifier of a symbol that no model name can influence.
+std::string Emitter::useSymbol(FlatSymbolRefAttr symbol, Type type) {
+  int64_t offset = symbolOffsets.lookup(symbol.getAttr());
+  return declare(symbol.getAttr().getAsOpaquePointer(),
+                 "s" + std::to_string(offset), "s", "", type, offset);
 }
 
 FailureOr<std::string> Emitter::getStepNumber(Operation *op, Value value) {
@@ -230,6 +359,7 @@ LogicalResult Emitter::nameValues() {
                << result.getType();
       std::string stem = op.getName().stripDialect().str();
       names[result] = llvm::formatv("t{0}_{1}", counter++, stem).str();
+      sharedSuffixes[result] = "_" + stem;
       offsets[result] = planned[i];
     }
   }
@@ -248,7 +378,8 @@ LogicalResult Emitter::emitConstants() {
       return constant.emitError("code generation: only dense constants are "
                                 "supported");
     Value result = constant.getResult();
-    body += declareView(names[result], result.getType(), offsets[result]);
+    body += declareView(names[result], result.getType(),
+                        std::to_string(offsets[result]));
     Type elementType = dense.getElementType();
     if (dense.isSplat()) {
       double value;
@@ -316,15 +447,6 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
     return llvm::formatv("reduce(ctx, ReduceKind::{0}, {1}, {2}, "
                          "{3}u)",
                          kind, use(op->getOperand(0)), out(), dimMask(dims));
-  };
-  // Parameters and optimizer state are named after their offset, the one
-  // identifier of a symbol that no model name can influence.
-  auto symbolView = [&](FlatSymbolRefAttr symbol, Type type) {
-    int64_t offset = symbolOffsets.lookup(symbol.getAttr());
-    std::string name = "s" + std::to_string(offset);
-    if (declaredSymbols.insert(symbol.getAttr()).second)
-      pendingViews += declareView(name, type, offset);
-    return name;
   };
   using Call = FailureOr<std::string>;
   return llvm::TypeSwitch<Operation *, Call>(op)
@@ -400,14 +522,14 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         FailureOr<std::string> step = getStepNumber(op, dropout.getStep());
         if (failed(step))
           return failure();
-        return llvm::formatv(
-                   "dropout(ctx, {0}, {1}, {2}, {{kSeed, "
-                   "{3}, /*stream=*/{4}, /*rankStream=*/{5}}, "
-                   "{6})",
-                   use(dropout.getInput()), out(),
-                   doubleLiteral(dropout.getP().convertToDouble()), *step,
-                   dropout.getStream(),
-                   dropout.getForkRng() ? "mesh.getTpRank()" : "0", placement)
+        return llvm::formatv("dropout(ctx, {0}, {1}, {2}, {{kSeed, "
+                             "{3}, /*stream=*/{4}, /*rankStream=*/{5}}, "
+                             "{6})",
+                             use(dropout.getInput()), out(),
+                             doubleLiteral(dropout.getP().convertToDouble()),
+                             *step, useBlockNumber(dropout.getStream()),
+                             dropout.getForkRng() ? "mesh.getTpRank()" : "0",
+                             placement)
             .str();
       })
       .Case([&](ArangeOp arange) -> Call {
@@ -553,10 +675,10 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       })
       .Case([&](SgdUpdateOp update) -> Call {
         Type type = update.getGrad().getType();
-        std::string param = symbolView(update.getParamAttr(), type);
+        std::string param = useSymbol(update.getParamAttr(), type);
         std::string buffer =
             update.getMomentumBufferAttr()
-                ? symbolView(update.getMomentumBufferAttr(), type)
+                ? useSymbol(update.getMomentumBufferAttr(), type)
                 : std::string("Tensor()");
         return llvm::formatv(
                    "sgdUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5})", param,
@@ -573,10 +695,10 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         return llvm::formatv(
                    "adamwUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
                    "{8}, {9})",
-                   symbolView(update.getParamAttr(), type),
+                   useSymbol(update.getParamAttr(), type),
                    use(update.getGrad()),
-                   symbolView(update.getExpAvgAttr(), type),
-                   symbolView(update.getExpAvgSqAttr(), type),
+                   useSymbol(update.getExpAvgAttr(), type),
+                   useSymbol(update.getExpAvgSqAttr(), type),
                    use(update.getLr()), *step,
                    doubleLiteral(update.getBeta1().convertToDouble()),
                    doubleLiteral(update.getBeta2().convertToDouble()),
@@ -594,35 +716,136 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       });
 }
 
-LogicalResult Emitter::emitOp(Operation *op) {
-  // Views of other tensors' bytes, and data written once, need no call.
-  if (isa<GetParamOp, ConstantOp, ParamGradOp, func::ReturnOp>(op) ||
-      getSameBytesSource(op))
-    return success();
+LogicalResult Emitter::emitOp(Operation *op, std::string &body) {
   pendingViews.clear();
   FailureOr<std::string> call = getKernelCall(op);
   if (failed(call))
     return failure();
-  // An update is about its parameter, whose name holds its module path.
-  std::string path = getModulePath(op->getLoc());
-  if (auto param = op->getAttrOfType<FlatSymbolRefAttr>("param"))
-    path = param.getValue().str();
-  os << "\n  // " << (path.empty() ? "(root)" : quoteForCpp(path)) << ": "
-     << op->getName().stripDialect() << "\n"
-     << pendingViews << "  " << *call << ";\n";
+  std::string path = getCallPath(op);
+  std::string comment = path.empty() ? "(root)" : quoteForCpp(path);
+  if (scope->shared) {
+    // The body runs for several blocks: paths are relative to the block.
+    StringRef inBlock = StringRef(path).drop_front(scope->blockPath.size());
+    inBlock.consume_front(".");
+    comment = inBlock.empty() ? "(block)" : quoteForCpp(inBlock);
+  }
+  body += "\n  // " + comment + ": " + op->getName().stripDialect().str() +
+          "\n" + pendingViews + "  " + *call + ";\n";
   return success();
 }
 
+SmallVector<Segment> Emitter::getSegments(Phase phase) {
+  SmallVector<Segment> segments;
+  for (Operation &op : step.getBody().front()) {
+    if (getPhase(&op) != phase || !needsCall(&op))
+      continue;
+    std::string path = getCallPath(&op);
+    StringRef blockPath = getBlockPath(path);
+    if (segments.empty() || segments.back().blockPath != blockPath)
+      segments.push_back({blockPath.str(), {}});
+    segments.back().ops.push_back(&op);
+  }
+  return segments;
+}
+
+FailureOr<std::string>
+Emitter::getSharedBody(const Segment &segment,
+                       SmallVector<int64_t> &slotValues) {
+  FunctionScope shared;
+  shared.shared = true;
+  shared.blockPath = segment.blockPath;
+  FunctionScope *enclosing = std::exchange(scope, &shared);
+  auto restore = llvm::make_scope_exit([&] { scope = enclosing; });
+  std::string body;
+  for (Operation *op : segment.ops)
+    if (failed(emitOp(op, body)))
+      return failure();
+  slotValues = std::move(shared.slotValues);
+  return body;
+}
+
+/// "{0, 64, 128}": a row of a shared body's table, ten offsets a line.
+std::string offsetRow(ArrayRef<int64_t> offsets) {
+  std::string text = "{";
+  for (auto [i, offset] : llvm::enumerate(offsets))
+    text += (i == 0 ? "" : i % 10 ? ", " : ",\n     ") + std::to_string(offset);
+  return text + "}";
+}
+
 LogicalResult Emitter::emitPhase(StringRef name, Phase phase) {
-  declared.clear();
-  declaredSymbols.clear();
+  SmallVector<Segment> segments = getSegments(phase);
+  // Blocks whose calls are written alike but for their tensors' offsets run
+  // one function: equal bodies are the same kernels on tensors of the same
+  // types with the same attributes, whatever the blocks are named.
+  struct SharedFunction {
+    std::string body;
+    SmallVector<size_t> segments;
+    SmallVector<SmallVector<int64_t>> rows;
+  };
+  std::vector<SharedFunction> candidates;
+  llvm::StringMap<size_t> candidateOfBody;
+  for (auto [index, segment] : llvm::enumerate(segments)) {
+    if (segment.blockPath.empty() || segment.ops.size() < kMinSharedCalls)
+      continue;
+    SmallVector<int64_t> row;
+    FailureOr<std::string> body = getSharedBody(segment, row);
+    if (failed(body))
+      return failure();
+    auto [it, inserted] = candidateOfBody.try_emplace(*body, candidates.size());
+    if (inserted)
+      candidates.push_back({*body, {}, {}});
+    candidates[it->second].segments.push_back(index);
+    candidates[it->second].rows.push_back(std::move(row));
+  }
+  // The call each segment of a shared function becomes.
+  DenseMap<size_t, std::string> calls;
+  int numFunctions = 0;
+  for (const SharedFunction &function : candidates) {
+    if (function.segments.size() < 2)
+      continue;
+    std::string functionName = (name + "Block" + Twine(numFunctions++)).str();
+    std::string table = "k" + capitalize(functionName);
+    os << "/// at[0], at[1], ... of " << functionName << " (blocks" << extension
+       << ") for each block it runs:\n"
+       << "/// the offsets of its tensors (and the streams of its dropouts).\n"
+       << "const int64_t " << table << "[" << function.rows.size() << "]["
+       << function.rows.front().size() << "] = {\n";
+    for (auto [row, index] : llvm::enumerate(function.segments)) {
+      os << "    // " << quoteForCpp(segments[index].blockPath) << "\n"
+         << "    " << offsetRow(function.rows[row]) << ",\n";
+      calls[index] = llvm::formatv("{0}(ctx, mesh, arena, step, {1}[{2}])",
+                                   functionName, table, row)
+                         .str();
+    }
+    os << "};\n\n";
+    std::string signature =
+        "void " + functionName +
+        "(Context &ctx, ProcessMesh &mesh, uint8_t *arena, int64_t step, "
+        "const int64_t *at)";
+    blockDeclarations += signature + ";\n";
+    blockFunctions += "/// The " + name.str() + " of each block of " + table +
+                      " (step" + extension +
+                      "): the same calls, on that block's " + "tensors.\n" +
+                      signature + " {" + function.body + "}\n\n";
+  }
+
   // Reads of persistent and earlier tensors are views too: declare them on
   // first use like any other value.
-  os << phaseSignature(name);
-  for (Operation &op : step.getBody().front())
-    if (getPhase(&op) == phase && failed(emitOp(&op)))
-      return failure();
-  os << "}\n\n";
+  FunctionScope phaseScope;
+  scope = &phaseScope;
+  std::string body;
+  for (auto [index, segment] : llvm::enumerate(segments)) {
+    auto call = calls.find(index);
+    if (call != calls.end()) {
+      body += "\n  // " + quoteForCpp(segment.blockPath) + "\n  " +
+              call->second + ";\n";
+      continue;
+    }
+    for (Operation *op : segment.ops)
+      if (failed(emitOp(op, body)))
+        return failure();
+  }
+  os << phaseSignature(name) << body << "}\n\n";
   return success();
 }
 
@@ -746,49 +969,77 @@ void Emitter::emitTables() {
      << "    slapo::rt::" << info.target << "::createDevice,\n};\n";
 }
 
-LogicalResult Emitter::emit() {
-  if (failed(nameValues()) || failed(checkPhaseOrder(step)))
-    return failure();
-  os << "// Generated by slapoc: the training step of each rank of mesh dp="
-     << info.dp << " x tp=" << info.tp << " for\n// "
-     << quoteForCpp(info.modelName) << ".\n"
-     << "// Every tensor is a view at its planned offset of the rank's arena; "
-        "the\n// runtime's driver (runTrainingMain) runs the phases.\n"
-     << "#include \"slapo/runtime/Collectives.h\"\n"
-     << "#include \"slapo/runtime/Program.h\"\n"
-     << "#include \"slapo/runtime/" << info.target << "/Kernels.h\"\n\n"
-     << "#include <array>\n#include <cstdint>\n#include <limits>\n\n"
-     << "namespace {\n\nusing namespace slapo::rt;\n"
-     << "// The kernels are those of this Context's backend, found by "
-        "argument-\n// dependent lookup: the code is the same for every "
-        "device.\n"
-     << "using slapo::rt::" << info.target << "::Context;\n\n"
-     << "/// train(seed=): the seed of sampled data and of dropout masks.\n"
-     << "constexpr uint64_t kSeed = " << info.seed << "u;\n\n"
-     << "Tensor view(uint8_t *arena, int64_t offset, DType dtype, Shape "
-        "shape) {\n"
-     << "  return Tensor(arena + offset, dtype, shape);\n}\n\n";
-  if (failed(emitConstants()) || failed(emitPhase("forward", Phase::Forward)) ||
+FailureOr<std::vector<SourceFile>> Emitter::emit() {
+  if (failed(nameValues()) || failed(checkPhaseOrder(step)) ||
+      failed(emitConstants()) || failed(emitPhase("forward", Phase::Forward)) ||
       failed(emitPhase("backward", Phase::Backward)) ||
       failed(emitPhase("optimizer", Phase::Optimizer)))
     return failure();
   emitTables();
-  os << "\n} // namespace\n\n"
-     << "int main(int argc, char **argv) {\n"
-     << "  return slapo::rt::runTrainingMain(kProgram, argc, argv);\n}\n";
-  return success();
+
+  std::string header =
+      llvm::formatv("// Generated by slapoc: the training step of each rank "
+                    "of mesh dp={0} x tp={1} for\n// {2}.\n"
+                    "// Every tensor is a view at its planned offset of the "
+                    "rank's arena; the\n// runtime's driver (runTrainingMain) "
+                    "runs the phases.\n",
+                    info.dp, info.tp, quoteForCpp(info.modelName));
+  std::string includes =
+      "#include \"slapo/runtime/Collectives.h\"\n"
+      "#include \"slapo/runtime/Program.h\"\n"
+      "#include \"slapo/runtime/" +
+      info.target +
+      "/Kernels.h\"\n\n"
+      "#include <array>\n#include <cstdint>\n#include <limits>\n\n";
+  std::string definitions =
+      "using namespace slapo::rt;\n"
+      "// The kernels are those of this Context's backend, found by argument-\n"
+      "// dependent lookup: the code is the same for every device.\n"
+      "using slapo::rt::" +
+      info.target +
+      "::Context;\n\n"
+      "/// train(seed=): the seed of sampled data and of dropout masks.\n"
+      "constexpr uint64_t kSeed = " +
+      std::to_string(info.seed) + "u;\n\n";
+  std::string viewFunction =
+      "Tensor view(uint8_t *arena, int64_t offset, DType dtype, Shape shape) "
+      "{\n  return Tensor(arena + offset, dtype, shape);\n}\n\n";
+  std::string program = programText + "\n} // namespace\n\n" +
+                        "int main(int argc, char **argv) {\n"
+                        "  return slapo::rt::runTrainingMain(kProgram, argc, "
+                        "argv);\n}\n";
+  if (blockFunctions.empty())
+    return std::vector<SourceFile>{
+        {"step" + extension, header + includes + "namespace {\n\n" +
+                                 definitions + viewFunction + program}};
+  // The functions blocks share are a translation unit of their own, compiled
+  // beside step.cpp's.
+  return std::vector<SourceFile>{
+      {"step" + extension,
+       header + "#include \"step.h\"\n\nnamespace {\n" + program},
+      {"step.h",
+       "// Generated by slapoc: what step" + extension + " and blocks" +
+           extension + " share.\n" + "#pragma once\n\n" + includes +
+           definitions + "inline " + viewFunction + "// blocks" + extension +
+           ", called by step" + extension + ".\n" + blockDeclarations},
+      {"blocks" + extension,
+       "// Generated by slapoc: the functions that blocks of module lists "
+       "share,\n// each called per block with a row of its table in step" +
+           extension + ".\n#include \"step.h\"\n\n" + blockFunctions}};
 }
 
 } // namespace
 
-LogicalResult emitRankProgram(ModuleOp module, const RankProgramInfo &info,
-                              raw_ostream &os) {
+FailureOr<std::vector<SourceFile>>
+emitRankProgram(ModuleOp module, const RankProgramInfo &info) {
   auto step = module.lookupSymbol<func::FuncOp>(kTrainStepName);
-  if (!step || !module->hasAttr(kMemoryAttrName))
-    return module.emitError("code generation needs @")
-           << kTrainStepName << " with a memory plan (slapo-optimizer, "
-           << "slapo-plan-memory)";
-  return Emitter(module, step, info, os).emit();
+  if (!step || !module->hasAttr(kMemoryAttrName)) {
+    module.emitError("code generation needs @")
+        << kTrainStepName << " with a memory plan (slapo-optimizer, "
+        << "slapo-plan-memory)";
+    return failure();
+  }
+  return Emitter(module, step, info).emit();
 }
 
 } // namespace slapo

@@ -20,7 +20,16 @@ int main(int argc, char **argv) {
         slapo::RankProgramInfo info;
         info.modelName = "model.pt";
         info.target = target;
-        return slapo::emitRankProgram(module, info, os);
+        auto files = slapo::emitRankProgram(module, info);
+        if (mlir::failed(files))
+          return mlir::failure();
+        // Several files in split-file's format, one after the other.
+        for (const slapo::SourceFile &file : *files) {
+          if (files->size() > 1)
+            os << "//--- " << file.name << "\n";
+          os << file.text;
+        }
+        return mlir::success();
       },
       [](mlir::DialectRegistry &registry) {
         registry.insert<slapo::SlapoDialect, mlir::func::FuncDialect>();

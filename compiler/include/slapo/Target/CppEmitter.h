@@ -3,9 +3,10 @@
 #define SLAPO_TARGET_CPPEMITTER_H
 
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/Support/raw_ostream.h"
+#include "mlir/Support/LogicalResult.h"
 
 #include <string>
+#include <vector>
 
 namespace slapo {
 
@@ -22,16 +23,25 @@ struct RankProgramInfo {
   std::string target = "cpu";
 };
 
-/// Writes the step's source (step.cpp, or step.cu for CUDA) for a module whose @train_step has a memory plan
-/// (slapo-plan-memory): tables of the arena's persistent tensors, one
-/// function per phase calling libslapo_runtime's kernels on views at planned
-/// offsets (each call commented with its module path), and a main that hands
-/// them to the runtime's training driver. Names from the model appear only
-/// escaped, inside string literals and comments. Fails with a diagnostic at
-/// an op code generation does not support.
-mlir::LogicalResult emitRankProgram(mlir::ModuleOp module,
-                                    const RankProgramInfo &info,
-                                    llvm::raw_ostream &os);
+/// A file of a rank program's source, named relative to its directory.
+struct SourceFile {
+  std::string name;
+  std::string text;
+};
+
+/// The step's source (step.cpp, or step.cu for CUDA) for a module whose
+/// @train_step has a memory plan (slapo-plan-memory): tables of the arena's
+/// persistent tensors, one function per phase calling libslapo_runtime's
+/// kernels on views at planned offsets (each call commented with its module
+/// path), and a main that hands them to the runtime's training driver. The
+/// blocks of a module list whose calls in a phase are the same but for their
+/// tensors' offsets share one function, called per block with a row of a
+/// table of offsets; those functions are a second translation unit,
+/// blocks.cpp (blocks.cu), with a header step.h that both include. Names from
+/// the model appear only escaped, inside string literals and comments. Fails
+/// with a diagnostic at an op code generation does not support.
+mlir::FailureOr<std::vector<SourceFile>>
+emitRankProgram(mlir::ModuleOp module, const RankProgramInfo &info);
 
 /// 16 hex digits identifying the compiled program (its planned IR without
 /// locations): checkpoints record it, and a program refuses another's.
