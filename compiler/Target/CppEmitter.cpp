@@ -729,6 +729,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &body) {
     inBlock.consume_front(".");
     comment = inBlock.empty() ? "(block)" : quoteForCpp(inBlock);
   }
+  // slapo-checkpoint's clones say so: the forward op computed again.
+  if (op->hasAttr(kRecomputedAttrName))
+    comment += " (recomputed)";
   body += "\n  // " + comment + ": " + op->getName().stripDialect().str() +
           "\n" + pendingViews + "  " + *call + ";\n";
   return success();
