@@ -48,10 +48,15 @@ std::string pythonCommand() {
          " /usr/bin/python3";
 }
 
-bool havePythonSafeTensors() {
-  return std::system((pythonCommand() +
-                      " -c 'import numpy, safetensors.numpy' >/dev/null 2>&1")
-                         .c_str()) == 0;
+/// Fails the test case where the Python that third_party/install.sh sets up
+/// cannot import safetensors: a missing dependency is a broken install, not a
+/// reason to pass.
+void requirePythonSafeTensors() {
+  if (std::system((pythonCommand() +
+                   " -c 'import numpy, safetensors.numpy' >/dev/null 2>&1")
+                      .c_str()) != 0)
+    FAIL("python3 cannot import numpy and safetensors from "
+         "third_party/.pydeps: run third_party/install.sh");
 }
 
 /// Runs `script` with `argument`; its exit status.
@@ -253,10 +258,7 @@ TEST_CASE("a failed write leaves the old file and no temporary file",
 
 TEST_CASE("files written by Python's safetensors read back",
           "[safetensors][python]") {
-  if (!havePythonSafeTensors()) {
-    WARN("python3 with numpy and safetensors is not importable; skipped");
-    return;
-  }
+  requirePythonSafeTensors();
   ScratchDir dir;
   std::string path = dir / "python.safetensors";
   REQUIRE(runPython(dir, R"(
@@ -290,10 +292,7 @@ save_file({"weight": np.arange(6, dtype=np.float32).reshape(2, 3) * 0.5,
 }
 
 TEST_CASE("Python's safetensors reads what we write", "[safetensors][python]") {
-  if (!havePythonSafeTensors()) {
-    WARN("python3 with numpy and safetensors is not importable; skipped");
-    return;
-  }
+  requirePythonSafeTensors();
   ScratchDir dir;
   std::string path = dir / "ours.safetensors";
   float weights[6] = {0, 1.5f, 3, 4.5f, 6, 7.5f};
