@@ -54,3 +54,11 @@ if missing_flags:
                     "(REQUIRES: onednn-bf16-matmul) are UNSUPPORTED" % ", ".join(missing_flags))
 else:
     config.available_features.add("onednn-bf16-matmul")
+
+# The link lines of the build: the layering test reads slapoc's from Ninja.
+config.substitutions.append(("%slapo_build", config.slapo_obj_root))
+if os.path.exists(os.path.join(config.slapo_obj_root, "build.ninja")):
+    config.available_features.add("ninja-build")
+else:
+    lit_config.note("skipped: the build is not Ninja's: test/Driver/layering.test "
+                    "(REQUIRES: ninja-build) is UNSUPPORTED")

@@ -391,7 +391,7 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
                         "-O2",          hostArch,
                         "-fopenmp",     "-I" SLAPO_RUNTIME_INCLUDE_DIR};
     command.libraries = {SLAPO_RUNTIME_CPU_LIBRARY, SLAPO_RUNTIME_LIBRARY,
-                         SLAPO_DNNL_LIBRARY};
+                         SLAPO_FORMAT_LIBRARY, SLAPO_DNNL_LIBRARY};
   } else {
 #ifdef SLAPO_NVCC
     // SASS for the architecture and its PTX, which newer GPUs compile at
@@ -405,8 +405,11 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
                             ",compute_" + arch + "]",
                         "-Xcompiler=" + hostArch,
                         "-I" SLAPO_RUNTIME_INCLUDE_DIR};
-    command.libraries = {SLAPO_RUNTIME_CUDA_LIBRARY, SLAPO_RUNTIME_LIBRARY,
-                         "-L" SLAPO_CUDA_LIBRARY_DIR, "-lcublasLt",
+    command.libraries = {SLAPO_RUNTIME_CUDA_LIBRARY,
+                         SLAPO_RUNTIME_LIBRARY,
+                         SLAPO_FORMAT_LIBRARY,
+                         "-L" SLAPO_CUDA_LIBRARY_DIR,
+                         "-lcublasLt",
                          SLAPO_NCCL_LIBRARY};
 #else
     return error("--target=cuda: this slapoc was built without the CUDA "
