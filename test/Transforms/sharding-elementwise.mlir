@@ -25,7 +25,7 @@ module {
     return %g : tensor<2x8xf32>
   }
 }
-// CHECK-LABEL: slapo.param @bias : tensor<4xf32> {shard_axis = 0 : i64}
+// CHECK: slapo.param @bias : tensor<4xf32> {shard_axis = 0 : i64}
 // CHECK: slapo.add %{{.*}}, %{{.*}} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
 // CHECK-NEXT: slapo.mul %{{.*}}, %arg1 : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
 // CHECK-NEXT: slapo.tanh %{{.*}} : tensor<2x4xf32>
@@ -62,7 +62,8 @@ module {
     return %r : tensor<2x4xf32>
   }
 }
-// CHECK-LABEL: slapo.param @bias : tensor<4xf32>
+// CHECK: // {{-+}}
+// CHECK: slapo.param @bias : tensor<4xf32>
 // CHECK: %[[P:.*]] = slapo.sum %{{.*}} {dims = array<i64: 1>, keepdim = false} : tensor<2x1x4xf32> -> tensor<2x4xf32>
 // CHECK-NEXT: slapo.neg %[[P]] : tensor<2x4xf32>
 // CHECK-NEXT: slapo.mul
