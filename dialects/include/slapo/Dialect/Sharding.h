@@ -53,9 +53,11 @@ std::string describeModuleOf(mlir::Operation *op);
 
 /// The analysis of @forward as a sharding rule sees it: what the values
 /// computed so far are on one rank, and what the rule concludes about its
-/// op. Rules change no IR themselves (an analysis that fails or starts over
-/// leaves @forward as it was): they register the changes one rank needs
-/// with `onRewrite`, and the pass makes them once every op's rule holds.
+/// op. Rules change no IR themselves (an analysis that fails leaves
+/// @forward as it was; only splitSourcesPerChunk re-splits parameters
+/// before the analysis starts over): they register the changes one rank
+/// needs with `onRewrite`, and the pass makes them once every op's rule
+/// holds.
 class ShardingContext {
 public:
   virtual ~ShardingContext() = default;
@@ -65,7 +67,8 @@ public:
   virtual Sharding getSharding(mlir::Value value) = 0;
   /// The replicated biases to add to the partial sum `value` once it is
   /// complete (a row-parallel linear's): only ops that keep the sum a sum
-  /// with the same trailing dims may take it (takesPendingBiases).
+  /// with the same trailing dims may take it (takesPendingBiases). Valid
+  /// until the next result is set.
   virtual llvm::ArrayRef<mlir::Value> getPendingBiases(mlir::Value value) = 0;
 
   /// Gives `op`'s single result `sharding`; whether its gradient matters, the
