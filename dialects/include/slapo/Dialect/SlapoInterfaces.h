@@ -6,6 +6,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include "slapo/Dialect/Sharding.h"
+
 #include "slapo/Dialect/SlapoInterfaces.h.inc"
 
 #endif // SLAPO_DIALECT_SLAPOINTERFACES_H

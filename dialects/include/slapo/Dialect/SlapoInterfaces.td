@@ -41,4 +41,40 @@ def Slapo_VjpOpInterface : OpInterface<"VjpOpInterface"> {
   ];
 }
 
+def Slapo_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::slapo";
+  let description = [{
+    An op that tensor parallelism can run on split values: it knows what
+    one rank's results are (replicated, split along a dim, a partial sum)
+    given what its operands are. slapo-propagate-sharding calls it once per
+    op of @forward in program order, and gives every value its shape on one
+    rank only if every op's rule holds; an op without a rule is an error
+    there ("has no sharding rule yet").
+
+    A rule refuses every combination that would compute a wrong value on
+    some rank, with an error at the op that names the fix (a sync to add, a
+    parameter to shard), and registers with the ShardingContext what the
+    rewrite must change on one rank besides the types (a slice's bounds, a
+    bias moved after the all_reduce that completes its sum).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Sets the sharding of this op's results from its operands'
+        (`context.getSharding`) with `context.setResult` or one of its
+        variants, or emits an error at the op and fails.
+      }],
+      "::mlir::LogicalResult", "propagateSharding",
+      (ins "::slapo::ShardingContext &":$context)>,
+    InterfaceMethod<[{
+        Whether this op may take a partial sum whose biases are still to be
+        added (ShardingContext::getPendingBiases): only ops that keep it a
+        sum with the same trailing dims (more terms, reshapes, the
+        all_reduce that completes it) do; every other op would see the
+        value without its bias, and the analysis refuses it before the
+        rule runs.
+      }],
+      "bool", "takesPendingBiases", (ins), "", "return false;">,
+  ];
+}
+
 #endif // SLAPO_INTERFACES

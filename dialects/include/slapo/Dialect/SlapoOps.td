@@ -20,6 +20,13 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 // An op with a vector-Jacobian rule (in dialects/lib/Vjp*.cpp, by op family).
 def Slapo_Differentiable : DeclareOpInterfaceMethods<Slapo_VjpOpInterface>;
 
+// An op with a sharding rule (in dialects/lib/Sharding*.cpp, by op family),
+// and one whose rule also takes partial sums whose biases wait.
+def Slapo_Shardable : DeclareOpInterfaceMethods<Slapo_ShardingRuleOpInterface>;
+def Slapo_ShardableTakingPendingBiases
+    : DeclareOpInterfaceMethods<Slapo_ShardingRuleOpInterface,
+                                ["takesPendingBiases"]>;
+
 // Tensors of the element types with arithmetic: every type but i1. PyTorch
 // rejects neg, abs and sub on bool tensors and never sums them as bool.
 def Slapo_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I32, I64]>;
@@ -94,7 +101,8 @@ def Slapo_GetParamOp : Slapo_Op<"get_param",
 }
 
 def Slapo_ConstantOp : Slapo_Op<"constant",
-    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>,
+     Slapo_Shardable]> {
   let summary = "a constant tensor";
   let arguments = (ins ElementsAttr:$value);
   let results = (outs Slapo_Tensor:$result);
@@ -102,7 +110,7 @@ def Slapo_ConstantOp : Slapo_Op<"constant",
   let hasFolder = 1;
 }
 
-def Slapo_ArangeOp : Slapo_Op<"arange", [Pure]> {
+def Slapo_ArangeOp : Slapo_Op<"arange", [Pure, Slapo_Shardable]> {
   let summary = "start + i * step for i in [0, N)";
   let arguments = (ins F64Attr:$start, F64Attr:$step);
   let results = (outs StaticShapeTensorOf<[F32, F64, BF16, F16, I32, I64]>:$result);
@@ -117,7 +125,8 @@ def Slapo_ArangeOp : Slapo_Op<"arange", [Pure]> {
 class Slapo_UnaryOp<string mnemonic, Type tensor = Slapo_FloatTensor,
                     list<Trait> traits = []>
     : Slapo_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
-                                      Slapo_Differentiable], traits)> {
+                                      Slapo_Differentiable, Slapo_Shardable],
+                                     traits)> {
   let arguments = (ins tensor:$input);
   let results = (outs tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -141,7 +150,7 @@ def Slapo_SinOp : Slapo_UnaryOp<"sin"> { let summary = "sine"; }
 def Slapo_CosOp : Slapo_UnaryOp<"cos"> { let summary = "cosine"; }
 
 def Slapo_GeluOp : Slapo_Op<"gelu", [Pure, SameOperandsAndResultType,
-                                    Slapo_Differentiable]> {
+                                    Slapo_Differentiable, Slapo_Shardable]> {
   let summary = "gelu, exact (erf) or with the tanh approximation";
   let arguments = (ins Slapo_FloatTensor:$input,
                        Slapo_GeluApproximationAttr:$approximation);
@@ -163,7 +172,8 @@ def Slapo_GeluGradOp : Slapo_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> 
                        "type($result)";
 }
 
-def Slapo_CastOp : Slapo_Op<"cast", [Pure, Slapo_Differentiable]> {
+def Slapo_CastOp : Slapo_Op<"cast", [Pure, Slapo_Differentiable,
+                                    Slapo_Shardable]> {
   let summary = "converts the element type, keeping the shape";
   let arguments = (ins Slapo_Tensor:$input);
   let results = (outs Slapo_Tensor:$result);
@@ -171,8 +181,9 @@ def Slapo_CastOp : Slapo_Op<"cast", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
-class Slapo_BinaryOp<string mnemonic, Type tensor = Slapo_Tensor>
-    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable]> {
+class Slapo_BinaryOp<string mnemonic, Type tensor = Slapo_Tensor,
+                     Trait shardingRule = Slapo_Shardable>
+    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable, shardingRule]> {
   let arguments = (ins tensor:$lhs, tensor:$rhs);
   let results = (outs tensor:$result);
   let assemblyFormat =
@@ -180,7 +191,10 @@ class Slapo_BinaryOp<string mnemonic, Type tensor = Slapo_Tensor>
   let hasVerifier = 1;
 }
 
-def Slapo_AddOp : Slapo_BinaryOp<"add"> { let summary = "lhs + rhs, broadcasting"; }
+def Slapo_AddOp : Slapo_BinaryOp<"add", Slapo_Tensor,
+                                 Slapo_ShardableTakingPendingBiases> {
+  let summary = "lhs + rhs, broadcasting";
+}
 def Slapo_SubOp : Slapo_BinaryOp<"sub", Slapo_NumericTensor> {
   let summary = "lhs - rhs, broadcasting";
 }
@@ -194,7 +208,7 @@ def Slapo_PowOp : Slapo_BinaryOp<"pow", Slapo_FloatTensor> {
 def Slapo_MaximumOp : Slapo_BinaryOp<"maximum"> { let summary = "max(lhs, rhs)"; }
 def Slapo_MinimumOp : Slapo_BinaryOp<"minimum"> { let summary = "min(lhs, rhs)"; }
 
-def Slapo_CompareOp : Slapo_Op<"compare", [Pure]> {
+def Slapo_CompareOp : Slapo_Op<"compare", [Pure, Slapo_Shardable]> {
   let summary = "elementwise comparison giving a bool tensor, broadcasting";
   let arguments = (ins Slapo_ComparePredicateAttr:$predicate,
                        Slapo_Tensor:$lhs, Slapo_Tensor:$rhs);
@@ -204,7 +218,8 @@ def Slapo_CompareOp : Slapo_Op<"compare", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_WhereOp : Slapo_Op<"where", [Pure, Slapo_Differentiable]> {
+def Slapo_WhereOp : Slapo_Op<"where", [Pure, Slapo_Differentiable,
+                                      Slapo_Shardable]> {
   let summary = "condition ? on_true : on_false, broadcasting all three";
   let arguments = (ins Slapo_BoolTensor:$condition, Slapo_Tensor:$on_true,
                        Slapo_Tensor:$on_false);
@@ -215,7 +230,8 @@ def Slapo_WhereOp : Slapo_Op<"where", [Pure, Slapo_Differentiable]> {
 }
 
 def Slapo_DropoutOp : Slapo_Op<"dropout", [AllTypesMatch<["input", "result"]>,
-                                          Slapo_Differentiable]> {
+                                          Slapo_Differentiable,
+                                          Slapo_Shardable]> {
   let summary = "training-mode dropout: zeroes with probability p, scales by 1/(1-p)";
   let description = [{
     Only training-mode dropout with p > 0 is represented; in eval mode the
@@ -264,7 +280,8 @@ def Slapo_DropoutOp : Slapo_Op<"dropout", [AllTypesMatch<["input", "result"]>,
 }
 
 def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType,
-                                                Slapo_Differentiable]> {
+                                                Slapo_Differentiable,
+                                                Slapo_Shardable]> {
   let summary = "tril / triu: keeps the lower or upper triangle of the last two dims";
   let arguments = (ins Slapo_Tensor:$input, BoolAttr:$lower, I64Attr:$diagonal);
   let results = (outs Slapo_Tensor:$result);
@@ -276,7 +293,8 @@ def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType
 // Contractions and neural-network ops.
 //===----------------------------------------------------------------------===//
 
-def Slapo_LinearOp : Slapo_Op<"linear", [Pure, Slapo_Differentiable]> {
+def Slapo_LinearOp : Slapo_Op<"linear", [Pure, Slapo_Differentiable,
+                                         Slapo_Shardable]> {
   let summary = "input[..., K] x weight[N, K]^T + bias[N]";
   let arguments = (ins Slapo_FloatTensor:$input, Slapo_FloatTensor:$weight,
                        Optional<Slapo_FloatTensor>:$bias);
@@ -286,7 +304,8 @@ def Slapo_LinearOp : Slapo_Op<"linear", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure, Slapo_Differentiable]> {
+def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure, Slapo_Differentiable,
+                                         Slapo_Shardable]> {
   let summary = "batched lhs[..., M, K] x rhs[..., K, N], batch dims broadcast";
   let description = [{
     Each of `lhs_permutation`, `rhs_permutation` and `result_permutation`
@@ -318,7 +337,8 @@ def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Slapo_EmbeddingOp : Slapo_Op<"embedding", [Pure, Slapo_Differentiable]> {
+def Slapo_EmbeddingOp : Slapo_Op<"embedding", [Pure, Slapo_Differentiable,
+                                               Slapo_Shardable]> {
   let summary = "rows of weight[V, D] gathered by indices[...] giving [..., D]";
   let arguments = (ins Slapo_FloatTensor:$weight, Slapo_IndexTensor:$indices,
                        OptionalAttr<I64Attr>:$padding_idx);
@@ -345,7 +365,8 @@ def Slapo_EmbeddingGradOp : Slapo_Op<"embedding_grad", [Pure]> {
 }
 
 def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
-                                              Slapo_Differentiable]> {
+                                              Slapo_Differentiable,
+                                              Slapo_Shardable]> {
   let summary = "layer norm over the trailing `normalized_rank` dims";
   let arguments = (ins Slapo_FloatTensor:$input,
                        Optional<Slapo_FloatTensor>:$weight,
@@ -359,7 +380,7 @@ def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
 
 class Slapo_SoftmaxLikeOp<string mnemonic>
     : Slapo_Op<mnemonic, [Pure, SameOperandsAndResultType,
-                          Slapo_Differentiable]> {
+                          Slapo_Differentiable, Slapo_Shardable]> {
   let arguments = (ins Slapo_FloatTensor:$input, I64Attr:$dim);
   let results = (outs Slapo_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -372,7 +393,8 @@ def Slapo_LogSoftmaxOp : Slapo_SoftmaxLikeOp<"log_softmax"> {
   let summary = "log of softmax along dim";
 }
 
-def Slapo_CrossEntropyOp : Slapo_Op<"cross_entropy", [Pure, Slapo_Differentiable]> {
+def Slapo_CrossEntropyOp : Slapo_Op<"cross_entropy",
+    [Pure, Slapo_Differentiable, Slapo_Shardable]> {
   let summary = "cross entropy of logits[N, C] against class indices target[N]";
   let description = [{
     Targets equal to `ignore_index` contribute nothing; with reduction `mean`
@@ -408,7 +430,7 @@ def Slapo_CrossEntropyGradOp : Slapo_Op<"cross_entropy_grad", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class Slapo_ReduceOp<string mnemonic, Type tensor = Slapo_Tensor>
-    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable]> {
+    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable, Slapo_Shardable]> {
   let arguments = (ins tensor:$input, DenseI64ArrayAttr:$dims,
                        BoolAttr:$keepdim);
   let results = (outs tensor:$result);
@@ -427,7 +449,8 @@ def Slapo_MaxOp : Slapo_ReduceOp<"max"> { let summary = "maximum over dims"; }
 // Shape and data movement.
 //===----------------------------------------------------------------------===//
 
-def Slapo_ReshapeOp : Slapo_Op<"reshape", [Pure, Slapo_Differentiable]> {
+def Slapo_ReshapeOp : Slapo_Op<"reshape",
+    [Pure, Slapo_Differentiable, Slapo_ShardableTakingPendingBiases]> {
   let summary = "same elements in row-major order, new static shape";
   let arguments = (ins Slapo_Tensor:$input);
   let results = (outs Slapo_Tensor:$result);
@@ -435,7 +458,8 @@ def Slapo_ReshapeOp : Slapo_Op<"reshape", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Slapo_PermuteOp : Slapo_Op<"permute", [Pure, Slapo_Differentiable]> {
+def Slapo_PermuteOp : Slapo_Op<"permute", [Pure, Slapo_Differentiable,
+                                           Slapo_Shardable]> {
   let summary = "result dim i is input dim permutation[i]";
   let arguments = (ins Slapo_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Slapo_Tensor:$result);
@@ -443,7 +467,8 @@ def Slapo_PermuteOp : Slapo_Op<"permute", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Slapo_SliceOp : Slapo_Op<"slice", [Pure, Slapo_Differentiable]> {
+def Slapo_SliceOp : Slapo_Op<"slice", [Pure, Slapo_Differentiable,
+                                       Slapo_Shardable]> {
   let summary = "input[start:end:step] along dim";
   let arguments = (ins Slapo_Tensor:$input, I64Attr:$dim, I64Attr:$start,
                        I64Attr:$end, I64Attr:$step);
@@ -452,7 +477,8 @@ def Slapo_SliceOp : Slapo_Op<"slice", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Slapo_ConcatOp : Slapo_Op<"concat", [Pure, Slapo_Differentiable]> {
+def Slapo_ConcatOp : Slapo_Op<"concat", [Pure, Slapo_Differentiable,
+                                         Slapo_Shardable]> {
   let summary = "joins tensors along dim";
   let arguments = (ins Variadic<Slapo_Tensor>:$inputs, I64Attr:$dim);
   let results = (outs Slapo_Tensor:$result);
@@ -460,7 +486,8 @@ def Slapo_ConcatOp : Slapo_Op<"concat", [Pure, Slapo_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Slapo_BroadcastOp : Slapo_Op<"broadcast", [Pure, Slapo_Differentiable]> {
+def Slapo_BroadcastOp : Slapo_Op<"broadcast", [Pure, Slapo_Differentiable,
+                                               Slapo_Shardable]> {
   let summary = "expands size-1 and leading dims to the result shape";
   let arguments = (ins Slapo_Tensor:$input);
   let results = (outs Slapo_Tensor:$result);
@@ -480,7 +507,7 @@ def Slapo_Collective : NativeOpTrait<"Collective"> {
 
 def Slapo_AllReduceOp : Slapo_Op<"all_reduce",
     [Slapo_Collective, DeclareOpInterfaceMethods<InferTypeOpInterface>,
-     Slapo_Differentiable]> {
+     Slapo_Differentiable, Slapo_ShardableTakingPendingBiases]> {
   let summary = "sums tensors over a process group, all of them in one collective";
   let description = [{
     Result i is the sum of operand i over the ranks of `group` (with `mean`,
@@ -504,7 +531,8 @@ def Slapo_AllReduceOp : Slapo_Op<"all_reduce",
 }
 
 def Slapo_GradAllReduceOp : Slapo_Op<"grad_all_reduce",
-    [Slapo_Collective, SameOperandsAndResultType, Slapo_Differentiable]> {
+    [Slapo_Collective, SameOperandsAndResultType, Slapo_Differentiable,
+     Slapo_Shardable]> {
   let summary = "the identity, whose gradient is summed over a process group";
   let description = [{
     Megatron's "f": a replicated value entering tensor-parallel computation.
@@ -533,7 +561,8 @@ def Slapo_GroupRankOp : Slapo_Op<"group_rank", [Slapo_Collective, Pure]> {
 // Collectives that move blocks along one dim: rank r of the group holds
 // block r of the full value.
 class Slapo_BlockCollectiveOp<string mnemonic>
-    : Slapo_Op<mnemonic, [Slapo_Collective, Slapo_Differentiable]> {
+    : Slapo_Op<mnemonic, [Slapo_Collective, Slapo_Differentiable,
+                          Slapo_Shardable]> {
   let arguments = (ins Slapo_Tensor:$input, Slapo_ProcessGroupAttr:$group,
                        I64Attr:$dim);
   let results = (outs Slapo_Tensor:$result);

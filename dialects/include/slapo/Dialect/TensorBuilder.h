@@ -25,6 +25,7 @@ inline mlir::RankedTensorType tensorType(mlir::Value value) {
 inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value value) {
   return tensorType(value).getShape();
 }
+inline int64_t rankOf(mlir::Value value) { return shapeOf(value).size(); }
 inline mlir::Type elementTypeOf(mlir::Value value) {
   return tensorType(value).getElementType();
 }
