@@ -13,6 +13,7 @@
 #include "slapo/Schedule/Plan.h"
 #include "slapo/Schedule/Schedule.h"
 #include "slapo/Transforms/Passes.h"
+#include "slapo/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -273,96 +274,6 @@ rejectUnimplementedTraining(const schedule::Schedule &spec,
   return mlir::success(ok);
 }
 
-/// The passes of the schedule's primitives in schedule order, then the
-/// propagation that gives every value its sharding and its shape on one
-/// rank (which checks the primitives also where tp is 1).
-void addSchedulePasses(mlir::PassManager &pm, const schedule::Plan &plan,
-                       const schedule::Mesh &mesh) {
-  bool shards = mesh.tp > 1;
-  for (const schedule::PipelineEntry &entry : plan.pipeline) {
-    auto option = [&](llvm::StringRef name) -> std::optional<std::string> {
-      for (const auto &[key, value] : entry.options)
-        if (key == name)
-          return value;
-      return std::nullopt;
-    };
-    auto integer = [&](llvm::StringRef name, int64_t fallback) {
-      std::optional<std::string> text = option(name);
-      return text ? std::stoll(*text) : fallback;
-    };
-    if (entry.kind == schedule::PrimitiveKind::Decompose) {
-      DecomposeOptions decompose;
-      decompose.modules = entry.modules;
-      pm.addPass(createDecompose(decompose));
-    } else if (entry.kind == schedule::PrimitiveKind::Shard) {
-      ShardOptions shard;
-      shard.modules = entry.modules;
-      shard.param = *option("param");
-      shard.axis = integer("axis", 0);
-      pm.addPass(createShard(shard));
-      shards = true;
-    } else if (entry.kind == schedule::PrimitiveKind::Sync) {
-      SyncOptions sync;
-      sync.modules = entry.modules;
-      sync.mode = *option("mode");
-      sync.op = *option("op");
-      sync.axis = integer("axis", -1);
-      pm.addPass(createSync(sync));
-      shards = true;
-    } else if (entry.kind == schedule::PrimitiveKind::ForkRng) {
-      ForkRngOptions forkRng;
-      forkRng.modules = entry.modules;
-      pm.addPass(createForkRng(forkRng));
-      shards = true;
-    }
-  }
-  if (shards) {
-    PropagateShardingOptions propagate;
-    propagate.tp = mesh.tp;
-    pm.addPass(createPropagateSharding(propagate));
-  }
-}
-
-/// Adds the passes from the imported forward to the planned training step;
-/// `plan` (if any) says what to checkpoint.
-void addTrainingPipeline(mlir::PassManager &pm, const schedule::Mesh &mesh,
-                         const schedule::TrainOptions &train,
-                         const schedule::Plan *plan) {
-  if (train.precision == "bf16")
-    pm.addPass(createMixedPrecision());
-  pm.addPass(createAutodiffPass());
-  if (mesh.dp > 1)
-    pm.addPass(createDataParallel());
-  OptimizerOptions optimizer;
-  optimizer.optimizer = train.optimizer;
-  optimizer.lr = train.lr;
-  optimizer.beta1 = train.beta1;
-  optimizer.beta2 = train.beta2;
-  optimizer.eps = train.eps;
-  optimizer.weightDecay = train.weightDecay;
-  optimizer.momentum = train.momentum;
-  optimizer.gradClip = train.gradClip;
-  optimizer.lrSchedule = train.lrSchedule;
-  optimizer.warmupSteps = train.warmupSteps;
-  pm.addPass(createOptimizer(optimizer));
-  // Autodiff and the optimizer build one constant per use.
-  pm.addPass(mlir::createCSEPass());
-  pm.addPass(createFoldPermutes());
-  std::vector<std::string> checkpointed;
-  CheckpointOptions checkpoint;
-  checkpoint.memoryBudget = train.memoryBudget;
-  if (plan) {
-    for (const schedule::PipelineEntry &entry : plan->pipeline)
-      if (entry.kind == schedule::PrimitiveKind::Checkpoint)
-        llvm::append_range(checkpointed, entry.modules);
-    checkpoint.modules = checkpointed;
-    checkpoint.candidates = plan->checkpointCandidates;
-  }
-  if (!checkpointed.empty() || checkpoint.memoryBudget)
-    pm.addPass(createCheckpoint(checkpoint));
-  pm.addPass(createPlanMemoryPass());
-}
-
 /// The train() options as they were compiled, for the manifest.
 std::string trainOptionsJson(const schedule::TrainOptions &train) {
   std::string text;
@@ -592,35 +503,27 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
                                  options.seed, output->os())))
       return Outcome::Diagnosed;
   }
+  schedule::TrainOptions train =
+      scheduleSpec ? scheduleSpec->train : schedule::TrainOptions();
+  schedule::Mesh mesh = scheduleSpec ? scheduleSpec->mesh : schedule::Mesh();
+  TrainingPipelineOptions pipelineOptions;
+  schedule::setTrainingPipelineOptions(mesh, train, plan ? &*plan : nullptr,
+                                       pipelineOptions);
+  mlir::PassManager lowering(&context);
+  if (mlir::failed(
+          buildTrainingPipeline(lowering, pipelineOptions, llvm::errs())))
+    return Outcome::Failed;
   if (emits(Stage::Schedule))
-    schedule::printPlan(*scheduleSpec, inputs, *plan, output->os());
+    schedule::printPlan(*scheduleSpec, inputs, *plan, lowering, output->os());
   if (!lowers) {
     output->keep();
     return Outcome::Success;
   }
 
-  schedule::TrainOptions train =
-      scheduleSpec ? scheduleSpec->train : schedule::TrainOptions();
-  schedule::Mesh mesh = scheduleSpec ? scheduleSpec->mesh : schedule::Mesh();
-  {
-    mlir::PassManager lowering(&context);
-    mlir::applyPassManagerCLOptions(lowering);
-    lowering.enableTiming(rootTiming);
-    // The model's spelled-out activations, before anything else sees them.
-    lowering.addPass(createRecognizeGelu());
-    if (plan)
-      addSchedulePasses(lowering, *plan, mesh);
-    // A budget that cannot be met is reported at the schedule's
-    // memory_budget, the module's location.
-    if (train.memoryBudget)
-      module->getOperation()->setLoc(mlir::FusedLoc::get(
-          &context, {schedule::getScheduleLocation(
-                         sourceMgr, train.memoryBudgetLoc, &context),
-                     module->getLoc()}));
-    addTrainingPipeline(lowering, mesh, train, plan ? &*plan : nullptr);
-    if (mlir::failed(lowering.run(*module)))
-      return Outcome::Diagnosed;
-  }
+  mlir::applyPassManagerCLOptions(lowering);
+  lowering.enableTiming(rootTiming);
+  if (mlir::failed(lowering.run(*module)))
+    return Outcome::Diagnosed;
   if (emits(Stage::Train)) {
     mlir::OpPrintingFlags flags;
     flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
@@ -729,6 +632,9 @@ int runSlapocMain(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
+  // The plan names the primitives' passes by their registered names.
+  registerSlapoTransformsPasses();
+  registerTrainingPipeline();
   Options options;
   cl::HideUnrelatedOptions(options.category);
   cl::SetVersionPrinter(printVersion);

@@ -6,6 +6,7 @@
 #include "slapo/Schedule/Signature.h"
 #include "slapo/Schedule/Suggestions.h"
 
+#include "mlir/Pass/Pass.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -115,28 +116,18 @@ std::string PipelineEntry::getPassName() const {
   return "slapo-" + name;
 }
 
-/// Plain names print as they are; anything else (module names may hold any
-/// character but '.') as a quoted string with escapes.
-static void printOptionValue(llvm::StringRef value, llvm::raw_ostream &os) {
-  if (!value.empty() && llvm::all_of(value, [](char c) {
-        return llvm::isAlnum(c) || c == '_' || c == '.' || c == '-';
-      })) {
-    os << value;
-    return;
-  }
-  os << '"';
-  llvm::printEscapedString(value, os);
-  os << '"';
+bool PipelineEntry::hasPass() const {
+  return mlir::Pass::lookupPassInfo(getPassName()) != nullptr;
 }
 
-void PipelineEntry::print(llvm::raw_ostream &os) const {
-  os << getPassName() << "{modules=";
+void PipelineEntry::printOptions(llvm::raw_ostream &os) const {
+  os << "{modules=";
   llvm::interleave(
-      modules, os, [&](const std::string &path) { printOptionValue(path, os); },
+      modules, os, [&](const std::string &path) { printModelName(os, path); },
       ",");
   for (const auto &[name, value] : options) {
     os << " " << name << "=";
-    printOptionValue(value, os);
+    printModelName(os, value);
   }
   os << "}";
 }
@@ -387,6 +378,7 @@ bool Planner::checkCheckpoint(const PipelineEntry &entry) {
 void Planner::planMemoryBudget() {
   if (schedule.train.memoryBudget == 0)
     return;
+  result.memoryBudgetLoc = schedule.train.memoryBudgetLoc;
   for (const std::string &path : index.getPaths()) {
     llvm::StringRef name = llvm::StringRef(path).rsplit('.').second;
     if (!isDecimal(name.empty() ? path : name))
@@ -576,6 +568,8 @@ void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
     op->setLoc(mlir::FusedLoc::get(context, locs));
   };
 
+  if (plan.memoryBudgetLoc.isValid())
+    fuse(module, getScheduleLocation(sourceMgr, plan.memoryBudgetLoc, context));
   for (ParamOp param : module.getOps<ParamOp>()) {
     auto it = sharded.find(param.getSymName());
     if (it != sharded.end())
@@ -596,8 +590,50 @@ void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
   });
 }
 
+void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
+                                const Plan *plan,
+                                TrainingPipelineOptions &options) {
+  options.dp = mesh.dp;
+  options.tp = mesh.tp;
+  options.precision = train.precision;
+  options.optimizer = train.optimizer;
+  options.lr = train.lr;
+  options.beta1 = train.beta1;
+  options.beta2 = train.beta2;
+  options.eps = train.eps;
+  options.weightDecay = train.weightDecay;
+  options.momentum = train.momentum;
+  options.gradClip = train.gradClip;
+  options.lrSchedule = train.lrSchedule;
+  options.warmupSteps = train.warmupSteps;
+  options.memoryBudget = train.memoryBudget;
+  if (!plan)
+    return;
+  std::vector<std::string> primitives;
+  std::vector<ModelName> checkpointed;
+  for (const PipelineEntry &entry : plan->pipeline) {
+    // Checkpointing runs on the training step, after the optimizer.
+    if (entry.kind == PrimitiveKind::Checkpoint) {
+      checkpointed.insert(checkpointed.end(), entry.modules.begin(),
+                          entry.modules.end());
+      continue;
+    }
+    if (!entry.hasPass())
+      continue;
+    std::string pass = entry.getPassName();
+    llvm::raw_string_ostream os(pass);
+    entry.printOptions(os);
+    primitives.push_back(os.str());
+  }
+  options.primitives = primitives;
+  options.checkpoint = checkpointed;
+  options.checkpointCandidates = std::vector<ModelName>(
+      plan->checkpointCandidates.begin(), plan->checkpointCandidates.end());
+}
+
 void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
-               const Plan &plan, llvm::raw_ostream &os) {
+               const Plan &plan, const mlir::OpPassManager &pipeline,
+               llvm::raw_ostream &os) {
   const Mesh &mesh = schedule.mesh;
   os << "// slapoc schedule plan\n";
   os << "mesh: dp=" << mesh.dp << " tp=" << mesh.tp << " pp=" << mesh.pp << " ("
@@ -626,23 +662,23 @@ void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
     os << " memory_budget=" << train.memoryBudget << "B";
   os << "\n";
 
-  os << "pipeline: " << plan.pipeline.size() << " passes\n";
   for (const PipelineEntry &entry : plan.pipeline) {
-    os << "  ";
-    entry.print(os);
+    if (entry.hasPass())
+      continue;
+    os << "not implemented yet: " << getPrimitiveName(entry.kind);
+    entry.printOptions(os);
     os << "\n";
   }
+  os << "pipeline: ";
+  pipeline.printAsTextualPipeline(os);
+  os << "\n";
 }
 
 mlir::LogicalResult
 rejectUnimplementedPrimitives(const Plan &plan, DiagnosticReporter &reporter) {
   bool ok = true;
   for (const PipelineEntry &entry : plan.pipeline) {
-    if (entry.kind == PrimitiveKind::Decompose ||
-        entry.kind == PrimitiveKind::Shard ||
-        entry.kind == PrimitiveKind::Sync ||
-        entry.kind == PrimitiveKind::ForkRng ||
-        entry.kind == PrimitiveKind::Checkpoint)
+    if (entry.hasPass())
       continue;
     reporter.error(entry.loc, "'" + getPrimitiveName(entry.kind) +
                                   "' is not implemented yet; --emit=schedule "

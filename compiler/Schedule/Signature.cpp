@@ -2,28 +2,13 @@
 #include "slapo/Schedule/Signature.h"
 
 #include "slapo/Schedule/Suggestions.h"
+#include "slapo/Transforms/PassOptions.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 
 namespace slapo::schedule {
-
-std::string formatNumber(double value) {
-  // Integral values print whole (100000, not 1e+05) up to where doubles
-  // stop holding every integer.
-  if (value == std::trunc(value) && std::fabs(value) < 0x1p53)
-    return std::to_string(static_cast<int64_t>(value));
-  char text[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(text, sizeof(text), "%.*g", precision, value);
-    if (std::strtod(text, nullptr) == value)
-      break;
-  }
-  return text;
-}
 
 std::string Signature::str() const {
   std::vector<std::string> items;

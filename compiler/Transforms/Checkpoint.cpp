@@ -184,7 +184,7 @@ void apply(func::FuncOp step, StringRef module,
 
 /// `paths` without those inside another of them: checkpointing a module
 /// recomputes its submodules too.
-SmallVector<std::string> getOutermost(ArrayRef<std::string> paths) {
+SmallVector<std::string> getOutermost(ArrayRef<ModelName> paths) {
   SmallVector<std::string> outermost;
   for (const std::string &path : paths)
     if (llvm::none_of(paths,

@@ -5,9 +5,12 @@
 // modules it names (parameters exist, axes are in range, dimensions divide
 // by tp, pipeline cuts give `pp` stages, the forward returns what train()
 // expects), and each primitive becomes one pass of the pipeline, with
-// options, in schedule order:
+// options, in schedule order, where that pass exists:
 //
 //   slapo-shard{modules=transformer.h.0.attn.c_attn,... param=weight axis=1}
+//
+// The plan gives the training pipeline (slapo/Transforms/Pipeline.h) its
+// options.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_SCHEDULE_PLAN_H
@@ -15,6 +18,7 @@
 
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Schedule/Schedule.h"
+#include "slapo/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -56,7 +60,8 @@ private:
   mlir::func::FuncOp forward;
 };
 
-/// One pass of the pipeline: a primitive applied to the modules it selects.
+/// A primitive applied to the modules it selects: one pass of the pipeline
+/// where that pass exists.
 struct PipelineEntry {
   PrimitiveKind kind;
   llvm::SMLoc loc; // of the primitive in the schedule
@@ -68,9 +73,11 @@ struct PipelineEntry {
 
   /// "slapo-shard", "slapo-cut-pipeline-stage".
   std::string getPassName() const;
-  /// `slapo-shard{modules=a,b param=weight axis=1}`; paths and values that
-  /// are not plain names are printed as quoted, escaped strings.
-  void print(llvm::raw_ostream &os) const;
+  /// Whether the pass of the primitive exists (is registered).
+  bool hasPass() const;
+  /// `{modules=a,b param=weight axis=1}`, values printed as the passes'
+  /// ModelName options print them.
+  void printOptions(llvm::raw_ostream &os) const;
 };
 
 struct Plan {
@@ -78,6 +85,8 @@ struct Plan {
   /// With train(memory_budget=): the modules slapo-checkpoint may add to
   /// meet it, the outermost numbered ones (the blocks of module lists).
   std::vector<std::string> checkpointCandidates;
+  /// Of train(memory_budget=), if given.
+  llvm::SMLoc memoryBudgetLoc;
 };
 
 /// Checks `schedule` against `module` and builds its pipeline; reports
@@ -89,17 +98,27 @@ std::optional<Plan> planSchedule(const Schedule &schedule,
 /// Fuses each primitive's schedule location into the locations of the ops
 /// it will transform (the ops of the selected modules, and for shard the
 /// parameters), schedule first, so that later diagnostics point at the
-/// schedule line as well as at the model's source.
+/// schedule line as well as at the model's source. With a memory budget,
+/// the module gets its location: slapo-checkpoint reports a budget it
+/// cannot meet there.
 void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
                              const llvm::SourceMgr &sourceMgr);
 
-/// The declarations and the pipeline, one item per line, for --emit=schedule.
-void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
-               const Plan &plan, llvm::raw_ostream &os);
+/// The options of the training pipeline for `mesh`, `train` and `plan` (if
+/// any): its primitives whose passes exist, in schedule order.
+void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
+                                const Plan *plan,
+                                TrainingPipelineOptions &options);
 
-/// Reports each primitive of the plan whose pass does not exist yet (all
-/// but decompose, shard, sync, fork_rng and checkpoint) as not implemented.
-/// Fails if there is any.
+/// The declarations, the primitives whose passes do not exist yet and
+/// `pipeline` (built from the plan) as MLIR's textual pipeline, one item
+/// per line, for --emit=schedule.
+void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
+               const Plan &plan, const mlir::OpPassManager &pipeline,
+               llvm::raw_ostream &os);
+
+/// Reports each primitive of the plan whose pass does not exist yet as not
+/// implemented. Fails if there is any.
 mlir::LogicalResult rejectUnimplementedPrimitives(const Plan &plan,
                                                   DiagnosticReporter &reporter);
 

@@ -147,10 +147,6 @@ std::optional<BoundArguments> bindArguments(const ast::Call &call,
                                             const Signature &signature,
                                             DiagnosticReporter &reporter);
 
-/// The shortest decimal text that reads back as `value` (3e-4 prints as
-/// 0.0003, 1e-8 as 1e-08): messages and the printed plan stay exact.
-std::string formatNumber(double value);
-
 } // namespace slapo::schedule
 
 #endif // SLAPO_SCHEDULE_SIGNATURE_H

@@ -3,6 +3,7 @@
 #define SLAPO_TRANSFORMS_PASSES_H
 
 #include "slapo/Dialect/SlapoDialect.h"
+#include "slapo/Transforms/PassOptions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -37,7 +37,7 @@ def Decompose : Pass<"slapo-decompose", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
-    ListOption<"modules", "modules", "std::string", "module paths">,
+    ListOption<"modules", "modules", "::slapo::ModelName", "module paths">,
   ];
 }
 
@@ -52,8 +52,8 @@ def Shard : Pass<"slapo-shard", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
-    ListOption<"modules", "modules", "std::string", "module paths">,
-    Option<"param", "param", "std::string", "\"weight\"",
+    ListOption<"modules", "modules", "::slapo::ModelName", "module paths">,
+    Option<"param", "param", "::slapo::ModelName", "\"weight\"",
            "the parameter's name on each module">,
     Option<"axis", "axis", "int64_t", "0", "the dim to split">,
   ];
@@ -83,7 +83,7 @@ def Sync : Pass<"slapo-sync", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
-    ListOption<"modules", "modules", "std::string", "module paths">,
+    ListOption<"modules", "modules", "::slapo::ModelName", "module paths">,
     Option<"mode", "mode", "std::string", "\"fwd_post\"",
            "fwd_pre, fwd_post or bwd_post">,
     Option<"op", "op", "std::string", "\"all_reduce\"",
@@ -109,7 +109,7 @@ def ForkRng : Pass<"slapo-fork-rng", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
-    ListOption<"modules", "modules", "std::string", "module paths">,
+    ListOption<"modules", "modules", "::slapo::ModelName", "module paths">,
   ];
 }
 
@@ -226,13 +226,19 @@ def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
            "adamw or sgd">,
-    Option<"lr", "lr", "double", "1e-3", "peak learning rate">,
-    Option<"beta1", "beta1", "double", "0.9", "AdamW's beta1">,
-    Option<"beta2", "beta2", "double", "0.999", "AdamW's beta2">,
-    Option<"eps", "eps", "double", "1e-8", "AdamW's epsilon">,
-    Option<"weightDecay", "weight-decay", "double", "0", "weight decay">,
-    Option<"momentum", "momentum", "double", "0", "SGD momentum">,
-    Option<"gradClip", "grad-clip", "double", "0",
+    Option<"lr", "lr", "::slapo::ExactDouble", "1e-3",
+           "peak learning rate">,
+    Option<"beta1", "beta1", "::slapo::ExactDouble", "0.9",
+           "AdamW's beta1">,
+    Option<"beta2", "beta2", "::slapo::ExactDouble", "0.999",
+           "AdamW's beta2">,
+    Option<"eps", "eps", "::slapo::ExactDouble", "1e-8",
+           "AdamW's epsilon">,
+    Option<"weightDecay", "weight-decay", "::slapo::ExactDouble", "0",
+           "weight decay">,
+    Option<"momentum", "momentum", "::slapo::ExactDouble", "0",
+           "SGD momentum">,
+    Option<"gradClip", "grad-clip", "::slapo::ExactDouble", "0",
            "largest global gradient norm; 0 does not clip">,
     Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
            "constant or warmup_cosine">,
@@ -312,10 +318,10 @@ def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
-    ListOption<"modules", "modules", "std::string", "module paths">,
+    ListOption<"modules", "modules", "::slapo::ModelName", "module paths">,
     Option<"memoryBudget", "memory-budget", "int64_t", "0",
            "the planned arena's limit in bytes; 0: none">,
-    ListOption<"candidates", "candidates", "std::string",
+    ListOption<"candidates", "candidates", "::slapo::ModelName",
                "modules the budget may checkpoint">,
   ];
 }

@@ -1,0 +1,97 @@
+//===- Pipeline.cpp - the pass pipeline of a training step ----------------===//
+#include "slapo/Transforms/Pipeline.h"
+
+#include "slapo/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace slapo {
+
+/// The primitives whose sharding slapo-propagate-sharding gives every value
+/// and checks, also where tp is 1.
+static bool isShardingPrimitive(llvm::StringRef pass) {
+  llvm::StringRef name = pass.take_until([](char c) { return c == '{'; });
+  return name == "slapo-shard" || name == "slapo-sync" ||
+         name == "slapo-fork-rng";
+}
+
+LogicalResult buildTrainingPipeline(OpPassManager &pm,
+                                    const TrainingPipelineOptions &options,
+                                    llvm::raw_ostream &errors) {
+  if (options.precision != "fp32" && options.precision != "bf16") {
+    errors << "precision must be fp32 or bf16, not '" << options.precision
+           << "'\n";
+    return failure();
+  }
+  // The model's spelled-out activations, before anything else sees them.
+  pm.addPass(createRecognizeGelu());
+  bool shards = options.tp > 1;
+  for (const std::string &primitive : options.primitives) {
+    if (failed(parsePassPipeline(primitive, pm, errors)))
+      return failure();
+    shards |= isShardingPrimitive(primitive);
+  }
+  if (shards)
+    pm.addPass(createPropagateSharding(PropagateShardingOptions{options.tp}));
+
+  if (options.precision == "bf16")
+    pm.addPass(createMixedPrecision());
+  pm.addPass(createAutodiffPass());
+  if (options.dp > 1)
+    pm.addPass(createDataParallel());
+  OptimizerOptions optimizer;
+  optimizer.optimizer = options.optimizer;
+  optimizer.lr = options.lr;
+  optimizer.beta1 = options.beta1;
+  optimizer.beta2 = options.beta2;
+  optimizer.eps = options.eps;
+  optimizer.weightDecay = options.weightDecay;
+  optimizer.momentum = options.momentum;
+  optimizer.gradClip = options.gradClip;
+  optimizer.lrSchedule = options.lrSchedule;
+  optimizer.warmupSteps = options.warmupSteps;
+  pm.addPass(createOptimizer(optimizer));
+  // Autodiff and the optimizer build one constant per use.
+  pm.addPass(createCSEPass());
+  pm.addPass(createFoldPermutes());
+  if (!options.checkpoint.empty() || options.memoryBudget) {
+    // The pass's options refer to lists they do not own.
+    std::vector<ModelName> modules(options.checkpoint.begin(),
+                                   options.checkpoint.end());
+    std::vector<ModelName> candidates(options.checkpointCandidates.begin(),
+                                      options.checkpointCandidates.end());
+    CheckpointOptions checkpoint;
+    checkpoint.modules = modules;
+    checkpoint.memoryBudget = options.memoryBudget;
+    checkpoint.candidates = candidates;
+    pm.addPass(createCheckpoint(checkpoint));
+  }
+  pm.addPass(createPlanMemoryPass());
+  return success();
+}
+
+void registerTrainingPipeline() {
+  registerPassPipeline(
+      "slapo-training",
+      "the imported forward to the planned training step: the schedule's "
+      "primitives, autodiff, the optimizer, checkpointing, the memory plan",
+      [](OpPassManager &pm, llvm::StringRef text,
+         llvm::function_ref<LogicalResult(const llvm::Twine &)> onError) {
+        TrainingPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        std::string message;
+        llvm::raw_string_ostream errors(message);
+        if (failed(buildTrainingPipeline(pm, options, errors)))
+          return onError(errors.str());
+        return success();
+      },
+      [](llvm::function_ref<void(const detail::PassOptions &)> printHelp) {
+        printHelp(TrainingPipelineOptions());
+      });
+}
+
+} // namespace slapo
