@@ -350,28 +350,125 @@ void printMemoryPlan(mlir::ModuleOp planned, int64_t worldSize,
        << " GFLOP of matmuls more per step\n";
 }
 
-/// The slapoc pipeline. The schedule, if any, is the main buffer of
-/// `sourceMgr`; its diagnostics go through `context`.
-Outcome compile(Options &options, mlir::MLIRContext &context,
-                llvm::SourceMgr &sourceMgr) {
-  std::vector<InputSpec> inputs;
+/// One run of slapoc, as a sequence of stages. Each stage returns
+/// Outcome::Success to go on, or how the compilation ended. The schedule, if
+/// any, is the main buffer of `sourceMgr`; its diagnostics go through
+/// `context`.
+class Compilation {
+public:
+  Compilation(Options &options, mlir::MLIRContext &context,
+              llvm::SourceMgr &sourceMgr)
+      : options(options), context(context), sourceMgr(sourceMgr),
+        reporter(sourceMgr, context) {
+    mlir::applyDefaultTimingManagerCLOptions(timing);
+    rootTiming = timing.getRootScope();
+  }
+
+  Outcome run() {
+    Outcome outcome = Outcome::Success;
+    auto proceed = [&](Outcome stage) {
+      outcome = stage;
+      return stage == Outcome::Success;
+    };
+    if (!proceed(checkOptions()) || !proceed(readSchedule()) ||
+        !proceed(loadModel()) || !proceed(claimOutput()) ||
+        !proceed(importModel()) || !proceed(planSchedule()) ||
+        !proceed(buildPipeline()) || !proceed(printPlanningStages()))
+      return outcome;
+    if (!lowers) {
+      output->keep();
+      return Outcome::Success;
+    }
+    if (!proceed(lowerToTrainingStep()))
+      return outcome;
+    if (emits(Stage::Train))
+      return printTrainingStep();
+    if (!proceed(writeRankPrograms()) || !proceed(verifyRankPrograms()))
+      return outcome;
+    return publishOutput();
+  }
+
+private:
+  bool emits(Stage stage) const { return llvm::is_contained(stages, stage); }
+
+  /// The command line: the inputs it declares, what it prints or writes.
+  Outcome checkOptions();
+  /// Parses the schedule, which comes first: its input() declarations say
+  /// how to import, each rank's program with its own share of the batch.
+  Outcome readSchedule();
+  Outcome loadModel();
+  /// The output is claimed before any work, so that a bad -o fails fast and
+  /// a failed compilation leaves nothing behind.
+  Outcome claimOutput();
+  /// Prints --emit=torch, imports the rank's forward and merges the
+  /// duplicates import makes.
+  Outcome importModel();
+  /// Checks the schedule against the model and rejects what cannot compile
+  /// yet where compiling.
+  Outcome planSchedule();
+  /// The training pipeline of the plan (slapo/Transforms/Pipeline.h).
+  Outcome buildPipeline();
+  /// --emit=slapo, --summary, --check-import, --emit=schedule.
+  Outcome printPlanningStages();
+  Outcome lowerToTrainingStep();
+  Outcome printTrainingStep();
+  /// The rank programs (sources only with --emit=cpp), the manifest and the
+  /// launcher, in the staged output directory.
+  Outcome writeRankPrograms();
+  /// --verify: one step of the program against LibTorch autograd.
+  Outcome verifyRankPrograms();
+  Outcome publishOutput();
+
+  Options &options;
+  mlir::MLIRContext &context;
+  llvm::SourceMgr &sourceMgr;
+  schedule::MLIRDiagnosticReporter reporter;
+  mlir::DefaultTimingManager timing;
+  mlir::TimingScope rootTiming;
+
+  std::vector<Stage> stages;
+  /// Whether the output is a directory (else a file printed to), and
+  /// whether the training step is built.
+  bool writesDirectory = false, lowers = false;
+  unsigned cudaArch = 0;
+  /// The schedule's inputs (the global batch), and one rank's share.
+  std::vector<InputSpec> inputs, rankInputs;
+  std::optional<schedule::Schedule> scheduleSpec;
+  /// With errors in the schedule, the model is still imported and checked
+  /// so that one run reports every problem, but nothing is printed.
+  bool scheduleValid = true;
+  schedule::Mesh mesh;
+  schedule::TrainOptions train;
+  std::unique_ptr<TorchScriptModel> model;
+  std::unique_ptr<llvm::ToolOutputFile> output;
+  std::optional<StagedDirectory> outputDir;
+  /// --verify without -o stages an output it never publishes, next to a
+  /// fresh name in the temporary directory.
+  llvm::SmallString<256> scratch;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<schedule::Plan> plan;
+  std::unique_ptr<mlir::PassManager> pipeline;
+  /// The rank programs were compiled (not only written, --emit=cpp).
+  bool compilesPrograms = false;
+};
+
+Outcome Compilation::checkOptions() {
   for (const std::string &text : options.inputs) {
     auto spec = parseInputSpec(text);
     if (!spec)
       return fail(llvm::toString(spec.takeError()));
     inputs.push_back(*spec);
   }
-  std::vector<Stage> stages(options.emit.begin(), options.emit.end());
-  auto emits = [&](Stage stage) { return llvm::is_contained(stages, stage); };
+  stages.assign(options.emit.begin(), options.emit.end());
   // Without --emit, --summary or --check-import, slapoc compiles all the way
   // and writes the output directory.
   bool compilesFully =
       stages.empty() && !options.summary && !options.checkImport;
-  bool writesDirectory = compilesFully || emits(Stage::Cpp);
+  writesDirectory = compilesFully || emits(Stage::Cpp);
   if (options.verify && !compilesFully)
     return fail("--verify compiles and runs the program; it does not "
                 "combine with --emit, --summary or --check-import");
-  bool lowers = writesDirectory || emits(Stage::Train);
+  lowers = writesDirectory || emits(Stage::Train);
   if (emits(Stage::Schedule) && options.schedule.empty())
     return fail("--emit=schedule needs --schedule");
   if (writesDirectory &&
@@ -382,114 +479,120 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     return fail("compiling writes a directory: give it with -o DIR");
   if (options.target != "cpu" && options.target != "cuda")
     return fail("--target must be cpu or cuda, not '" + options.target + "'");
-  llvm::StringRef cudaArch = options.cudaArch.getValue();
-  unsigned cudaArchNumber = 0;
-  if (!cudaArch.consume_front("sm_") ||
-      cudaArch.getAsInteger(10, cudaArchNumber) || cudaArchNumber < 75)
+  llvm::StringRef arch = options.cudaArch.getValue();
+  if (!arch.consume_front("sm_") || arch.getAsInteger(10, cudaArch) ||
+      cudaArch < 75)
     return fail("--cuda-arch must be sm_NN with NN at least 75 (CUDA 13's "
                 "oldest), not '" +
                 options.cudaArch + "'");
   if (options.target == "cuda" && options.verify)
     return fail("--verify runs the program on this machine's CPU: compile "
                 "with --target=cpu to verify");
+  return Outcome::Success;
+}
 
-  // The schedule comes first: its input() declarations say how to import.
-  // Each rank's program is imported with its own share of the batch.
-  std::vector<InputSpec> rankInputs;
-  schedule::MLIRDiagnosticReporter reporter(sourceMgr, context);
-  std::optional<schedule::Schedule> scheduleSpec;
-  if (!options.schedule.empty()) {
-    const llvm::MemoryBuffer *buffer =
-        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
-    std::vector<schedule::ast::Statement> statements =
-        schedule::parseSchedule(buffer->getBuffer(), reporter);
-    scheduleSpec = schedule::buildSchedule(
-        statements, llvm::SMLoc::getFromPointer(buffer->getBufferStart()),
-        reporter);
-    if (!scheduleSpec->inputsValid || reporter.stopped())
-      return Outcome::Diagnosed;
-    auto resolved = schedule::resolveInputs(*scheduleSpec, inputs, reporter);
-    if (!resolved)
-      return Outcome::Diagnosed;
-    inputs = std::move(*resolved);
-    auto local =
-        schedule::splitBatchOverDataParallel(*scheduleSpec, inputs, reporter);
-    if (!local)
-      return Outcome::Diagnosed;
-    rankInputs = std::move(*local);
-  } else {
+Outcome Compilation::readSchedule() {
+  if (options.schedule.empty()) {
     rankInputs = inputs;
+    return Outcome::Success;
   }
-  // With errors in the schedule, the model is still imported and checked so
-  // that one run reports every problem, but nothing is printed.
-  bool scheduleValid = !reporter.hadErrors();
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  std::vector<schedule::ast::Statement> statements =
+      schedule::parseSchedule(buffer->getBuffer(), reporter);
+  scheduleSpec = schedule::buildSchedule(
+      statements, llvm::SMLoc::getFromPointer(buffer->getBufferStart()),
+      reporter);
+  if (!scheduleSpec->inputsValid || reporter.stopped())
+    return Outcome::Diagnosed;
+  auto resolved = schedule::resolveInputs(*scheduleSpec, inputs, reporter);
+  if (!resolved)
+    return Outcome::Diagnosed;
+  inputs = std::move(*resolved);
+  auto local =
+      schedule::splitBatchOverDataParallel(*scheduleSpec, inputs, reporter);
+  if (!local)
+    return Outcome::Diagnosed;
+  rankInputs = std::move(*local);
+  scheduleValid = !reporter.hadErrors();
+  mesh = scheduleSpec->mesh;
+  train = scheduleSpec->train;
+  return Outcome::Success;
+}
 
-  auto model = TorchScriptModel::load(options.model);
-  if (!model)
-    return fail(llvm::toString(model.takeError()));
+Outcome Compilation::loadModel() {
+  auto loaded = TorchScriptModel::load(options.model);
+  if (!loaded)
+    return fail(llvm::toString(loaded.takeError()));
+  model = std::move(*loaded);
+  return Outcome::Success;
+}
 
-  mlir::DefaultTimingManager timing;
-  mlir::applyDefaultTimingManagerCLOptions(timing);
-  mlir::TimingScope rootTiming = timing.getRootScope();
-
-  // The output is claimed before any work, so that a bad -o fails fast and
-  // a failed compilation leaves nothing behind.
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> output;
-  std::optional<StagedDirectory> outputDir;
-  // --verify without -o stages an output it never publishes, next to a
-  // fresh name in the temporary directory.
-  llvm::SmallString<256> scratch;
-  if (writesDirectory && options.output == "-")
+Outcome Compilation::claimOutput() {
+  if (!writesDirectory) {
+    std::string error;
+    output = mlir::openOutputFile(options.output, &error);
+    return output ? Outcome::Success : fail(error);
+  }
+  if (options.output == "-")
     llvm::sys::fs::createUniquePath("slapoc-verify-%%%%%%%%", scratch,
                                     /*MakeAbsolute=*/true);
-  if (writesDirectory) {
-    auto staged = StagedDirectory::create(scratch.empty()
-                                              ? llvm::StringRef(options.output)
+  auto staged =
+      StagedDirectory::create(scratch.empty() ? llvm::StringRef(options.output)
                                               : llvm::StringRef(scratch));
-    if (!staged)
-      return fail(llvm::toString(staged.takeError()));
-    outputDir.emplace(std::move(*staged));
-  } else {
-    output = mlir::openOutputFile(options.output, &error);
-    if (!output)
-      return fail(error);
-  }
+  if (!staged)
+    return fail(llvm::toString(staged.takeError()));
+  outputDir.emplace(std::move(*staged));
+  return Outcome::Success;
+}
 
+Outcome Compilation::importModel() {
   if (emits(Stage::Torch) && scheduleValid)
-    output->os() << (*model)->printInlinedForward();
-
-  mlir::OwningOpRef<mlir::ModuleOp> module;
+    output->os() << model->printInlinedForward();
   {
     mlir::TimingScope importTiming = rootTiming.nest("TorchScript import");
-    module = importTorchScript(context, **model, rankInputs);
+    module = importTorchScript(context, *model, rankInputs);
   }
   if (!module)
     return Outcome::Diagnosed;
-
   mlir::PassManager pm(&context);
   mlir::applyPassManagerCLOptions(pm);
   pm.enableTiming(rootTiming);
   // Import emits one get_param per access and one constant per use.
   pm.addPass(mlir::createCSEPass());
-  if (mlir::failed(pm.run(*module)))
+  return mlir::succeeded(pm.run(*module)) ? Outcome::Success
+                                          : Outcome::Diagnosed;
+}
+
+Outcome Compilation::planSchedule() {
+  if (!scheduleSpec)
+    return Outcome::Success;
+  mlir::TimingScope scheduleTiming = rootTiming.nest("schedule");
+  plan = schedule::planSchedule(*scheduleSpec, *module, reporter);
+  if (!plan || !scheduleValid)
     return Outcome::Diagnosed;
+  schedule::attachScheduleLocations(*plan, *module, sourceMgr);
+  // Printing stages up to the plan runs no primitive; compiling would.
+  if (lowers &&
+      (mlir::failed(schedule::rejectUnimplementedPrimitives(*plan, reporter)) |
+       mlir::failed(rejectUnimplementedTraining(*scheduleSpec, reporter))))
+    return Outcome::Diagnosed;
+  return Outcome::Success;
+}
 
-  std::optional<schedule::Plan> plan;
-  if (scheduleSpec) {
-    mlir::TimingScope scheduleTiming = rootTiming.nest("schedule");
-    plan = schedule::planSchedule(*scheduleSpec, *module, reporter);
-    if (!plan || !scheduleValid)
-      return Outcome::Diagnosed;
-    schedule::attachScheduleLocations(*plan, *module, sourceMgr);
-    // Printing stages up to the plan runs no primitive; compiling would.
-    if (lowers &&
-        (mlir::failed(
-             schedule::rejectUnimplementedPrimitives(*plan, reporter)) |
-         mlir::failed(rejectUnimplementedTraining(*scheduleSpec, reporter))))
-      return Outcome::Diagnosed;
-  }
+Outcome Compilation::buildPipeline() {
+  TrainingPipelineOptions pipelineOptions;
+  schedule::setTrainingPipelineOptions(mesh, train, plan ? &*plan : nullptr,
+                                       pipelineOptions);
+  pipeline = std::make_unique<mlir::PassManager>(&context);
+  std::string error;
+  llvm::raw_string_ostream errors(error);
+  if (mlir::failed(buildTrainingPipeline(*pipeline, pipelineOptions, errors)))
+    return fail("the training pipeline: " + errors.str());
+  return Outcome::Success;
+}
 
+Outcome Compilation::printPlanningStages() {
   if (emits(Stage::Slapo)) {
     mlir::OpPrintingFlags flags;
     flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
@@ -499,51 +602,43 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     printSummary(*module, output->os());
   if (options.checkImport) {
     mlir::TimingScope checkTiming = rootTiming.nest("check-import");
-    if (mlir::failed(checkImport(*module, **model, options.tolerance,
+    if (mlir::failed(checkImport(*module, *model, options.tolerance,
                                  options.seed, output->os())))
       return Outcome::Diagnosed;
   }
-  schedule::TrainOptions train =
-      scheduleSpec ? scheduleSpec->train : schedule::TrainOptions();
-  schedule::Mesh mesh = scheduleSpec ? scheduleSpec->mesh : schedule::Mesh();
-  TrainingPipelineOptions pipelineOptions;
-  schedule::setTrainingPipelineOptions(mesh, train, plan ? &*plan : nullptr,
-                                       pipelineOptions);
-  mlir::PassManager lowering(&context);
-  if (mlir::failed(
-          buildTrainingPipeline(lowering, pipelineOptions, llvm::errs())))
-    return Outcome::Failed;
   if (emits(Stage::Schedule))
-    schedule::printPlan(*scheduleSpec, inputs, *plan, lowering, output->os());
-  if (!lowers) {
-    output->keep();
-    return Outcome::Success;
-  }
+    schedule::printPlan(*scheduleSpec, inputs, *plan, *pipeline, output->os());
+  return Outcome::Success;
+}
 
-  mlir::applyPassManagerCLOptions(lowering);
-  lowering.enableTiming(rootTiming);
-  if (mlir::failed(lowering.run(*module)))
-    return Outcome::Diagnosed;
-  if (emits(Stage::Train)) {
-    mlir::OpPrintingFlags flags;
-    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-    module->print(output->os(), flags);
-    output->keep();
-    return Outcome::Success;
-  }
+Outcome Compilation::lowerToTrainingStep() {
+  mlir::applyPassManagerCLOptions(*pipeline);
+  pipeline->enableTiming(rootTiming);
+  return mlir::succeeded(pipeline->run(*module)) ? Outcome::Success
+                                                 : Outcome::Diagnosed;
+}
 
+Outcome Compilation::printTrainingStep() {
+  mlir::OpPrintingFlags flags;
+  flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  module->print(output->os(), flags);
+  output->keep();
+  return Outcome::Success;
+}
+
+Outcome Compilation::writeRankPrograms() {
   mlir::TimingScope outputTiming = rootTiming.nest("rank programs");
   HostBuild build;
   build.target = options.target;
-  build.cudaArch = cudaArchNumber;
-  build.compile = !emits(Stage::Cpp);
+  build.cudaArch = cudaArch;
+  build.compile = compilesPrograms = !emits(Stage::Cpp);
   RankProgramInfo info;
   info.modelName = options.model;
   info.target = options.target;
   info.seed = train.seed;
   info.dp = mesh.dp;
   info.tp = mesh.tp;
-  auto command = writeRanks(outputDir->getPath(), *module, **model, info, build,
+  auto command = writeRanks(outputDir->getPath(), *module, *model, info, build,
                             outputTiming);
   if (!command)
     return fail(llvm::toString(command.takeError()));
@@ -555,70 +650,78 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
     manifest.schedulePath = options.schedule;
     manifest.scheduleHash =
         llvm::utohexstr(llvm::xxHash64(text), /*LowerCase=*/true);
-    manifest.dp = scheduleSpec->mesh.dp;
-    manifest.tp = scheduleSpec->mesh.tp;
-    manifest.pp = scheduleSpec->mesh.pp;
+    manifest.dp = mesh.dp;
+    manifest.tp = mesh.tp;
+    manifest.pp = mesh.pp;
   }
   manifest.trainOptions = trainOptionsJson(train);
   if (llvm::Error e = writeManifestAndLauncher(outputDir->getPath(), *module,
                                                manifest, build, *command))
     return fail(llvm::toString(std::move(e)));
-  if (options.verify) {
-    mlir::TimingScope verifyTiming = rootTiming.nest("verify");
-    llvm::SmallString<256> workDir(outputDir->getPath()), launch;
-    llvm::sys::path::append(workDir, "verify");
-    launch = outputDir->getPath();
-    llvm::sys::path::append(launch, "launch");
-    if (std::error_code code = llvm::sys::fs::create_directories(workDir))
-      return fail(workDir + ": " + code.message());
-    int64_t worldSize = mesh.getWorldSize();
-    auto runStep = [&](llvm::StringRef batch, llvm::StringRef log,
-                       llvm::StringRef grads) -> llvm::Error {
-      // A mesh runs under the MPI this slapoc was built with (OpenMPI's
-      // mpiexec), its ranks sharing this machine's cores.
-      std::vector<std::string> args;
-      if (worldSize > 1) {
-        args = {SLAPO_MPIEXEC,     "-n",        std::to_string(worldSize),
-                "--oversubscribe", "--bind-to", "none"};
-        if (geteuid() == 0)
-          args.push_back("--allow-run-as-root");
-      }
-      args.insert(args.end(),
-                  {launch.str().str(), "--steps", "1", "--data", batch.str(),
-                   "--log-json", log.str(), "--save-grads", grads.str(),
-                   "--quiet", "--threads", worldSize > 1 ? "1" : "0"});
-      std::vector<llvm::StringRef> argRefs(args.begin(), args.end());
-      std::string message;
-      int status = llvm::sys::ExecuteAndWait(args[0], argRefs, std::nullopt, {},
-                                             0, 0, &message);
-      if (status != 0)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            message.empty() ? "exit status " + std::to_string(status)
-                            : message);
-      return llvm::Error::success();
-    };
-    // The reference sees the global batch, the schedule's inputs, which the
-    // ranks of a mesh share.
-    mlir::OwningOpRef<mlir::ModuleOp> reference =
-        importTorchScript(context, **model, inputs);
-    if (!reference)
-      return Outcome::Diagnosed;
-    auto forward = reference->lookupSymbol<mlir::func::FuncOp>("forward");
-    if (mlir::failed(verifyTraining(**model, forward, options.seed,
-                                    options.verifyTolerance, workDir, runStep,
-                                    llvm::outs())))
-      return Outcome::Diagnosed;
-    llvm::sys::fs::remove_directories(workDir);
-    llvm::outs() << "verify: the compiled step computes what LibTorch "
-                    "computes\n";
-    if (!scratch.empty())
-      return Outcome::Success;
-  }
+  return Outcome::Success;
+}
+
+Outcome Compilation::verifyRankPrograms() {
+  if (!options.verify)
+    return Outcome::Success;
+  mlir::TimingScope verifyTiming = rootTiming.nest("verify");
+  llvm::SmallString<256> workDir(outputDir->getPath()), launch;
+  llvm::sys::path::append(workDir, "verify");
+  launch = outputDir->getPath();
+  llvm::sys::path::append(launch, "launch");
+  if (std::error_code code = llvm::sys::fs::create_directories(workDir))
+    return fail(workDir + ": " + code.message());
+  int64_t worldSize = mesh.getWorldSize();
+  auto runStep = [&](llvm::StringRef batch, llvm::StringRef log,
+                     llvm::StringRef grads) -> llvm::Error {
+    // A mesh runs under the MPI this slapoc was built with (OpenMPI's
+    // mpiexec), its ranks sharing this machine's cores.
+    std::vector<std::string> args;
+    if (worldSize > 1) {
+      args = {SLAPO_MPIEXEC,     "-n",        std::to_string(worldSize),
+              "--oversubscribe", "--bind-to", "none"};
+      if (geteuid() == 0)
+        args.push_back("--allow-run-as-root");
+    }
+    args.insert(args.end(),
+                {launch.str().str(), "--steps", "1", "--data", batch.str(),
+                 "--log-json", log.str(), "--save-grads", grads.str(),
+                 "--quiet", "--threads", worldSize > 1 ? "1" : "0"});
+    std::vector<llvm::StringRef> argRefs(args.begin(), args.end());
+    std::string message;
+    int status = llvm::sys::ExecuteAndWait(args[0], argRefs, std::nullopt, {},
+                                           0, 0, &message);
+    if (status != 0)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          message.empty() ? "exit status " + std::to_string(status) : message);
+    return llvm::Error::success();
+  };
+  // The reference sees the global batch, the schedule's inputs, which the
+  // ranks of a mesh share.
+  mlir::OwningOpRef<mlir::ModuleOp> reference =
+      importTorchScript(context, *model, inputs);
+  if (!reference)
+    return Outcome::Diagnosed;
+  auto forward = reference->lookupSymbol<mlir::func::FuncOp>("forward");
+  if (mlir::failed(verifyTraining(*model, forward, options.seed,
+                                  options.verifyTolerance, workDir, runStep,
+                                  llvm::outs())))
+    return Outcome::Diagnosed;
+  llvm::sys::fs::remove_directories(workDir);
+  llvm::outs() << "verify: the compiled step computes what LibTorch "
+                  "computes\n";
+  return Outcome::Success;
+}
+
+Outcome Compilation::publishOutput() {
+  // --verify without -o only checks.
+  if (!scratch.empty())
+    return Outcome::Success;
   if (llvm::Error e = outputDir->publish())
     return fail(llvm::toString(std::move(e)));
   llvm::outs() << "slapoc: wrote " << options.output << " ("
-               << (build.compile ? "rank0/train" : "sources only")
+               << (compilesPrograms ? "rank0/train" : "sources only")
                << "; run it with " << options.output << "/launch)\n";
   printMemoryPlan(*module, mesh.dp * mesh.tp, llvm::outs());
   return Outcome::Success;
@@ -661,13 +764,13 @@ int runSlapocMain(int argc, char **argv) {
   // the SourceMgr: it is created after the schedule was added.
   if (options.verifyDiagnostics) {
     mlir::SourceMgrDiagnosticVerifierHandler verifier(sourceMgr, &context);
-    Outcome outcome = compile(options, context, sourceMgr);
+    Outcome outcome = Compilation(options, context, sourceMgr).run();
     return outcome != Outcome::Failed && mlir::succeeded(verifier.verify()) ? 0
                                                                             : 1;
   }
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   WarningLimit warningLimit(context);
-  Outcome outcome = compile(options, context, sourceMgr);
+  Outcome outcome = Compilation(options, context, sourceMgr).run();
   warningLimit.reportDropped();
   return outcome == Outcome::Success ? 0 : 1;
 }
