@@ -82,30 +82,32 @@ LogicalResult ReshapeOp::propagateSharding(ShardingContext &context) {
     context.setViewResult(*this, split);
     return success();
   }
-  // The split dim d must start a dim of the result: the same elements
-  // precede it. Then it either splits into dims led by that one, or merges
-  // with the dims after it into that one.
+  // In the elements' row-major order, a split of dim d in c chunks is
+  // `blocks` = (elements of the dims before d) * c contiguous runs, one per
+  // chunk, each cut into equal parts, one per rank. The result holds the
+  // same parts when one of its dims e is preceded by a number of elements
+  // that divides `blocks` and holds the remaining blocks as chunks, each a
+  // whole number of rows per rank: e splits in blocks / (elements before e)
+  // chunks. Merging batch and heads split by heads, [B, H, T, d] ->
+  // [B*H, T, d], is a split of dim 0 in B chunks; splitting it back again a
+  // split of dim 1.
   ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(getResult());
-  int64_t before = 1;
+  int64_t blocks = split.chunks;
   for (int64_t d = 0; d < split.dim; ++d)
-    before *= in[d];
-  int64_t prefix = 1, dim = 0;
-  while (dim < int64_t(out.size()) && prefix < before)
-    prefix *= out[dim++];
-  while (dim + 1 < int64_t(out.size()) && out[dim] == 1)
-    ++dim;
-  int64_t size = in[split.dim];
-  bool aligned = prefix == before && dim < int64_t(out.size());
-  bool fits =
-      aligned &&
-      (out[dim] % size == 0 ||
-       (size % out[dim] == 0 &&
-        out[dim] % (split.chunks * context.getTensorParallelSize()) == 0));
-  if (!fits)
+    blocks *= in[d];
+  int64_t before = 1, dim = 0;
+  for (; dim < int64_t(out.size()) && blocks % before == 0;
+       before *= out[dim++]) {
+    int64_t chunks = blocks / before;
+    if (out[dim] % (chunks * context.getTensorParallelSize()) == 0)
+      break;
+  }
+  if (dim == int64_t(out.size()) || blocks % before != 0)
     return context.error(*this)
            << "reshapes a tensor of shape " << shapeString(in) << " "
            << split.str() << " to " << shapeString(out)
            << ", which does not keep the split whole";
+  split.chunks = blocks / before;
   split.dim = dim;
   context.setViewResult(*this, split);
   return success();

@@ -95,13 +95,48 @@ module {
 
 // -----
 
-// Each rank's columns are not one block of the flattened rows.
+// Merging the dims before the split one into it: [B, H, T, d] split by
+// heads to [B*H, T, d] (OPT's attention before its bmm) is a split of the
+// merged dim in B chunks, each rank holding its heads of every batch row;
+// splitting it back gives the heads' split again.
+func.func @forward(%x: tensor<2x4x3x2xf32>) -> tensor<2x4x3x2xf32> {
+  %s = slapo.scatter %x <tp> {dim = 1 : i64} : tensor<2x4x3x2xf32> -> tensor<2x4x3x2xf32>
+  %m = slapo.reshape %s : tensor<2x4x3x2xf32> -> tensor<8x3x2xf32>
+  %t = slapo.permute %m {permutation = array<i64: 0, 2, 1>} : tensor<8x3x2xf32> -> tensor<8x2x3xf32>
+  %p = slapo.matmul %m, %t : (tensor<8x3x2xf32>, tensor<8x2x3xf32>) -> tensor<8x3x3xf32>
+  %q = slapo.matmul %p, %m : (tensor<8x3x3xf32>, tensor<8x3x2xf32>) -> tensor<8x3x2xf32>
+  %back = slapo.reshape %q : tensor<8x3x2xf32> -> tensor<2x4x3x2xf32>
+  %g = slapo.all_gather %back <tp> {dim = 1 : i64} : tensor<2x4x3x2xf32> -> tensor<2x4x3x2xf32>
+  return %g : tensor<2x4x3x2xf32>
+}
+// CHECK-LABEL: func.func @forward(%{{.*}}: tensor<2x4x3x2xf32>)
+// CHECK: slapo.reshape %{{.*}} : tensor<2x2x3x2xf32> -> tensor<4x3x2xf32>
+// CHECK: slapo.matmul %{{.*}}, %{{.*}} : (tensor<4x3x2xf32>, tensor<4x2x3xf32>) -> tensor<4x3x3xf32>
+// CHECK: slapo.reshape %{{.*}} : tensor<4x3x2xf32> -> tensor<2x2x3x2xf32>
+// CHECK-NEXT: slapo.all_gather %{{.*}} <tp> {dim = 1 : i64} : tensor<2x2x3x2xf32> -> tensor<2x4x3x2xf32>
+
+// -----
+
+// Flattening columns split over the ranks: each rank's columns of a row
+// are one chunk's part of the flat dim, two chunks (the rows), which
+// all_gather cannot join whole.
 func.func @forward(%x: tensor<2x8xf32>) -> tensor<16xf32> {
   %s = slapo.scatter %x <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
-  // expected-error @+1 {{tensor parallelism: reshapes a tensor of shape [2, 8] split along dim 1 to [16], which does not keep the split whole}}
   %f = slapo.reshape %s : tensor<2x8xf32> -> tensor<16xf32>
+  // expected-error @+1 {{split along dim 0 in 2 chunks}}
   %g = slapo.all_gather %f <tp> {dim = 0 : i64} : tensor<16xf32> -> tensor<16xf32>
   return %g : tensor<16xf32>
+}
+
+// -----
+
+// Each rank's columns do not make whole rows of the result.
+func.func @forward(%x: tensor<2x6xf32>) -> tensor<3x4xf32> {
+  %s = slapo.scatter %x <tp> {dim = 1 : i64} : tensor<2x6xf32> -> tensor<2x6xf32>
+  // expected-error @+1 {{tensor parallelism: reshapes a tensor of shape [2, 6] split along dim 1 to [3, 4], which does not keep the split whole}}
+  %f = slapo.reshape %s : tensor<2x6xf32> -> tensor<3x4xf32>
+  %g = slapo.all_gather %f <tp> {dim = 0 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  return %g : tensor<3x4xf32>
 }
 
 // -----

@@ -85,6 +85,21 @@ class HFLlamaLMLoss(MaskedInputsLoss):
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
 
 
+def hf_opt_loss():
+    """OPTForCausalLM whose forward(input_ids i64[8,32], labels i64[8,32]) returns the loss."""
+    transformers = _quiet_transformers()
+
+    class OPTLMLoss(transformers.OPTForCausalLM):
+        def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            return super().forward(input_ids=input_ids, labels=labels)[0]
+
+    # Positions are offset by 2 in OPT's learned position embedding.
+    return OPTLMLoss(transformers.OPTConfig(
+        vocab_size=128, hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=64, word_embed_proj_dim=32, dropout=0.1,
+        torchscript=True, attn_implementation="eager"))
+
+
 SPECS = [
     ModelSpec("hf_gpt2", HFGPT2LMLoss, [
         InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
@@ -99,5 +114,9 @@ SPECS = [
         InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
         InputSpec("attention_mask", torch.int64, [2, 16], kind="mask"),
         InputSpec("labels", torch.int64, [2, 16], kind="int", low=0, high=128),
+    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
+    ModelSpec("hf_opt", hf_opt_loss, [
+        InputSpec("input_ids", torch.int64, [8, 32], kind="int", low=0, high=128),
+        InputSpec("labels", torch.int64, [8, 32], kind="int", low=0, high=128),
     ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
 ]
