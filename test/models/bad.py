@@ -14,7 +14,7 @@ from common import InputSpec, ModelSpec
 
 class CumulativeBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cumsum(x, dim=1)
+        return torch.cumprod(x, dim=1)
 
 
 class SortBlock(nn.Module):

@@ -4,8 +4,9 @@ each written as those models write it, and the forms of them slapoc refuses.
 zoo_ops:             tensor indexing of a table (Qwen2's `cos[position_ids]`, here with
                      negative ids too), bool `|`, `&` and `~` (Mistral's sliding-window mask),
                      elementwise and reduced min and max (T5's relative position buckets),
-                     and repeat (the causal mask of T5's decoder) in one trainable model whose
-                     loss reaches every parameter.
+                     repeat (the causal mask of T5's decoder) and cumsum (RoBERTa's position
+                     ids, on int32; and on floats, for its gradient) in one trainable model
+                     whose loss reaches every parameter.
 zoo_ops_unsupported: the forms with no exact lowering, each in a submodule of its own: indexing
                      by a mask (a data-dependent shape), indexing a dim other than the first,
                      bitwise ops on integers, the minimum of integers over dims.
@@ -32,8 +33,10 @@ class ZooOps(nn.Module):
         keep = ((x > 0) | (x < -1)) & ~(x > 1)
         bounded = torch.where(keep, torch.min(x, self.weight), torch.max(x, -self.weight))
         tiled = bounded.repeat(2, 1, 2)
+        positions = torch.cumsum((ids > 0).int(), dim=1).type_as(ids)
+        running = torch.cumsum(bounded, dim=0) * positions.sum(dim=1, keepdim=True)
         return ((rows * bounded.unsqueeze(1)).sum() + tiled.amin(dim=-1).sum()
-                + torch.min(bounded))
+                + torch.min(bounded) + (running * self.weight).sum())
 
 
 class IndexByMask(nn.Module):

@@ -415,18 +415,28 @@ LogicalResult lowerLayerNorm(NodeLowering &lower) {
                                        b.getF64FloatAttr(*eps)));
 }
 
-template <typename OpTy> LogicalResult lowerSoftmax(NodeLowering &lower) {
-  // The optional dtype argument makes the input cast first.
+/// Input 0 in the result's dtype, to which PyTorch casts first (softmax's
+/// dtype argument, cumsum's integers summed as int64), and the dim that
+/// input 1 names, of ops along a dim; nullopt after an error.
+std::optional<std::pair<mlir::Value, int64_t>>
+inputAlongDim(NodeLowering &lower) {
   mlir::Value input = lower.tensor(0, lower.outputElementType());
   std::optional<int64_t> d = lower.intConstant(1);
   if (!input || !d)
-    return failure();
+    return std::nullopt;
   std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
   if (!dim)
+    return std::nullopt;
+  return std::make_pair(input, *dim);
+}
+
+template <typename OpTy> LogicalResult lowerSoftmax(NodeLowering &lower) {
+  auto along = inputAlongDim(lower);
+  if (!along)
     return failure();
-  return finish(lower,
-                lower.create<OpTy>(lower.outputType(), input,
-                                   lower.getBuilder().getI64IntegerAttr(*dim)));
+  return finish(lower, lower.create<OpTy>(lower.outputType(), along->first,
+                                          lower.getBuilder().getI64IntegerAttr(
+                                              along->second)));
 }
 
 LogicalResult lowerCrossEntropy(NodeLowering &lower) {
@@ -513,6 +523,21 @@ LogicalResult lowerMinReduce(NodeLowering &lower) {
       reduce<MaxOp>(lower, lower.create<NegOp>(typeOf(input), input));
   return finish(lower,
                 max ? lower.create<NegOp>(lower.outputType(), max) : nullptr);
+}
+
+/// cumsum(self, dim, dtype).
+LogicalResult lowerCumsum(NodeLowering &lower) {
+  auto along = inputAlongDim(lower);
+  if (!along)
+    return failure();
+  auto [input, dim] = *along;
+  // A 0-d tensor is its own running sum.
+  if (typeOf(input).getRank() == 0)
+    return finish(lower, input);
+  return finish(lower, lower.getBuilder()
+                           .create<CumsumOp>(lower.getLoc(), input, dim,
+                                             /*reverse=*/false)
+                           .getResult());
 }
 
 /// max/min(self, other) elementwise, and max/min(self) over everything.
@@ -845,6 +870,7 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::amax", lowerReduce<MaxOp>},
       {"aten::max", lowerExtremum<MaximumOp, lowerReduce<MaxOp>>},
       {"aten::amin", lowerMinReduce},
+      {"aten::cumsum", lowerCumsum},
       {"aten::min", lowerExtremum<MinimumOp, lowerMinReduce>},
       {"aten::cat", lowerConcat},
       {"aten::stack", lowerConcat},
