@@ -9,7 +9,8 @@ zoo_ops:             tensor indexing of a table (Qwen2's `cos[position_ids]`, he
                      whose loss reaches every parameter.
 zoo_ops_unsupported: the forms with no exact lowering, each in a submodule of its own: indexing
                      by a mask (a data-dependent shape), indexing a dim other than the first,
-                     bitwise ops on integers, the minimum of integers over dims.
+                     bitwise ops on integers, the minimum of integers over dims, min with
+                     indices.
 """
 
 import torch
@@ -59,6 +60,11 @@ class IntegerMin(nn.Module):
         return ids.amin(dim=0).sum() + x.sum()
 
 
+class MinWithIndices(nn.Module):
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return torch.min(x, dim=1)[0].sum()
+
+
 class ZooOpsUnsupported(nn.Module):
     def __init__(self):
         super().__init__()
@@ -66,10 +72,11 @@ class ZooOpsUnsupported(nn.Module):
         self.columns = IndexColumns()
         self.bits = IntegerBits()
         self.integer_min = IntegerMin()
+        self.indices = MinWithIndices()
 
     def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         return (self.mask(x, ids) + self.columns(x, ids) + self.bits(x, ids)
-                + self.integer_min(x, ids))
+                + self.integer_min(x, ids) + self.indices(x, ids))
 
 
 INPUTS = [
