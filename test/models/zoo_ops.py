@@ -2,7 +2,8 @@
 each written as those models write it, and the forms of them slapoc refuses.
 
 zoo_ops:             tensor indexing of a table (Qwen2's `cos[position_ids]`, here with
-                     negative ids too), bool `|`, `&` and `~` (Mistral's sliding-window mask),
+                     negative ids too), bool `|`, `&=` and `~` (Mistral's sliding-window mask
+                     is ORed in place),
                      elementwise and reduced min and max (T5's relative position buckets),
                      repeat (the causal mask of T5's decoder) and cumsum (RoBERTa's position
                      ids, on int32; and on floats, for its gradient) in one trainable model
@@ -31,7 +32,8 @@ class ZooOps(nn.Module):
 
     def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         rows = self.table[ids * 3 - 2] * self.scale[ids].unsqueeze(-1)
-        keep = ((x > 0) | (x < -1)) & ~(x > 1)
+        keep = (x > 0) | (x < -1)
+        keep &= ~(x > 1)
         bounded = torch.where(keep, torch.min(x, self.weight), torch.max(x, -self.weight))
         tiled = bounded.repeat(2, 1, 2)
         positions = torch.cumsum((ids > 0).int(), dim=1).type_as(ids)

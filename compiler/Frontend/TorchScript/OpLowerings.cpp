@@ -117,8 +117,8 @@ LogicalResult lowerCompare(NodeLowering &lower) {
                     .getResult());
 }
 
-/// bitwise_and/or (and `&`, `|`) of bool tensors: the minimum and maximum of
-/// bools, which is what PyTorch computes for them.
+/// bitwise_and/or (and `&`, `|`, `&=`, `|=`) of bool tensors: the minimum and
+/// maximum of bools, which is what PyTorch computes for them.
 template <typename OpTy> LogicalResult lowerBoolean(NodeLowering &lower) {
   if (!lower.outputElementType().isInteger(1))
     return lower.error("bitwise ops are supported on bool tensors only");
@@ -824,8 +824,10 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::ge", lowerCompare<ComparePredicate::ge>},
       {"aten::bitwise_and", lowerBoolean<MinimumOp>},
       {"aten::__and__", lowerBoolean<MinimumOp>},
+      {"aten::__iand__", lowerBoolean<MinimumOp>},
       {"aten::bitwise_or", lowerBoolean<MaximumOp>},
       {"aten::__or__", lowerBoolean<MaximumOp>},
+      {"aten::__ior__", lowerBoolean<MaximumOp>},
       {"aten::bitwise_not", lowerBooleanNot},
       {"aten::neg", lowerUnary<NegOp>},
       {"aten::abs", lowerUnary<AbsOp>},
