@@ -32,6 +32,7 @@ class ZooOps(nn.Module):
 
     def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         rows = self.table[ids * 3 - 2] * self.scale[ids].unsqueeze(-1)
+        ends = self.scale[torch.tensor([4, 0])]
         keep = (x > 0) | (x < -1)
         keep &= ~(x > 1)
         bounded = torch.where(keep, torch.min(x, self.weight), torch.max(x, -self.weight))
@@ -39,7 +40,7 @@ class ZooOps(nn.Module):
         positions = torch.cumsum((ids > 0).int(), dim=1).type_as(ids)
         running = torch.cumsum(bounded, dim=0) * positions.sum(dim=1, keepdim=True)
         return ((rows * bounded.unsqueeze(1)).sum() + tiled.amin(dim=-1).sum()
-                + torch.min(bounded) + (running * self.weight).sum())
+                + torch.min(bounded) + (running * self.weight).sum() + ends[0] * ends[1])
 
 
 class IndexByMask(nn.Module):
