@@ -8,6 +8,9 @@ zoo_ops:             tensor indexing of a table (Qwen2's `cos[position_ids]`, he
                      repeat (the causal mask of T5's decoder) and cumsum (RoBERTa's position
                      ids, on int32; and on floats, for its gradient) in one trainable model
                      whose loss reaches every parameter.
+size_from_positions: a size read from the data of positions that are an arange of a size, which
+                     the tracer records as aten::Int of a tensor (as it records Mistral's
+                     cache positions): known at compile time all the same.
 zoo_ops_unsupported: the forms with no exact lowering, each in a submodule of its own: indexing
                      by a mask (a data-dependent shape), indexing a dim other than the first,
                      bitwise ops on integers, the minimum of integers over dims, min with
@@ -41,6 +44,15 @@ class ZooOps(nn.Module):
         running = torch.cumsum(bounded, dim=0) * positions.sum(dim=1, keepdim=True)
         return ((rows * bounded.unsqueeze(1)).sum() + tiled.amin(dim=-1).sum()
                 + torch.min(bounded) + (running * self.weight).sum() + ends[0] * ends[1])
+
+
+class SizeFromPositions(nn.Module):
+    """forward(x f32[2,4]) -> x + zeros(2, last position + 1)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.shape[1])
+        length = positions[-1] + 1
+        return torch.zeros(x.shape[0], length) + x
 
 
 class IndexByMask(nn.Module):
@@ -89,5 +101,8 @@ INPUTS = [
 
 SPECS = [
     ModelSpec("zoo_ops", ZooOps, INPUTS),
+    ModelSpec("size_from_positions", SizeFromPositions, INPUTS[:1], modes=("trace",),
+              mode_error="size_from_positions is traced only: it is about nodes the tracer "
+              "adds"),
     ModelSpec("zoo_ops_unsupported", ZooOpsUnsupported, INPUTS),
 ]
