@@ -77,6 +77,14 @@ void registerShapeOps(OpTable &table) {
       return x[0];
     return at::amax(x[0], toVector(op.getDims()), op.getKeepdim());
   });
+  add<CumsumOp>(table, [](CumsumOp op, Operands x, EvalContext &) {
+    auto dim = static_cast<int64_t>(op.getDim());
+    // Keep the element type: PyTorch would widen integer sums to int64.
+    at::ScalarType type = scalarTypeOf(op.getType());
+    if (!op.getReverse())
+      return at::cumsum(x[0], dim, type);
+    return at::cumsum(x[0].flip(dim), dim, type).flip(dim);
+  });
 
   // Shape and data movement.
   add<ReshapeOp>(table, [](ReshapeOp op, Operands x, EvalContext &) {

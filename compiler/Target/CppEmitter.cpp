@@ -610,6 +610,13 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       .Case([&](SumOp sum) { return reduce("Sum", sum.getDims()); })
       .Case([&](MeanOp mean) { return reduce("Mean", mean.getDims()); })
       .Case([&](MaxOp max) { return reduce("Max", max.getDims()); })
+      .Case([&](CumsumOp cumsum) -> Call {
+        return llvm::formatv("cumsum(ctx, {0}, {1}, {2}, {3})",
+                             use(cumsum.getInput()), out(),
+                             int64_t(cumsum.getDim()),
+                             cumsum.getReverse() ? "true" : "false")
+            .str();
+      })
       .Case([&](PermuteOp permute) -> Call {
         return llvm::formatv("permute(ctx, {0}, {1}, {2})",
                              use(permute.getInput()), out(),

@@ -1,9 +1,9 @@
 //===- ShardingShape.cpp - sharding rules of reductions and shape ops -----===//
 //
 // Views and data movement carry a split to the dim it becomes, as long as
-// each rank's block stays one block of the result; reductions carry splits
-// of the dims they keep, and a sum over the split dim leaves each rank one
-// term of the result.
+// each rank's block stays one block of the result; reductions (and running
+// sums) carry splits of the dims they keep, and a sum over the split dim
+// leaves each rank one term of the result.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Dialect/TensorBuilder.h"
@@ -63,6 +63,12 @@ LogicalResult MeanOp::propagateSharding(ShardingContext &context) {
 LogicalResult MaxOp::propagateSharding(ShardingContext &context) {
   return propagateReduction(*this, context, getInput(), getDims(), getKeepdim(),
                             /*linear=*/false);
+}
+
+LogicalResult CumsumOp::propagateSharding(ShardingContext &context) {
+  // Running sums reduce along their dim and keep every dim.
+  return propagateReduction(*this, context, getInput(), {int64_t(getDim())},
+                            /*keepdim=*/true, /*linear=*/true);
 }
 
 //===----------------------------------------------------------------------===//

@@ -536,6 +536,10 @@ SLAPO_REDUCE_VERIFIER(MeanOp)
 SLAPO_REDUCE_VERIFIER(MaxOp)
 #undef SLAPO_REDUCE_VERIFIER
 
+LogicalResult CumsumOp::verify() {
+  return verifyDim(*this, getDim(), getType().getRank());
+}
+
 //===----------------------------------------------------------------------===//
 // Shape and data movement.
 //===----------------------------------------------------------------------===//

@@ -53,6 +53,18 @@ LogicalResult MaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult CumsumOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  // Each element is in the running sums from its own on: its gradient sums
+  // theirs, from the last (PyTorch's reversed_cumsum), or from the first
+  // for a reversed cumsum.
+  Value grad = singleResultGrad(resultGrads);
+  operandGrads.push_back(builder.create<CumsumOp>(
+      getLoc(), grad.getType(), grad, getDimAttr(),
+      getReverse() ? UnitAttr() : builder.getUnitAttr()));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Shape and data movement.
 //===----------------------------------------------------------------------===//

@@ -105,6 +105,11 @@ void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
   SLAPO_CPU_DISPATCH(reduce, kind, input, out, dimMask);
 }
 
+void cumsum(Context &ctx, const Tensor &input, const Tensor &out, int64_t dim,
+            bool reverse) {
+  SLAPO_CPU_DISPATCH(cumsum, input, out, dim, reverse);
+}
+
 void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                const Tensor &momentumBuffer, const Tensor &lr, double momentum,
                double weightDecay) {

@@ -1,4 +1,4 @@
-//===- Reduce.cpp - sum, mean and max over a set of dims ------------------===//
+//===- Reduce.cpp - sum, mean and max over a set of dims; running sums ----===//
 //
 // The input's size-1 dims are dropped and adjacent dims that are both
 // reduced or both kept are merged, leaving alternating groups. When the last
@@ -215,6 +215,34 @@ void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
     case ReduceKind::Max:
       return reduceGroups<ReduceKind::Max>(ctx, in, result, groups, count);
     }
+  });
+}
+
+void cumsum(Context &ctx, const Tensor &input, const Tensor &out, int64_t dim,
+            bool reverse) {
+  // The input viewed as [outer, length, inner]: a task sums whole lines,
+  // each in order (float sums in f64, as PyTorch's CPU kernel does).
+  int rank = input.getRank();
+  int d = normalizeDim(dim, rank);
+  int64_t outer = product(input.shape, 0, d);
+  int64_t length = rank ? input.shape.dims[d] : 1;
+  int64_t inner = product(input.shape, d + 1, rank);
+  dispatch(NumericTypes(), input.dtype, "cumsum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *in = input.as<T>();
+    T *result = out.as<T>();
+    parallelFor(
+        ctx, outer * inner, grainFor(length), [&](int64_t begin, int64_t end) {
+          for (int64_t line = begin; line < end; ++line) {
+            int64_t first = line / inner * length * inner + line % inner;
+            Accumulate<T> sum(0);
+            for (int64_t k = 0; k < length; ++k) {
+              int64_t at = first + (reverse ? length - 1 - k : k) * inner;
+              sum += load(in[at]);
+              result[at] = store<T>(sum);
+            }
+          }
+        });
   });
 }
 

@@ -1,4 +1,4 @@
-//===- Reduce.cu - sum, mean and max over a set of dims -------------------===//
+//===- Reduce.cu - sum, mean and max over a set of dims; running sums -----===//
 //
 // The input's size-1 dims are dropped and adjacent dims that are both
 // reduced or both kept are merged, leaving alternating groups. Two kernels
@@ -277,6 +277,24 @@ void reduceGroups(Context &ctx, const Groups &groups, const T *in, T *out,
   finish(splits, partials);
 }
 
+/// Running sums of the [outer, length, inner] input along its middle dim: a
+/// thread per line, in order (lines are as many as the outputs of a
+/// reduction over the dim, and the dim is short where models take them).
+template <typename T>
+__global__ void cumsumKernel(int64_t lines, int64_t length, int64_t inner,
+                             bool reverse, const T *in, T *out) {
+  for (int64_t line = getGlobalThread(); line < lines;
+       line += getGlobalThreads()) {
+    int64_t first = line / inner * length * inner + line % inner;
+    Accumulate<T> sum(0);
+    for (int64_t k = 0; k < length; ++k) {
+      int64_t at = first + (reverse ? length - 1 - k : k) * inner;
+      sum += load(in[at]);
+      out[at] = store<T>(sum);
+    }
+  }
+}
+
 } // namespace
 
 void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
@@ -304,6 +322,24 @@ void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
       return reduceGroups<ReduceKind::Max>(ctx, groups, in, result, outputs,
                                            count);
     }
+  });
+}
+
+void cumsum(Context &ctx, const Tensor &input, const Tensor &out, int64_t dim,
+            bool reverse) {
+  int rank = input.getRank();
+  int d = normalizeDim(dim, rank);
+  int64_t length = rank ? input.shape.dims[d] : 1;
+  int64_t inner = product(input.shape, d + 1, rank);
+  int64_t lines = product(input.shape, 0, d) * inner;
+  if (lines == 0)
+    return;
+  dispatch(NumericTypes(), input.dtype, "cumsum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cumsumKernel<<<getGridSize(ctx, lines, kBlockSize), kBlockSize, 0,
+                   ctx.getStream()>>>(lines, length, inner, reverse,
+                                      input.as<T>(), out.as<T>());
+    checkLaunch("cumsum");
   });
 }
 

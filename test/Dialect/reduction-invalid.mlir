@@ -97,3 +97,20 @@ func.func @sum_missing_keepdim(%x: tensor<2x3xf32>) {
   %0 = slapo.sum %x {dims = array<i64: 1>} : tensor<2x3xf32> -> tensor<2xf32>
   return
 }
+
+// -----
+
+func.func @cumsum_dim_out_of_range(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %0 = slapo.cumsum %x {dim = 2 : i64} : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// PyTorch does not sum bools as bools: the importer casts them first.
+func.func @cumsum_bool(%x: tensor<4xi1>) {
+  // expected-error @+1 {{must be statically shaped tensor of}}
+  %0 = slapo.cumsum %x {dim = 0 : i64} : tensor<4xi1>
+  return
+}

@@ -2,7 +2,7 @@
 // RUN: slapo-opt %s --mlir-print-op-generic | slapo-opt | FileCheck %s
 // RUN: slapo-opt %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
 
-// sum, mean and max over dims, with and without keepdim.
+// sum, mean and max over dims, with and without keepdim; running sums.
 
 // CHECK-LABEL: func.func @sum
 func.func @sum(%x: tensor<2x3x4xf32>, %i: tensor<5x6xi64>, %s: tensor<f32>) {
@@ -37,5 +37,17 @@ func.func @max(%x: tensor<2x3xf32>, %b: tensor<4x4xi1>, %i: tensor<7xi32>) {
   %0 = slapo.max %x {dims = array<i64: 1>, keepdim = true} : tensor<2x3xf32> -> tensor<2x1xf32>
   %1 = slapo.max %b {dims = array<i64: 0, 1>, keepdim = true} : tensor<4x4xi1> -> tensor<1x1xi1>
   %2 = slapo.max %i {dims = array<i64: 0>, keepdim = false} : tensor<7xi32> -> tensor<i32>
+  return
+}
+
+// CHECK-LABEL: func.func @cumsum
+func.func @cumsum(%x: tensor<2x3xf32>, %i: tensor<2x16xi64>) {
+  // CHECK-NEXT: slapo.cumsum %{{.*}} {dim = 1 : i64} : tensor<2x3xf32>
+  // CHECK-NEXT: slapo.cumsum %{{.*}} {dim = 0 : i64, reverse} : tensor<2x3xf32>
+  // CHECK-NEXT: slapo.cumsum %{{.*}} {dim = 1 : i64} : tensor<2x16xi64>
+  // GENERIC: "slapo.cumsum"(%{{.*}}) {dim = 0 : i64, reverse} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %0 = slapo.cumsum %x {dim = 1 : i64} : tensor<2x3xf32>
+  %1 = slapo.cumsum %x {dim = 0 : i64, reverse} : tensor<2x3xf32>
+  %2 = slapo.cumsum %i {dim = 1 : i64} : tensor<2x16xi64>
   return
 }

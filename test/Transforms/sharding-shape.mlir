@@ -53,6 +53,27 @@ func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<f32> {
 
 // -----
 
+// Running sums along another dim keep the split; those of a partial sum
+// (each rank's term) are each rank's term of the running sums.
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<3x8xf32> {
+  %s = slapo.scatter %x <tp> {dim = 2 : i64} : tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+  %c = slapo.cumsum %s {dim = 1 : i64} : tensor<2x3x8xf32>
+  %p = slapo.sum %c {dims = array<i64: 2>, keepdim = true} : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %back = slapo.cumsum %p {dim = 0 : i64, reverse} : tensor<2x3x1xf32>
+  %r = slapo.all_reduce %back <tp> : tensor<2x3x1xf32>
+  %g = slapo.all_gather %c <tp> {dim = 2 : i64} : tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+  %m = slapo.mul %g, %r : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %out = slapo.sum %m {dims = array<i64: 0>, keepdim = false} : tensor<2x3x8xf32> -> tensor<3x8xf32>
+  return %out : tensor<3x8xf32>
+}
+// CHECK: // {{-+}}
+// CHECK: slapo.cumsum %{{.*}} {dim = 1 : i64} : tensor<2x3x4xf32>
+// CHECK-NEXT: slapo.sum %{{.*}} {dims = array<i64: 2>, keepdim = true} : tensor<2x3x4xf32> -> tensor<2x3x1xf32>
+// CHECK-NEXT: %[[BACK:.*]] = slapo.cumsum %{{.*}} {dim = 0 : i64, reverse} : tensor<2x3x1xf32>
+// CHECK-NEXT: slapo.all_reduce %[[BACK]] <tp> : tensor<2x3x1xf32>
+
+// -----
+
 // A slice of whole chunks of the split dim (k of a fused q/k/v projection
 // split per chunk) is each rank's part of those chunks.
 module {
@@ -182,6 +203,17 @@ func.func @forward(%x: tensor<2x8xf32>) -> tensor<2xf32> {
   // expected-error @+1 {{tensor parallelism: 'mean' over dim 1, which is split over the ranks}}
   %m = slapo.mean %s {dims = array<i64: 1>, keepdim = false} : tensor<2x8xf32> -> tensor<2xf32>
   return %m : tensor<2xf32>
+}
+
+// -----
+
+// A running sum along the split dim needs the ranks before it.
+func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %s = slapo.scatter %x <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
+  // expected-error @+1 {{tensor parallelism: 'cumsum' over dim 1, which is split over the ranks}}
+  %c = slapo.cumsum %s {dim = 1 : i64} : tensor<2x8xf32>
+  %g = slapo.all_gather %c <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
+  return %g : tensor<2x8xf32>
 }
 
 // -----

@@ -14,7 +14,7 @@ from common import InputSpec, ModelSpec
 
 class CumulativeBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cumsum(x, dim=1)
+        return torch.cumprod(x, dim=1)
 
 
 class SortBlock(nn.Module):
@@ -40,8 +40,9 @@ class DataDependent(nn.Module):
 
 
 # More models the frontend must reject (after the others, whose lines tests name):
-# traced_size:     a size computed from run-time data (Mistral's target_length), which the
-#                  tracer turns into an aten::Int that has no Python line of its own.
+# traced_size:     a size computed from the data of an input, which the tracer turns into an
+#                  aten::Int that has no Python line of its own (a size computed from sizes
+#                  alone imports: zoo_ops.py's size_from_positions).
 # In-place writes slapoc cannot model exactly, each an error naming the op, its module and
 # its Python line rather than a model that computes something else:
 # writes_buffer:   updates a buffer in forward (BatchNorm's num_batches_tracked does in
@@ -54,8 +55,8 @@ class DataDependent(nn.Module):
 
 class TracedSize(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(x.shape[1])
-        length = positions[-1] + 1
+        first = x[0, 0]
+        length = (first > 0).long() + 3
         return torch.zeros(x.shape[0], length) + x.sum()
 
 

@@ -14,6 +14,13 @@ is the wrapper's submodule `model`, so every HF path gets the prefix "model.":
   hf_llama: model.model.embed_tokens.weight, model.model.layers.0.self_attn.q_proj.weight, ...,
             model.lm_head.weight. Its causal mask is written in place (a constant multiplied
             by a comparison, then the columns of the attention mask copied through a slice).
+  hf_qwen2, hf_mistral: LLaMA's shape and paths (Mistral with a sliding window of 8).
+  hf_roberta: model.roberta.embeddings.word_embeddings.weight, ..., model.lm_head.decoder.weight
+  hf_t5: model.shared.weight, model.encoder.block.0.layer.0.SelfAttention.q.weight, ...,
+         model.lm_head.weight
+  hf_opt: HF's own paths, no prefix (model.decoder.layers.0.self_attn.q_proj.weight, ...,
+          lm_head.weight): the model is OPTForCausalLM itself, its forward narrowed to
+          (input_ids, labels), so that schedules/opt.sched applies as to a user's OPT.
 With torchscript=True HF *clones* tied weights instead of sharing them (PreTrainedModel.
 _tie_or_clone_weights), so model.lm_head.weight / model.cls.predictions.decoder.weight are
 separate parameters holding a copy of the word embedding.
@@ -77,12 +84,58 @@ class HFBertMLMLoss(MaskedInputsLoss):
             hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
 
+# The tiny decoder of the LLaMA family: LLaMA, Qwen2 and Mistral share it.
+DECODER_CONFIG = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+
+
 class HFLlamaLMLoss(MaskedInputsLoss):
     def __init__(self):
+        super().__init__("LlamaForCausalLM", "LlamaConfig", **DECODER_CONFIG)
+
+
+class HFQwen2LMLoss(MaskedInputsLoss):
+    def __init__(self):
+        super().__init__("Qwen2ForCausalLM", "Qwen2Config", **DECODER_CONFIG)
+
+
+class HFMistralLMLoss(MaskedInputsLoss):
+    """Its sliding window is shorter than the sequence, so that the window masks."""
+
+    def __init__(self):
+        super().__init__("MistralForCausalLM", "MistralConfig", sliding_window=8,
+                         **DECODER_CONFIG)
+
+
+class HFRobertaMLMLoss(MaskedInputsLoss):
+    """Its position ids count the tokens that are not padding (id 1), after the padding id."""
+
+    def __init__(self):
         super().__init__(
-            "LlamaForCausalLM", "LlamaConfig",
-            vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+            "RobertaForMaskedLM", "RobertaConfig",
+            vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=40, type_vocab_size=1,
+            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+class HFT5Loss(MaskedInputsLoss):
+    """Its decoder inputs are the labels shifted right after token 0."""
+
+    def __init__(self):
+        super().__init__(
+            "T5ForConditionalGeneration", "T5Config",
+            vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2,
+            num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=16,
+            dropout_rate=0.1, decoder_start_token_id=0, pad_token_id=0)
+
+
+def masked_inputs_spec(name, build, labels_kind):
+    """A spec of forward(input_ids, attention_mask, labels: i64[2,16]) -> loss."""
+    return ModelSpec(name, build, [
+        InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
+        InputSpec("attention_mask", torch.int64, [2, 16], kind="mask"),
+        InputSpec("labels", torch.int64, [2, 16], kind=labels_kind, low=0, high=128),
+    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers")
 
 
 def hf_opt_loss():
@@ -105,16 +158,12 @@ SPECS = [
         InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
         InputSpec("labels", torch.int64, [2, 16], kind="int", low=0, high=128),
     ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
-    ModelSpec("hf_bert", HFBertMLMLoss, [
-        InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
-        InputSpec("attention_mask", torch.int64, [2, 16], kind="mask"),
-        InputSpec("labels", torch.int64, [2, 16], kind="mlm", low=0, high=128),
-    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
-    ModelSpec("hf_llama", HFLlamaLMLoss, [
-        InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
-        InputSpec("attention_mask", torch.int64, [2, 16], kind="mask"),
-        InputSpec("labels", torch.int64, [2, 16], kind="int", low=0, high=128),
-    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
+    masked_inputs_spec("hf_bert", HFBertMLMLoss, "mlm"),
+    masked_inputs_spec("hf_llama", HFLlamaLMLoss, "int"),
+    masked_inputs_spec("hf_qwen2", HFQwen2LMLoss, "int"),
+    masked_inputs_spec("hf_mistral", HFMistralLMLoss, "int"),
+    masked_inputs_spec("hf_roberta", HFRobertaMLMLoss, "mlm"),
+    masked_inputs_spec("hf_t5", HFT5Loss, "int"),
     ModelSpec("hf_opt", hf_opt_loss, [
         InputSpec("input_ids", torch.int64, [8, 32], kind="int", low=0, high=128),
         InputSpec("labels", torch.int64, [8, 32], kind="int", low=0, high=128),

@@ -967,6 +967,33 @@ void addReductions(CaseList &cases) {
       }
 }
 
+void addRunningSums(CaseList &cases) {
+  struct CumsumCase {
+    Shape shape;
+    int64_t dim;
+  };
+  for (DType dtype : kAllTypes)
+    for (const CumsumCase &c :
+         {CumsumCase{{2, 16}, 1}, CumsumCase{{5, 300, 7}, 1},
+          CumsumCase{{1000, 3}, 0}})
+      for (bool reverse : {false, true}) {
+        // PyTorch sums bools as int64: the importer casts them first.
+        if (dtype == DType::Bool)
+          continue;
+        // Running sums of up to a thousand terms in [-1, 1]: the GPU's f32
+        // accumulator against the CPU's f64, which drift apart by up to a
+        // rounding of each partial sum.
+        cases.addKernel(
+            std::string(reverse ? "cumsum from the end " : "cumsum ") +
+                describe(dtype, c.shape) + " along " + std::to_string(c.dim),
+            {random(dtype, c.shape, 175, -1, 1)}, dtype, c.shape,
+            [c, reverse](auto &ctx, auto &in, const Tensor &out) {
+              cumsum(ctx, in[0], out, c.dim, reverse);
+            },
+            withAbsolute(1e-3));
+      }
+}
+
 void addDataMovement(CaseList &cases) {
   struct PermuteCase {
     Shape shape;
@@ -1088,6 +1115,7 @@ const std::vector<Case> &getCases() {
     addContractions(list);
     addNN(list);
     addReductions(list);
+    addRunningSums(list);
     addDataMovement(list);
     addOptimizers(list);
     return list.get();

@@ -78,6 +78,8 @@ TEST_CASE("every kernel build this CPU runs computes as the x86-64 build") {
          reduce(ctx, ReduceKind::Sum, xs,
                 Tensor(out.data(), DType::F32, {columns}), 1u);
        }},
+      {"cumsum along rows",
+       [&](Context &ctx, auto &out) { cumsum(ctx, xs, into(out), 1, false); }},
       {"AdamW",
        [&](Context &ctx, auto &out) {
          out = x;

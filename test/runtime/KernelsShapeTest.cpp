@@ -121,6 +121,40 @@ TEST_CASE("reduce of integers, bf16 and NaN") {
   CHECK(std::isnan(max));
 }
 
+TEST_CASE("cumsum along a dim, forward and from the end") {
+  Context ctx(2);
+  // in[i][j][k] = 12 i + 4 j + k, shape [2, 3, 4], summed along dim 1.
+  std::vector<float> in = iota(24), out(24);
+  Tensor input(in.data(), DType::F32, {2, 3, 4});
+  Tensor output(out.data(), DType::F32, {2, 3, 4});
+  auto at = [](int i, int j, int k) { return 12 * i + 4 * j + k; };
+  cumsum(ctx, input, output, 1, /*reverse=*/false);
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      CHECK(out[at(i, 0, k)] == at(i, 0, k));
+      CHECK(out[at(i, 1, k)] == at(i, 0, k) + at(i, 1, k));
+      CHECK(out[at(i, 2, k)] == at(i, 0, k) + at(i, 1, k) + at(i, 2, k));
+    }
+  cumsum(ctx, input, output, 1, /*reverse=*/true);
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      CHECK(out[at(i, 2, k)] == at(i, 2, k));
+      CHECK(out[at(i, 0, k)] == at(i, 0, k) + at(i, 1, k) + at(i, 2, k));
+    }
+
+  std::vector<int64_t> ints = {1, 0, 1, 1}, positions(4);
+  cumsum(ctx, Tensor(ints.data(), DType::I64, {4}),
+         Tensor(positions.data(), DType::I64, {4}), 0, false);
+  CHECK(positions == std::vector<int64_t>{1, 1, 2, 3});
+
+  // Running f32 sums accumulate in f64, as PyTorch's CPU kernel: an f32
+  // accumulator would stay at 2^24.
+  std::vector<float> large = {16777216.0f, 1, 1}, sums(3);
+  cumsum(ctx, Tensor(large.data(), DType::F32, {3}),
+         Tensor(sums.data(), DType::F32, {3}), 0, false);
+  CHECK(sums == std::vector<float>{16777216.0f, 16777216.0f, 16777218.0f});
+}
+
 TEST_CASE("permute moves dims, for every permutation of three") {
   Context ctx(1);
   const int64_t dims[] = {2, 3, 4};

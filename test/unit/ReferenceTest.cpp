@@ -929,6 +929,28 @@ func.func @main(%x: tensor<3x4xi32>) -> (tensor<3xi32>, tensor<4xi32>) {
   checkExact((*results)[1], doubles({8, 9, 10, 11}, {4}), at::kInt);
 }
 
+TEST_CASE("cumsum runs along a dim, forward or from the end, in the element "
+          "type",
+          "[reference][reduce]") {
+  at::Tensor x =
+      at::arange(6, at::TensorOptions().dtype(at::kInt)).reshape({2, 3});
+  const char *source = R"mlir(
+func.func @main(%x: tensor<2x3xi32>) -> (tensor<2x3xi32>, tensor<2x3xi32>, tensor<2x3xi32>) {
+  %rows = slapo.cumsum %x {dim = 1 : i64} : tensor<2x3xi32>
+  %back = slapo.cumsum %x {dim = 1 : i64, reverse} : tensor<2x3xi32>
+  %down = slapo.cumsum %x {dim = 0 : i64} : tensor<2x3xi32>
+  return %rows, %back, %down : tensor<2x3xi32>, tensor<2x3xi32>, tensor<2x3xi32>
+}
+)mlir";
+  Program program(source);
+  auto results = program.run({x});
+  INFO(program.diagnostics);
+  REQUIRE(mlir::succeeded(results));
+  checkExact((*results)[0], doubles({0, 1, 3, 3, 7, 12}, {2, 3}), at::kInt);
+  checkExact((*results)[1], doubles({3, 3, 2, 12, 9, 5}, {2, 3}), at::kInt);
+  checkExact((*results)[2], doubles({0, 1, 2, 3, 5, 7}, {2, 3}), at::kInt);
+}
+
 //===----------------------------------------------------------------------===//
 // Shape and data movement.
 //===----------------------------------------------------------------------===//

@@ -6,7 +6,9 @@
 #include "slapo/Frontend/TorchScriptImporter.h"
 #include "slapo/Reference/Interpreter.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -757,8 +759,10 @@ inputStack(jit::Node *node, const Frame &frame, OperatorRun &run,
 }
 
 /// Evaluates at compile time what does not depend on tensor data: nodes with
-/// only constant inputs, and nodes that read only shapes and dtypes (their
-/// tensor inputs replaced by meta shadows). Returns false for tensor ops.
+/// only constant inputs, nodes that read only shapes and dtypes (their
+/// tensor inputs replaced by meta shadows), and nodes that read the data of
+/// run-time tensors computed from sizes and constants alone (valueFromSizes).
+/// Returns false for tensor ops.
 bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
   if (!node->maybeOperator() || isNondeterministic(node))
     return false;
@@ -793,21 +797,47 @@ bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
   c10::IValue writtenList;
   if (written && writtenInput.is(Known::Kind::Aggregate))
     writtenList = stack.at(*written);
-  try {
-    node->getOperation()(stack);
-  } catch (const std::exception &e) {
-    if (allConstant)
-      error(locationOf(node, frame),
-            "evaluating " + describe(node, frame) +
-                " at compile time failed: " +
-                llvm::StringRef(e.what()).split('\n').first);
-    else
+  auto runOperation = [&](std::vector<c10::IValue> &operands,
+                          std::string *why) {
+    try {
+      node->getOperation()(operands);
+      return true;
+    } catch (const std::exception &e) {
+      if (why)
+        *why = llvm::StringRef(e.what()).split('\n').first.str();
+      return false;
+    }
+  };
+  std::string why;
+  if (!runOperation(stack, &why)) {
+    if (allConstant) {
+      error(locationOf(node, frame), "evaluating " + describe(node, frame) +
+                                         " at compile time failed: " + why);
+      frame.poisonOutputs(node);
+      return true;
+    }
+    // The op reads the data of run-time tensors (shadows have none): those
+    // computed from sizes and constants alone have values all the same.
+    bool computable = true;
+    OperatorRun computedRun;
+    std::vector<c10::IValue> computed =
+        inputStack(node, frame, computedRun, [&](const Known &tensor) {
+          std::optional<at::Tensor> value =
+              tensor.isConstant() ? tensor.constant.toTensor()
+                                  : valueFromSizes(tensor, node, frame);
+          computable &= value.has_value();
+          return value ? *value : tensor.shadow;
+        });
+    if (!computable || !runOperation(computed, nullptr)) {
       error(locationOf(node, frame),
             describe(node, frame) +
                 " depends on tensor data, so its result cannot be made "
                 "static");
-    frame.poisonOutputs(node);
-    return true;
+      frame.poisonOutputs(node);
+      return true;
+    }
+    stack = std::move(computed);
+    run = std::move(computedRun);
   }
   if (writtenShadowBefore &&
       !sameLayout(*writtenShadowBefore, writtenInput.constant.toTensor())) {
@@ -842,6 +872,46 @@ bool Importer::tryEvaluate(jit::Node *node, Frame &frame) {
             ? writtenInput
             : adopt(stack.at(i));
   return true;
+}
+
+std::optional<at::Tensor> Importer::valueFromSizes(const Known &tensor,
+                                                   jit::Node *node,
+                                                   const Frame &frame) {
+  mlir::Value value =
+      read(tensor, locationOf(node, frame), describe(node, frame));
+  mlir::Operation *result = value ? value.getDefiningOp() : nullptr;
+  if (!result)
+    return std::nullopt;
+  llvm::SetVector<mlir::Operation *> slice;
+  mlir::getBackwardSlice(result, &slice);
+  slice.insert(result);
+  for (mlir::Operation *op : slice) {
+    if (llvm::isa<GetParamOp, DropoutOp>(op) ||
+        !reference::hasEvaluator(op->getName().getStringRef()) ||
+        llvm::any_of(op->getOperands(), [](mlir::Value operand) {
+          return operand.isa<mlir::BlockArgument>();
+        }))
+      return std::nullopt;
+  }
+  // The ops that compute it, in a function of their own, evaluated as
+  // --check-import evaluates the forward.
+  mlir::Location loc = result->getLoc();
+  mlir::OwningOpRef<mlir::ModuleOp> computation = mlir::ModuleOp::create(loc);
+  mlir::OpBuilder b(computation->getBodyRegion());
+  auto function = b.create<mlir::func::FuncOp>(
+      loc, "sizes", b.getFunctionType({}, {value.getType()}));
+  b.setInsertionPointToEnd(function.addEntryBlock());
+  mlir::IRMapping mapping;
+  for (mlir::Operation *op : mlir::topologicalSort(slice))
+    b.clone(*op, mapping);
+  b.create<mlir::func::ReturnOp>(loc, mapping.lookup(value));
+  // A failure is reported as the node's dependence on tensor data.
+  mlir::ScopedDiagnosticHandler quiet(
+      &context, [](mlir::Diagnostic &) { return mlir::success(); });
+  auto values = reference::evaluate(function, {}, {});
+  if (mlir::failed(values))
+    return std::nullopt;
+  return values->front();
 }
 
 Known Importer::adoptAlias(jit::Node *node, const Frame &frame,

@@ -326,6 +326,11 @@ private:
   /// the input it aliases, else `fresh`.
   Known adoptAlias(jit::Node *node, const Frame &frame, const OperatorRun &run,
                    const at::Tensor &result, Known fresh);
+  /// The value of run-time tensor `tensor`, whose data `node` reads, when it
+  /// is computed from sizes and constants alone (an arange of a size, and
+  /// what follows from it): no input, parameter, buffer or random draw.
+  std::optional<at::Tensor> valueFromSizes(const Known &tensor, jit::Node *node,
+                                           const Frame &frame);
   /// Gives an unsupported node's outputs typed stand-in values.
   void placeholdOutputs(jit::Node *node, Frame &frame, mlir::Location loc);
   /// Runs `node` on meta shadows (or, for ops without meta kernels, on zeros

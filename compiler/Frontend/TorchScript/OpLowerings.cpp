@@ -117,6 +117,30 @@ LogicalResult lowerCompare(NodeLowering &lower) {
                     .getResult());
 }
 
+/// bitwise_and/or (and `&`, `|`, `&=`, `|=`) of bool tensors: the minimum and
+/// maximum of bools, which is what PyTorch computes for them.
+template <typename OpTy> LogicalResult lowerBoolean(NodeLowering &lower) {
+  if (!lower.outputElementType().isInteger(1))
+    return lower.error("bitwise ops are supported on bool tensors only");
+  return lowerBinary<OpTy>(lower);
+}
+
+/// bitwise_not of a bool tensor: whether it equals false.
+LogicalResult lowerBooleanNot(NodeLowering &lower) {
+  mlir::Type boolType = lower.outputElementType();
+  if (!boolType.isInteger(1))
+    return lower.error("bitwise ops are supported on bool tensors only");
+  mlir::Value input = lower.tensor(0, boolType);
+  if (!input)
+    return failure();
+  return finish(lower,
+                lower.getBuilder()
+                    .create<CompareOp>(lower.getLoc(), lower.outputType(),
+                                       ComparePredicate::eq, input,
+                                       lower.scalar(0, boolType))
+                    .getResult());
+}
+
 template <typename OpTy> LogicalResult lowerUnary(NodeLowering &lower) {
   mlir::Value input = lower.tensor(0, lower.outputElementType());
   if (!input)
@@ -323,6 +347,58 @@ LogicalResult lowerEmbedding(NodeLowering &lower) {
                                                  indices, padding));
 }
 
+/// index(self, [ids]): rows of `self` picked by one integer tensor (as
+/// rotary embeddings read their cos/sin tables, `cos[position_ids]`), an
+/// embedding lookup in `self` viewed as [rows, rest]. Negative ids count from
+/// the end, as in PyTorch.
+LogicalResult lowerIndex(NodeLowering &lower) {
+  const Known &list = lower.input(1);
+  if (!list.is(Known::Kind::Aggregate) || list.elements->size() != 1 ||
+      !list.elements->front().is(Known::Kind::Tensor))
+    return lower.error("only indexing dim 0 by one tensor (`table[ids]`) is "
+                       "supported");
+  const Known &ids = list.elements->front();
+  at::ScalarType idType = ids.shadow.scalar_type();
+  if (idType == at::kBool || idType == at::kByte)
+    return lower.error("indexing by a mask selects a number of elements that "
+                       "depends on tensor data");
+  if (idType != at::kLong && idType != at::kInt)
+    return lower.error("index tensors must be int64 or int32");
+  mlir::Type elementType = lower.outputElementType();
+  if (!elementType.isa<mlir::FloatType>())
+    return lower.error("indexing by a tensor is supported on float tensors "
+                       "only");
+  mlir::Value self = lower.tensor(0, elementType);
+  mlir::Value indices = lower.read(ids);
+  if (!self || !indices)
+    return failure();
+  llvm::ArrayRef<int64_t> shape = typeOf(self).getShape();
+  int64_t rows = shape.front();
+  bool neverNegative =
+      ids.isConstant() && ids.constant.toTensor().ge(0).all().item<bool>();
+  if (!neverNegative) {
+    mlir::RankedTensorType idsType = typeOf(indices);
+    mlir::Type idElementType = idsType.getElementType();
+    mlir::Value negative = lower.getBuilder().create<CompareOp>(
+        lower.getLoc(), idsType.clone(lower.getBuilder().getI1Type()),
+        ComparePredicate::lt, indices, lower.scalar(0, idElementType));
+    mlir::Value fromEnd = lower.create<AddOp>(
+        idsType, indices, lower.scalar(rows, idElementType));
+    indices = lower.create<WhereOp>(idsType, negative, fromEnd, indices);
+  }
+  int64_t rest = 1;
+  for (int64_t size : shape.drop_front())
+    rest *= size;
+  mlir::Value table = self;
+  if (shape.size() != 2)
+    table = lower.create<ReshapeOp>(typeOf(self).clone({rows, rest}), self);
+  llvm::SmallVector<int64_t> picked(typeOf(indices).getShape());
+  picked.push_back(rest);
+  return finish(lower, lower.create<EmbeddingOp>(
+                           typeOf(self).clone(picked), table, indices,
+                           /*padding_idx=*/mlir::IntegerAttr()));
+}
+
 LogicalResult lowerLayerNorm(NodeLowering &lower) {
   mlir::Type elementType = lower.outputElementType();
   mlir::Value input = lower.tensor(0, elementType);
@@ -339,18 +415,28 @@ LogicalResult lowerLayerNorm(NodeLowering &lower) {
                                        b.getF64FloatAttr(*eps)));
 }
 
-template <typename OpTy> LogicalResult lowerSoftmax(NodeLowering &lower) {
-  // The optional dtype argument makes the input cast first.
+/// Input 0 in the result's dtype, to which PyTorch casts first (softmax's
+/// dtype argument, cumsum's integers summed as int64), and the dim that
+/// input 1 names, of ops along a dim; nullopt after an error.
+std::optional<std::pair<mlir::Value, int64_t>>
+inputAlongDim(NodeLowering &lower) {
   mlir::Value input = lower.tensor(0, lower.outputElementType());
   std::optional<int64_t> d = lower.intConstant(1);
   if (!input || !d)
-    return failure();
+    return std::nullopt;
   std::optional<int64_t> dim = lower.dim(*d, typeOf(input).getRank());
   if (!dim)
+    return std::nullopt;
+  return std::make_pair(input, *dim);
+}
+
+template <typename OpTy> LogicalResult lowerSoftmax(NodeLowering &lower) {
+  auto along = inputAlongDim(lower);
+  if (!along)
     return failure();
-  return finish(lower,
-                lower.create<OpTy>(lower.outputType(), input,
-                                   lower.getBuilder().getI64IntegerAttr(*dim)));
+  return finish(lower, lower.create<OpTy>(lower.outputType(), along->first,
+                                          lower.getBuilder().getI64IntegerAttr(
+                                              along->second)));
 }
 
 LogicalResult lowerCrossEntropy(NodeLowering &lower) {
@@ -382,12 +468,11 @@ LogicalResult lowerCrossEntropy(NodeLowering &lower) {
 // Reductions.
 //===----------------------------------------------------------------------===//
 
-/// sum/mean(self, dtype) over everything, sum/mean(self, dim, keepdim, dtype),
-/// amax(self, dim, keepdim), max(self).
-template <typename OpTy> LogicalResult lowerReduce(NodeLowering &lower) {
-  mlir::Value input = lower.tensor(0, lower.outputElementType());
-  if (!input)
-    return failure();
+/// `input` reduced by OpTy to the output type, null after an error. The dims
+/// are those of sum/mean(self, dtype) over everything, sum/mean(self, dim,
+/// keepdim, dtype), amax/amin(self, dim, keepdim), max/min(self).
+template <typename OpTy>
+mlir::Value reduce(NodeLowering &lower, mlir::Value input) {
   int64_t rank = typeOf(input).getRank();
   llvm::SmallVector<int64_t> dims;
   bool keepdim = false;
@@ -395,18 +480,18 @@ template <typename OpTy> LogicalResult lowerReduce(NodeLowering &lower) {
   if (overDims && !lower.isNone(1)) {
     std::optional<std::vector<int64_t>> given = lower.intListConstant(1);
     if (!given)
-      return failure();
+      return nullptr;
     for (int64_t d : *given) {
       std::optional<int64_t> dim = lower.dim(d, rank);
       if (!dim)
-        return failure();
+        return nullptr;
       dims.push_back(*dim);
     }
   }
   if (overDims) {
     std::optional<c10::IValue> keep = lower.constant(2);
     if (!keep)
-      return failure();
+      return nullptr;
     keepdim = keep->toBool();
   }
   if (dims.empty())
@@ -414,17 +499,56 @@ template <typename OpTy> LogicalResult lowerReduce(NodeLowering &lower) {
       dims.push_back(d);
   llvm::sort(dims);
   mlir::OpBuilder &b = lower.getBuilder();
-  return finish(lower, lower.create<OpTy>(lower.outputType(), input,
-                                          b.getDenseI64ArrayAttr(dims),
-                                          b.getBoolAttr(keepdim)));
+  return lower.create<OpTy>(lower.outputType(), input,
+                            b.getDenseI64ArrayAttr(dims),
+                            b.getBoolAttr(keepdim));
 }
 
-LogicalResult lowerMax(NodeLowering &lower) {
+template <typename OpTy> LogicalResult lowerReduce(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0, lower.outputElementType());
+  return finish(lower, input ? reduce<OpTy>(lower, input) : nullptr);
+}
+
+/// amin(self, dim, keepdim) and min(self) of floats: -max(-self), exactly
+/// (negation only flips the sign bit), with max's gradient.
+LogicalResult lowerMinReduce(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  if (!elementType.isa<mlir::FloatType>())
+    return lower.error("the minimum over dims is supported on float tensors "
+                       "only");
+  mlir::Value input = lower.tensor(0, elementType);
+  if (!input)
+    return failure();
+  mlir::Value max =
+      reduce<MaxOp>(lower, lower.create<NegOp>(typeOf(input), input));
+  return finish(lower,
+                max ? lower.create<NegOp>(lower.outputType(), max) : nullptr);
+}
+
+/// cumsum(self, dim, dtype).
+LogicalResult lowerCumsum(NodeLowering &lower) {
+  auto along = inputAlongDim(lower);
+  if (!along)
+    return failure();
+  auto [input, dim] = *along;
+  // A 0-d tensor is its own running sum.
+  if (typeOf(input).getRank() == 0)
+    return finish(lower, input);
+  return finish(lower, lower.getBuilder()
+                           .create<CumsumOp>(lower.getLoc(), input, dim,
+                                             /*reverse=*/false)
+                           .getResult());
+}
+
+/// max/min(self, other) elementwise, and max/min(self) over everything.
+template <typename ElementwiseOpTy, LoweringFn lowerReduction>
+LogicalResult lowerExtremum(NodeLowering &lower) {
   if (lower.getNode()->outputs().size() != 1)
-    return lower.error("max with indices is not supported; use amax");
+    return lower.error("max and min with indices are not supported; use amax "
+                       "or amin");
   if (lower.numInputs() == 2)
-    return lowerBinary<MaximumOp>(lower);
-  return lowerReduce<MaxOp>(lower);
+    return lowerBinary<ElementwiseOpTy>(lower);
+  return lowerReduction(lower);
 }
 
 //===----------------------------------------------------------------------===//
@@ -616,6 +740,27 @@ LogicalResult lowerOverwrite(NodeLowering &lower) {
   return finish(lower, lower.create<BroadcastOp>(lower.outputType(), source));
 }
 
+/// repeat(self, repeats): each dim of `self` (after leading dims of size 1
+/// for the extra repeats) broadcast along a new dim before it, the pairs then
+/// merged.
+LogicalResult lowerRepeat(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0);
+  std::optional<std::vector<int64_t>> repeats = lower.intListConstant(1);
+  if (!input || !repeats)
+    return failure();
+  llvm::ArrayRef<int64_t> shape = typeOf(input).getShape();
+  size_t added = repeats->size() - shape.size();
+  llvm::SmallVector<int64_t> once, repeated;
+  for (auto [i, times] : llvm::enumerate(*repeats)) {
+    int64_t size = i < added ? 1 : shape[i - added];
+    once.append({1, size});
+    repeated.append({times, size});
+  }
+  mlir::Value pairs = lower.create<ReshapeOp>(typeOf(input).clone(once), input);
+  return finish(
+      lower, lower.create<BroadcastOp>(typeOf(input).clone(repeated), pairs));
+}
+
 /// The tensors of a list input, cast to `elementType`.
 std::optional<llvm::SmallVector<mlir::Value>>
 tensorList(NodeLowering &lower, size_t i, mlir::Type elementType) {
@@ -677,6 +822,13 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::le", lowerCompare<ComparePredicate::le>},
       {"aten::gt", lowerCompare<ComparePredicate::gt>},
       {"aten::ge", lowerCompare<ComparePredicate::ge>},
+      {"aten::bitwise_and", lowerBoolean<MinimumOp>},
+      {"aten::__and__", lowerBoolean<MinimumOp>},
+      {"aten::__iand__", lowerBoolean<MinimumOp>},
+      {"aten::bitwise_or", lowerBoolean<MaximumOp>},
+      {"aten::__or__", lowerBoolean<MaximumOp>},
+      {"aten::__ior__", lowerBoolean<MaximumOp>},
+      {"aten::bitwise_not", lowerBooleanNot},
       {"aten::neg", lowerUnary<NegOp>},
       {"aten::abs", lowerUnary<AbsOp>},
       {"aten::exp", lowerUnary<ExpOp>},
@@ -710,6 +862,7 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::addmm", lowerAddMatmul},
       {"aten::baddbmm", lowerAddMatmul},
       {"aten::embedding", lowerEmbedding},
+      {"aten::index", lowerIndex},
       {"aten::layer_norm", lowerLayerNorm},
       {"aten::softmax", lowerSoftmax<SoftmaxOp>},
       {"aten::log_softmax", lowerSoftmax<LogSoftmaxOp>},
@@ -717,9 +870,13 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::sum", lowerReduce<SumOp>},
       {"aten::mean", lowerReduce<MeanOp>},
       {"aten::amax", lowerReduce<MaxOp>},
-      {"aten::max", lowerMax},
+      {"aten::max", lowerExtremum<MaximumOp, lowerReduce<MaxOp>>},
+      {"aten::amin", lowerMinReduce},
+      {"aten::cumsum", lowerCumsum},
+      {"aten::min", lowerExtremum<MinimumOp, lowerMinReduce>},
       {"aten::cat", lowerConcat},
       {"aten::stack", lowerConcat},
+      {"aten::repeat", lowerRepeat},
       {"aten::copy_", lowerOverwrite},
       {"aten::fill_", lowerOverwrite},
       {"aten::zero_", lowerOverwrite},

@@ -445,6 +445,22 @@ def Slapo_MeanOp : Slapo_ReduceOp<"mean", Slapo_FloatTensor> {
 }
 def Slapo_MaxOp : Slapo_ReduceOp<"max"> { let summary = "maximum over dims"; }
 
+def Slapo_CumsumOp : Slapo_Op<"cumsum", [Pure, SameOperandsAndResultType,
+                                        Slapo_Differentiable, Slapo_Shardable]> {
+  let summary = "running sums along dim";
+  let description = [{
+    Element i along `dim` is the sum of the input's elements 0 to i, or with
+    `reverse` of those from i to the last (the gradient of a cumsum, which
+    PyTorch computes as a flipped cumsum). Each running sum accumulates in
+    order, in the precision of the backend's sums.
+  }];
+  let arguments = (ins Slapo_NumericTensor:$input, I64Attr:$dim,
+                       UnitAttr:$reverse);
+  let results = (outs Slapo_NumericTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Shape and data movement.
 //===----------------------------------------------------------------------===//
