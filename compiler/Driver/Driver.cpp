@@ -155,7 +155,7 @@ void printSummary(mlir::ModuleOp module, llvm::raw_ostream &os) {
   module.walk([&](mlir::Operation *op) {
     if (op->getDialect() && op->getDialect()->getNamespace() == "slapo" &&
         !llvm::isa<ParamOp>(op))
-      ++counts[getModulePath(op->getLoc())][op->getName().stripDialect()];
+      ++counts[getModulePath(op).str()][op->getName().stripDialect()];
   });
   int64_t parameters = 0, buffers = 0, tensors = 0;
   for (auto param : module.getOps<ParamOp>()) {
@@ -471,7 +471,7 @@ Outcome compile(Options &options, mlir::MLIRContext &context,
   mlir::applyPassManagerCLOptions(pm);
   pm.enableTiming(rootTiming);
   // Import emits one get_param per access and one constant per use.
-  pm.addPass(mlir::createCSEPass());
+  pm.addPass(createCSE());
   if (mlir::failed(pm.run(*module)))
     return Outcome::Diagnosed;
 
