@@ -155,7 +155,7 @@ void printSummary(mlir::ModuleOp module, llvm::raw_ostream &os) {
   module.walk([&](mlir::Operation *op) {
     if (op->getDialect() && op->getDialect()->getNamespace() == "slapo" &&
         !llvm::isa<ParamOp>(op))
-      ++counts[getModulePath(op->getLoc())][op->getName().stripDialect()];
+      ++counts[getModulePath(op).str()][op->getName().stripDialect()];
   });
   int64_t parameters = 0, buffers = 0, tensors = 0;
   for (auto param : module.getOps<ParamOp>()) {
@@ -559,7 +559,7 @@ Outcome Compilation::importModel() {
   mlir::applyPassManagerCLOptions(pm);
   pm.enableTiming(rootTiming);
   // Import emits one get_param per access and one constant per use.
-  pm.addPass(mlir::createCSEPass());
+  pm.addPass(createCSE());
   return mlir::succeeded(pm.run(*module)) ? Outcome::Success
                                           : Outcome::Diagnosed;
 }

@@ -77,8 +77,7 @@ ModuleIndex::ModuleIndex(mlir::ModuleOp module) {
     }
   }
   if (forward)
-    forward.walk(
-        [&](mlir::Operation *op) { addModule(getModulePath(op->getLoc())); });
+    forward.walk([&](mlir::Operation *op) { addModule(getModulePath(op)); });
   for (const auto &entry : collected)
     paths.push_back(entry.getKey().str());
   llvm::sort(paths, naturalLess);
@@ -313,24 +312,24 @@ bool Planner::planShard(const Primitive &primitive, PipelineEntry &entry) {
   return true;
 }
 
-/// decompose() splits a linear layer with a bias of the module itself (as
-/// slapo-decompose does): one that has none is reported at the primitive.
+/// decompose() splits the linear layers with a bias in the module and its
+/// submodules (as slapo-decompose does): a module that has none is reported
+/// at the primitive.
 bool Planner::checkDecompose(const PipelineEntry &entry) {
-  llvm::StringSet<> decomposable;
-  if (mlir::func::FuncOp forward = index.getForward())
-    forward.walk([&](LinearOp linear) {
-      if (linear.getBias())
-        decomposable.insert(getModulePath(linear.getLoc()));
-    });
-  for (const std::string &module : entry.modules)
-    if (!decomposable.contains(module)) {
-      reporter.error(entry.loc,
-                     "decompose(): module " + quoteName(module) +
-                         " computes no linear layer with a bias of its own "
-                         "(nn.Linear, Conv1D); select the linear layer "
-                         "itself, not a module that contains it");
+  mlir::func::FuncOp forward = index.getForward();
+  for (const std::string &module : entry.modules) {
+    bool decomposable = false;
+    if (forward)
+      forward.walk([&](LinearOp linear) {
+        decomposable |= linear.getBias() && isInModule(linear, module);
+      });
+    if (!decomposable) {
+      reporter.error(entry.loc, "decompose(): module " + quoteName(module) +
+                                    " computes no linear layer with a bias "
+                                    "(nn.Linear, Conv1D)");
       return false;
     }
+  }
   return true;
 }
 
@@ -347,15 +346,15 @@ std::string Planner::findCheckpointProblem(llvm::StringRef module) {
     return "";
   bool computes = false;
   for (mlir::Operation &op : forward.getBody().front().without_terminator())
-    computes |= !llvm::isa<GetParamOp, ConstantOp>(op) &&
-                isInModule(op.getLoc(), module);
+    computes |=
+        !llvm::isa<GetParamOp, ConstantOp>(op) && isInModule(&op, module);
   if (!computes)
     return "module " + quoteName(module) +
            " computes nothing in the forward: there is nothing to recompute";
   for (mlir::Value result :
        forward.getBody().front().getTerminator()->getOperands())
     if (mlir::Operation *def = result.getDefiningOp();
-        def && isInModule(def->getLoc(), module))
+        def && isInModule(def, module))
       return "module " + quoteName(module) +
              " computes the forward's result (the loss): its backward "
              "follows its forward at once, so checkpointing it frees nothing";
@@ -406,7 +405,7 @@ void Planner::checkPipelineCuts() {
   size_t numOps = 0;
   if (forward && !forward.getBody().empty())
     for (mlir::Operation &op : forward.getBody().front().without_terminator()) {
-      forEachPrefix(getModulePath(op.getLoc()),
+      forEachPrefix(getModulePath(&op),
                     [&](llvm::StringRef path) { lastOp[path] = numOps; });
       ++numOps;
     }
@@ -580,7 +579,7 @@ void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
     return;
   index.getForward().walk([&](mlir::Operation *op) {
     llvm::SmallVector<mlir::Location> scheduleLocs;
-    forEachPrefix(getModulePath(op->getLoc()), [&](llvm::StringRef path) {
+    forEachPrefix(getModulePath(op), [&](llvm::StringRef path) {
       auto it = selected.find(path);
       if (it != selected.end())
         scheduleLocs.append(it->second.begin(), it->second.end());

@@ -163,7 +163,7 @@ bool needsCall(Operation *op) {
 std::string getCallPath(Operation *op) {
   if (auto param = op->getAttrOfType<FlatSymbolRefAttr>("param"))
     return param.getValue().str();
-  return getModulePath(op->getLoc());
+  return getModulePath(op).str();
 }
 
 /// The element of a module list that `path` lies in, up to its first index
@@ -714,11 +714,11 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Default([&](Operation *op) -> Call {
-        std::string path = getModulePath(op->getLoc());
+        StringRef path = getModulePath(op);
         return op->emitError("code generation does not support '")
                << op->getName() << "' yet (in "
                << (path.empty() ? std::string("the root module")
-                                : "module '" + path + "'")
+                                : "module '" + path.str() + "'")
                << ")";
       });
 }

@@ -31,9 +31,9 @@ namespace slapo {
 namespace {
 
 /// "module 'a.b'" or "the root module", for diagnostics.
-std::string describeModule(Location loc) {
-  std::string path = getModulePath(loc);
-  return path.empty() ? "the root module" : "module '" + path + "'";
+std::string describeModule(Operation *op) {
+  StringRef path = getModulePath(op);
+  return path.empty() ? "the root module" : "module '" + path.str() + "'";
 }
 
 bool isFloatTensor(Type type) {
@@ -97,9 +97,12 @@ LogicalResult ReverseSweep::differentiate(Operation *op,
   auto rule = dyn_cast<VjpOpInterface>(op);
   if (!rule)
     return op->emitError("'")
-           << op->getName() << "' in " << describeModule(op->getLoc())
+           << op->getName() << "' in " << describeModule(op)
            << " has no gradient rule (VjpOpInterface), but the loss depends "
               "on a parameter through it";
+  // The backward of an op, and the sums of the gradients it gives, belong
+  // to the op's module.
+  ModulePathScope inModule(builder, op);
   SmallVector<Value> operandGrads;
   if (failed(rule.buildVjp(builder, resultGrads, operandGrads)))
     return failure();
@@ -126,10 +129,15 @@ LogicalResult ReverseSweep::run(Value loss, SymbolTable &symbols) {
   if (!active.count(loss))
     return success();
   auto lossType = loss.getType().cast<RankedTensorType>();
-  grads[loss] = builder.create<ConstantOp>(
-      loss.getLoc(),
-      DenseElementsAttr::get(
-          lossType, builder.getFloatAttr(lossType.getElementType(), 1.0)));
+  {
+    Operation *lossOp = loss.getDefiningOp();
+    ModulePathScope inLossModule(builder,
+                                 lossOp ? getModulePath(lossOp) : StringRef());
+    grads[loss] = builder.create<ConstantOp>(
+        loss.getLoc(),
+        DenseElementsAttr::get(
+            lossType, builder.getFloatAttr(lossType.getElementType(), 1.0)));
+  }
 
   SmallVector<Operation *> forwardOps;
   for (Operation &op : block.without_terminator())
@@ -143,6 +151,7 @@ LogicalResult ReverseSweep::run(Value loss, SymbolTable &symbols) {
     // A parameter read is a leaf: tied parameters read through several
     // get_param ops of one symbol sum their gradients.
     if (auto getParam = dyn_cast<GetParamOp>(op)) {
+      ModulePathScope inModule(builder, op);
       accumulate(paramGrads[getParam.getNameAttr().getAttr()], resultGrads[0],
                  op->getLoc());
       continue;

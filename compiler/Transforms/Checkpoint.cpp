@@ -45,8 +45,7 @@ bool isReadInPlace(Operation *op) { return isa<GetParamOp, ConstantOp>(op); }
 
 bool isBackwardOf(Operation *op, StringRef module) {
   auto phase = op->getAttrOfType<StringAttr>(kPhaseAttrName);
-  return phase && phase.getValue() == kBackwardPhase &&
-         isInModule(op->getLoc(), module);
+  return phase && phase.getValue() == kBackwardPhase && isInModule(op, module);
 }
 
 /// 2 * M * N * K of a contraction, 0 for any other op.
@@ -87,7 +86,7 @@ Analysis analyze(func::FuncOp step, StringRef module) {
   llvm::SmallPtrSet<Operation *, 32> forward;
   Operation *computing = nullptr;
   for (Operation &op : block.without_terminator()) {
-    if (!isForwardOp(&op) || !isInModule(op.getLoc(), module))
+    if (!isForwardOp(&op) || !isInModule(&op, module))
       continue;
     forward.insert(&op);
     if (!isReadInPlace(&op) && !computing)

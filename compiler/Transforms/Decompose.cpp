@@ -32,7 +32,7 @@ struct DecomposePass : impl::DecomposeBase<DecomposePass> {
     for (const std::string &path : modules) {
       SmallVector<LinearOp> linears;
       forward.walk([&](LinearOp linear) {
-        if (getModulePath(linear.getLoc()) == path && linear.getBias())
+        if (isInModule(linear, path) && linear.getBias())
           linears.push_back(linear);
       });
       if (linears.empty()) {
@@ -42,6 +42,7 @@ struct DecomposePass : impl::DecomposeBase<DecomposePass> {
       }
       for (LinearOp linear : linears) {
         OpBuilder builder(linear);
+        ModulePathScope inModule(builder, linear);
         Value product = builder.create<LinearOp>(
             linear.getLoc(), linear.getType(), linear.getInput(),
             linear.getWeight(), Value());

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 
 namespace slapo {
@@ -102,6 +103,7 @@ void hoistCast(CastOp cast) {
     if (!permute->hasOneUse())
       return;
     OpBuilder builder(permute);
+    ModulePathScope inModule(builder, cast);
     Value source = permute.getInput();
     auto type = source.getType().cast<RankedTensorType>().clone(
         cast.getType().getElementType());

@@ -30,7 +30,7 @@ struct ForkRngPass : impl::ForkRngBase<ForkRngPass> {
     for (const std::string &path : modules) {
       bool forked = false;
       for (auto dropout : forward.getBody().front().getOps<DropoutOp>()) {
-        if (!isInModule(dropout.getLoc(), path))
+        if (!isInModule(dropout, path))
           continue;
         dropout.setForkRng(true);
         forked = true;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Dialect/TensorBuilder.h"
 
@@ -36,6 +37,7 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
     });
     for (Operation *op : contractions) {
       OpBuilder builder(op);
+      ModulePathScope inModule(builder, op);
       TensorBuilder g(builder, op->getLoc());
       Type bf16 = builder.getBF16Type();
       Value lhs = g.cast(op->getOperand(0), bf16);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Dialect/TensorBuilder.h"
 
@@ -203,12 +204,14 @@ void OptimizerPass::runOnOperation() {
     params.push_back(param);
   }
 
-  for (auto [param, grad] : llvm::zip(params, grads))
+  for (auto [param, grad] : llvm::zip(params, grads)) {
+    ModulePathScope inModule(builder, param);
     builder
         .create<ParamGradOp>(param.getLoc(),
                              FlatSymbolRefAttr::get(param.getSymNameAttr()),
                              grad)
         ->setAttr(kPhaseAttrName, builder.getStringAttr("backward"));
+  }
   Operation *lastModelOp = body->empty() ? nullptr : &body->back();
   TensorBuilder tb(builder, forwardBackward.getLoc());
   if (gradClip > 0 && !grads.empty())
@@ -217,6 +220,7 @@ void OptimizerPass::runOnOperation() {
   for (auto [param, grad] : llvm::zip(params, grads)) {
     auto paramName = FlatSymbolRefAttr::get(param.getSymNameAttr());
     Location loc = param.getLoc();
+    ModulePathScope inModule(builder, param);
     Operation *after = param;
     if (optimizer == "adamw") {
       auto expAvg = declareState(symbols, after, param, "exp_avg");

@@ -55,7 +55,7 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
   optimizer.warmupSteps = options.warmupSteps;
   pm.addPass(createOptimizer(optimizer));
   // Autodiff and the optimizer build one constant per use.
-  pm.addPass(createCSEPass());
+  pm.addPass(createCSE());
   pm.addPass(createFoldPermutes());
   if (!options.checkpoint.empty() || options.memoryBudget) {
     // The pass's options refer to lists they do not own.

@@ -52,7 +52,7 @@ struct ValueState {
 
 /// `sch["PATH"]` for the module of `op`.
 std::string selectorOf(Operation *op) {
-  return "sch[\"" + getModulePath(op->getLoc()) + "\"]";
+  return "sch[\"" + getModulePath(op).str() + "\"]";
 }
 
 bool isFloat(Value value) { return elementTypeOf(value).isa<FloatType>(); }
@@ -66,6 +66,7 @@ void addBiasesAfter(Operation *op, ArrayRef<Value> biases) {
   Value biased = sum;
   Operation *first = nullptr;
   for (Value bias : biases) {
+    ModulePathScope inModule(builder, bias.getDefiningOp());
     biased = builder.create<AddOp>(bias.getDefiningOp()->getLoc(),
                                    sum.getType(), biased, bias);
     first = first ? first : biased.getDefiningOp();

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 
 #include <cmath>
@@ -109,6 +110,7 @@ struct RecognizeGeluPass : impl::RecognizeGeluBase<RecognizeGeluPass> {
     });
     for (auto [product, x] : matches) {
       OpBuilder builder(product);
+      ModulePathScope inModule(builder, product);
       Value gelu =
           builder.create<GeluOp>(product.getLoc(), x, GeluApproximation::tanh);
       product.getResult().replaceAllUsesWith(gelu);

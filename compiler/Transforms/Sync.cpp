@@ -53,9 +53,8 @@ std::string describe(Value value) {
   if (!def)
     return "argument #" +
            std::to_string(value.cast<BlockArgument>().getArgNumber());
-  std::string path = getModulePath(def->getLoc());
   return "'" + def->getName().stripDialect().str() + "' in " +
-         (path.empty() ? std::string("the root module") : "'" + path + "'");
+         describeModuleOf(def);
 }
 
 struct SyncPass : impl::SyncBase<SyncPass> {
@@ -85,7 +84,7 @@ struct SyncPass : impl::SyncBase<SyncPass> {
   LogicalResult syncModule(func::FuncOp forward, StringRef path) {
     SmallVector<Operation *> ops;
     for (Operation &candidate : forward.getBody().front().without_terminator())
-      if (isInModule(candidate.getLoc(), path))
+      if (isInModule(&candidate, path))
         ops.push_back(&candidate);
     if (ops.empty())
       return forward.emitError("slapo-sync: module '")
@@ -141,6 +140,9 @@ struct SyncPass : impl::SyncBase<SyncPass> {
              << "input is all-reduced (\"all_reduce\") or left alone";
 
     OpBuilder builder(&getContext());
+    // Like its location, the collective's module is that of the module's
+    // first op.
+    ModulePathScope inModule(builder, ops.front());
     if (mode == "fwd_post")
       builder.setInsertionPointAfterValue(value);
     else

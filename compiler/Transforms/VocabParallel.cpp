@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "VocabParallel.h"
 
+#include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/TensorBuilder.h"
 
 #include "mlir/IR/Builders.h"
@@ -44,6 +45,7 @@ Value localIndices(TensorBuilder &g, Value indices, Value start, int64_t size,
 /// A lookup in this rank's rows: zero rows for the other ranks' indices.
 void lowerVocabParallelEmbedding(EmbeddingOp embedding) {
   OpBuilder builder(embedding);
+  ModulePathScope inModule(builder, embedding);
   TensorBuilder g(builder, embedding.getLoc());
   Value weight = embedding.getWeight(), indices = embedding.getIndices();
   int64_t rows = shapeOf(weight)[0];
@@ -66,6 +68,7 @@ void lowerVocabParallelEmbedding(EmbeddingOp embedding) {
 /// targets equal to ignore_index count neither in the sum nor in the mean.
 void lowerVocabParallelCrossEntropy(CrossEntropyOp loss, int64_t tp) {
   OpBuilder builder(loss);
+  ModulePathScope inModule(builder, loss);
   Location loc = loss.getLoc();
   TensorBuilder g(builder, loc);
   Value logits = loss.getLogits(), target = loss.getTarget();

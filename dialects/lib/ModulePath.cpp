@@ -1,23 +1,32 @@
-//===- ModulePath.cpp - module paths carried in locations -----------------===//
+//===- ModulePath.cpp - the nn.Module an op belongs to --------------------===//
 #include "slapo/Dialect/ModulePath.h"
 
-#include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/MLIRContext.h"
+#include "slapo/Dialect/SlapoOps.h"
 
 namespace slapo {
 
-std::string getModulePath(mlir::Location loc) {
-  if (auto named = loc.dyn_cast<mlir::NameLoc>())
-    return named.getName().str();
-  // Later passes fuse schedule locations with the model's: the path is on the
-  // model side of the fusion.
-  if (auto fused = loc.dyn_cast<mlir::FusedLoc>())
-    for (mlir::Location part : fused.getLocations()) {
-      std::string path = getModulePath(part);
-      if (!path.empty())
-        return path;
-    }
+llvm::StringRef getModulePath(mlir::Operation *op) {
+  if (auto path = op->getAttrOfType<mlir::StringAttr>(kModulePathAttrName))
+    return path.getValue();
+  // PyTorch forbids '.' inside attribute names: the owner is the prefix.
+  if (auto param = llvm::dyn_cast<ParamOp>(op)) {
+    auto [owner, leaf] = param.getSymName().rsplit('.');
+    return leaf.empty() ? llvm::StringRef() : owner;
+  }
   return "";
+}
+
+void setModulePath(mlir::Operation *op, llvm::StringRef path) {
+  if (path.empty())
+    op->removeAttr(kModulePathAttrName);
+  else
+    op->setAttr(kModulePathAttrName,
+                mlir::StringAttr::get(op->getContext(), path));
+}
+
+std::string describeModuleOf(mlir::Operation *op) {
+  llvm::StringRef path = getModulePath(op);
+  return path.empty() ? std::string("the root module") : "'" + path.str() + "'";
 }
 
 bool isWithinModule(llvm::StringRef path, llvm::StringRef ancestor) {
@@ -26,16 +35,23 @@ bool isWithinModule(llvm::StringRef path, llvm::StringRef ancestor) {
           path[ancestor.size()] == '.');
 }
 
-bool isInModule(mlir::Location loc, llvm::StringRef modulePath) {
-  return isWithinModule(getModulePath(loc), modulePath);
+ModulePathScope::ModulePathScope(mlir::OpBuilder &builder, llvm::StringRef path)
+    : builder(builder), previous(builder.getListener()), path(path.str()) {
+  builder.setListener(this);
 }
 
-mlir::Location withModulePath(llvm::StringRef modulePath,
-                              mlir::Location sourceLoc) {
-  if (modulePath.empty())
-    return sourceLoc;
-  return mlir::NameLoc::get(
-      mlir::StringAttr::get(sourceLoc.getContext(), modulePath), sourceLoc);
+ModulePathScope::~ModulePathScope() { builder.setListener(previous); }
+
+void ModulePathScope::notifyOperationInserted(mlir::Operation *op) {
+  // An enclosing scope stamps first, so that this one's path wins.
+  if (previous)
+    previous->notifyOperationInserted(op);
+  setModulePath(op, path);
+}
+
+void ModulePathScope::notifyBlockCreated(mlir::Block *block) {
+  if (previous)
+    previous->notifyBlockCreated(block);
 }
 
 } // namespace slapo

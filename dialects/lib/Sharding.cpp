@@ -1,8 +1,6 @@
 //===- Sharding.cpp - what one rank holds of a value ----------------------===//
 #include "slapo/Dialect/Sharding.h"
 
-#include "slapo/Dialect/ModulePath.h"
-
 namespace slapo {
 
 std::string Sharding::str() const {
@@ -12,11 +10,6 @@ std::string Sharding::str() const {
     return "a partial sum";
   return "split along dim " + std::to_string(dim) +
          (chunks > 1 ? " in " + std::to_string(chunks) + " chunks" : "");
-}
-
-std::string describeModuleOf(mlir::Operation *op) {
-  std::string path = getModulePath(op->getLoc());
-  return path.empty() ? std::string("the root module") : "'" + path + "'";
 }
 
 } // namespace slapo

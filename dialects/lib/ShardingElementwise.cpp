@@ -7,6 +7,7 @@
 // that is.
 //
 //===----------------------------------------------------------------------===//
+#include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/TensorBuilder.h"
 
 using namespace mlir;

@@ -8,6 +8,7 @@
 // (softmax, norms) need those dims whole on each rank.
 //
 //===----------------------------------------------------------------------===//
+#include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/TensorBuilder.h"
 
 using namespace mlir;
@@ -80,6 +81,7 @@ LogicalResult LinearOp::propagateSharding(ShardingContext &context) {
     context.setPartialDeferringBiases(*this, bias);
     context.onRewrite([linear = *this]() mutable {
       OpBuilder builder(linear);
+      ModulePathScope inModule(builder, linear);
       Value unbiased = builder.create<LinearOp>(
           linear.getLoc(), linear.getType(), linear.getInput(),
           linear.getWeight(), Value());

@@ -10,18 +10,18 @@
 module {
   slapo.param @fc1.weight : tensor<4x4xf32> {shard_axis = 0 : i64}
   func.func @forward(%x: tensor<2x4xf32> {slapo.name = "x"}) -> tensor<f32> {
-    %in = slapo.dropout %x {p = 1.000000e-01 : f64, stream = 0 : i64} : tensor<2x4xf32> loc(#drop)
-    %w1 = slapo.get_param @fc1.weight : tensor<4x4xf32> loc(#fc1)
-    %h = slapo.linear %in, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc(#fc1)
-    %d = slapo.dropout %h {fork_rng, p = 2.500000e-01 : f64, shard_axis = 1 : i64, shard_chunks = 2 : i64, stream = 1 : i64} : tensor<2x4xf32> loc(#fc1drop)
+    %in = slapo.dropout %x {p = 1.000000e-01 : f64, stream = 0 : i64, slapo.module = "drop"} : tensor<2x4xf32> loc(#drop)
+    %w1 = slapo.get_param @fc1.weight {slapo.module = "fc1"} : tensor<4x4xf32> loc(#fc1)
+    %h = slapo.linear %in, %w1 {slapo.module = "fc1"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc(#fc1)
+    %d = slapo.dropout %h {fork_rng, p = 2.500000e-01 : f64, shard_axis = 1 : i64, shard_chunks = 2 : i64, stream = 1 : i64, slapo.module = "fc1.drop"} : tensor<2x4xf32> loc(#fc1drop)
     %l = slapo.sum %d {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x4xf32> -> tensor<f32>
     return %l : tensor<f32>
   }
 }
 #src = loc("model.py":3:0)
-#drop = loc("drop"(#src))
-#fc1 = loc("fc1"(#src))
-#fc1drop = loc("fc1.drop"(#src))
+#drop = loc(#src)
+#fc1 = loc(#src)
+#fc1drop = loc(#src)
 
 // CHECK: constexpr uint64_t kSeed = 0u;
 // CHECK-LABEL: void forward(Device &device, ProcessMesh &mesh, uint8_t *arena, int64_t step) {

@@ -9,13 +9,13 @@
 module {
   slapo.param @"w\22); system(\22boom\22); //\0A*/ \5C" : tensor<4xf32>
   func.func @forward(%x: tensor<4xf32> {slapo.name = "x\22, 0}}; int injected; //"}) -> tensor<f32> {
-    %w = slapo.get_param @"w\22); system(\22boom\22); //\0A*/ \5C" : tensor<4xf32> loc(#evil)
-    %y = slapo.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> loc(#evil)
+    %w = slapo.get_param @"w\22); system(\22boom\22); //\0A*/ \5C" {slapo.module = "blocks.0\0A#include <cstdlib>\0Aint x;"} : tensor<4xf32> loc(#evil)
+    %y = slapo.mul %x, %w {slapo.module = "blocks.0\0A#include <cstdlib>\0Aint x;"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> loc(#evil)
     %l = slapo.sum %y {dims = array<i64: 0>, keepdim = false} : tensor<4xf32> -> tensor<f32>
     return %l : tensor<f32>
   }
 }
-#evil = loc("blocks.0\0A#include <cstdlib>\0Aint x;"("model.py":1:0))
+#evil = loc("model.py":1:0)
 
 // CHECK: // "blocks.0\012\043include \074cstdlib\076\012int x\073": mul
 // CHECK: // "w\042\051\073 system\050\042boom\042\051\073 //\012\052/ \134": sgd_update

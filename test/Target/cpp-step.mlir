@@ -21,17 +21,17 @@ module {
   slapo.param @w : tensor<3x4xf32>
   slapo.param @b : tensor<3xf32>
   func.func @forward(%x: tensor<2x4xf32> {slapo.name = "x"}) -> tensor<f32> {
-    %w = slapo.get_param @w : tensor<3x4xf32> loc(#fc)
-    %b = slapo.get_param @b : tensor<3xf32> loc(#fc)
-    %y = slapo.linear %x, %w, %b : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32> loc(#fc)
-    %r = slapo.gelu %y <tanh> : tensor<2x3xf32> loc(#act)
+    %w = slapo.get_param @w {slapo.module = "layers.0.fc"} : tensor<3x4xf32> loc(#fc)
+    %b = slapo.get_param @b {slapo.module = "layers.0.fc"} : tensor<3xf32> loc(#fc)
+    %y = slapo.linear %x, %w, %b {slapo.module = "layers.0.fc"} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32> loc(#fc)
+    %r = slapo.gelu %y <tanh> {slapo.module = "layers.0.act"} : tensor<2x3xf32> loc(#act)
     %l = slapo.sum %r {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x3xf32> -> tensor<f32>
     return %l : tensor<f32>
   }
 }
 #src = loc("model.py":7:0)
-#fc = loc("layers.0.fc"(#src))
-#act = loc("layers.0.act"(#src))
+#fc = loc(#src)
+#act = loc(#src)
 
 // CHECK: #include "slapo/runtime/cpu/Kernels.h"
 // CHECK: constexpr uint64_t kSeed = 0u;

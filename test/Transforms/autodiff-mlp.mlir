@@ -1,7 +1,7 @@
 // RUN: slapo-opt --slapo-autodiff --mlir-print-debuginfo %s | FileCheck %s
 
 // linear + relu + cross_entropy: the backward of each op follows its forward
-// in reverse, located at the forward op (so module paths carry over), and
+// in reverse, located at the forward op and in its module (slapo.module), and
 // the gradients are returned in the order of the params in the module.
 
 module {
@@ -10,12 +10,12 @@ module {
   slapo.param @fc2.weight : tensor<3x8xf32>
   func.func @forward(%x: tensor<2x4xf32> {slapo.name = "x"},
                      %target: tensor<2xi64> {slapo.name = "target"}) -> tensor<f32> {
-    %w1 = slapo.get_param @fc1.weight : tensor<8x4xf32> loc(#fc1)
-    %b1 = slapo.get_param @fc1.bias : tensor<8xf32> loc(#fc1)
-    %h = slapo.linear %x, %w1, %b1 : (tensor<2x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<2x8xf32> loc(#fc1)
-    %r = slapo.relu %h : tensor<2x8xf32> loc(#act)
-    %w2 = slapo.get_param @fc2.weight : tensor<3x8xf32> loc(#fc2)
-    %logits = slapo.linear %r, %w2 : (tensor<2x8xf32>, tensor<3x8xf32>) -> tensor<2x3xf32> loc(#fc2)
+    %w1 = slapo.get_param @fc1.weight {slapo.module = "fc1"} : tensor<8x4xf32> loc(#fc1)
+    %b1 = slapo.get_param @fc1.bias {slapo.module = "fc1"} : tensor<8xf32> loc(#fc1)
+    %h = slapo.linear %x, %w1, %b1 {slapo.module = "fc1"} : (tensor<2x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<2x8xf32> loc(#fc1)
+    %r = slapo.relu %h {slapo.module = "act"} : tensor<2x8xf32> loc(#act)
+    %w2 = slapo.get_param @fc2.weight {slapo.module = "fc2"} : tensor<3x8xf32> loc(#fc2)
+    %logits = slapo.linear %r, %w2 {slapo.module = "fc2"} : (tensor<2x8xf32>, tensor<3x8xf32>) -> tensor<2x3xf32> loc(#fc2)
     %loss = slapo.cross_entropy %logits, %target {ignore_index = -100 : i64, reduction = #slapo.reduction<mean>} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<f32> loc(#loss)
     return %loss : tensor<f32>
   }
@@ -52,19 +52,19 @@ module {
 
 // fc2 (no bias): only the weight gradient reaches a result; the gradient of
 // its input flows on into relu.
-// CHECK: %[[DR:.*]] = slapo.matmul %[[DLOGITS]], %[[W2]] {slapo.phase = "backward"} : (tensor<2x3xf32>, tensor<3x8xf32>) -> tensor<2x8xf32> loc(#[[FC2_LOC:loc[0-9]*]])
-// CHECK: %[[DLOGITS_T:.*]] = slapo.permute %[[DLOGITS]] {permutation = array<i64: 1, 0>, slapo.phase = "backward"}
-// CHECK: %[[DW2:.*]] = slapo.matmul %[[DLOGITS_T]], %[[R]] {slapo.phase = "backward"} : (tensor<3x2xf32>, tensor<2x8xf32>) -> tensor<3x8xf32> loc(#[[FC2_LOC]])
+// CHECK: %[[DR:.*]] = slapo.matmul %[[DLOGITS]], %[[W2]] {slapo.module = "fc2", slapo.phase = "backward"} : (tensor<2x3xf32>, tensor<3x8xf32>) -> tensor<2x8xf32> loc(#[[FC2_LOC:loc[0-9]*]])
+// CHECK: %[[DLOGITS_T:.*]] = slapo.permute %[[DLOGITS]] {permutation = array<i64: 1, 0>, slapo.module = "fc2", slapo.phase = "backward"}
+// CHECK: %[[DW2:.*]] = slapo.matmul %[[DLOGITS_T]], %[[R]] {slapo.module = "fc2", slapo.phase = "backward"} : (tensor<3x2xf32>, tensor<2x8xf32>) -> tensor<3x8xf32> loc(#[[FC2_LOC]])
 
 // relu: the gradient passes where the output is positive.
-// CHECK: %[[POS:.*]] = slapo.compare <gt> %[[R]], %{{.*}} {slapo.phase = "backward"} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xi1> loc(#[[ACT_LOC:loc[0-9]*]])
-// CHECK: %[[DH:.*]] = slapo.where %[[POS]], %[[DR]], %{{.*}} {slapo.phase = "backward"} : (tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32> loc(#[[ACT_LOC]])
+// CHECK: %[[POS:.*]] = slapo.compare <gt> %[[R]], %{{.*}} {slapo.module = "act", slapo.phase = "backward"} : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xi1> loc(#[[ACT_LOC:loc[0-9]*]])
+// CHECK: %[[DH:.*]] = slapo.where %[[POS]], %[[DR]], %{{.*}} {slapo.module = "act", slapo.phase = "backward"} : (tensor<2x8xi1>, tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32> loc(#[[ACT_LOC]])
 
 // fc1: weight and bias gradients; the gradient of the input x is not built.
 // CHECK-NOT: slapo.matmul %[[DH]], %[[W1]]
-// CHECK: %[[DH_T:.*]] = slapo.permute %[[DH]] {permutation = array<i64: 1, 0>, slapo.phase = "backward"}
-// CHECK: %[[DW1:.*]] = slapo.matmul %[[DH_T]], %[[X]] {slapo.phase = "backward"} : (tensor<8x2xf32>, tensor<2x4xf32>) -> tensor<8x4xf32> loc(#[[FC1_LOC:loc[0-9]*]])
-// CHECK: %[[DB1:.*]] = slapo.sum %[[DH]] {dims = array<i64: 0>, keepdim = false, slapo.phase = "backward"} : tensor<2x8xf32> -> tensor<8xf32> loc(#[[FC1_LOC]])
+// CHECK: %[[DH_T:.*]] = slapo.permute %[[DH]] {permutation = array<i64: 1, 0>, slapo.module = "fc1", slapo.phase = "backward"}
+// CHECK: %[[DW1:.*]] = slapo.matmul %[[DH_T]], %[[X]] {slapo.module = "fc1", slapo.phase = "backward"} : (tensor<8x2xf32>, tensor<2x4xf32>) -> tensor<8x4xf32> loc(#[[FC1_LOC:loc[0-9]*]])
+// CHECK: %[[DB1:.*]] = slapo.sum %[[DH]] {dims = array<i64: 0>, keepdim = false, slapo.module = "fc1", slapo.phase = "backward"} : tensor<2x8xf32> -> tensor<8xf32> loc(#[[FC1_LOC]])
 // CHECK: return %[[LOSS]], %[[DW1]], %[[DB1]], %[[DW2]] : tensor<f32>, tensor<8x4xf32>, tensor<8xf32>, tensor<3x8xf32>
 
 // CHECK-DAG: #[[SRC:loc[0-9]*]] = loc("model.py":7:0)

@@ -1,11 +1,11 @@
-// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --cse --slapo-checkpoint=modules=b.0,b.1,b.0.act %s | FileCheck %s
-// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --cse --slapo-checkpoint --slapo-plan-memory %s | FileCheck %s --check-prefix=NONE
-// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --cse --slapo-checkpoint=modules=b.0 --slapo-plan-memory %s | FileCheck %s --check-prefix=PLANNED
-// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --cse "--slapo-checkpoint=memory-budget=1000 candidates=b.0,b.1" %s | FileCheck %s --check-prefix=ROOMY
-// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --cse "--slapo-checkpoint=memory-budget=850 candidates=b.1,b.0" --slapo-plan-memory %s | FileCheck %s --check-prefix=FITS
-// RUN: not slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --cse "--slapo-checkpoint=memory-budget=800 candidates=b.0,b.1" %s 2>&1 | FileCheck %s --check-prefix=TIGHT
-// RUN: not slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --cse --slapo-checkpoint=modules=loss %s 2>&1 | FileCheck %s --check-prefix=LOSS-MODULE
-// RUN: not slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --cse --slapo-checkpoint=modules=b.0.fc.weight %s 2>&1 | FileCheck %s --check-prefix=EMPTY
+// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-checkpoint=modules=b.0,b.1,b.0.act %s | FileCheck %s
+// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-checkpoint --slapo-plan-memory %s | FileCheck %s --check-prefix=NONE
+// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-checkpoint=modules=b.0 --slapo-plan-memory %s | FileCheck %s --check-prefix=PLANNED
+// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --slapo-cse "--slapo-checkpoint=memory-budget=1000 candidates=b.0,b.1" %s | FileCheck %s --check-prefix=ROOMY
+// RUN: slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --slapo-cse "--slapo-checkpoint=memory-budget=850 candidates=b.1,b.0" --slapo-plan-memory %s | FileCheck %s --check-prefix=FITS
+// RUN: not slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --slapo-cse "--slapo-checkpoint=memory-budget=800 candidates=b.0,b.1" %s 2>&1 | FileCheck %s --check-prefix=TIGHT
+// RUN: not slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-checkpoint=modules=loss %s 2>&1 | FileCheck %s --check-prefix=LOSS-MODULE
+// RUN: not slapo-opt --slapo-autodiff --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-checkpoint=modules=b.0.fc.weight %s 2>&1 | FileCheck %s --check-prefix=EMPTY
 // RUN: not slapo-opt --slapo-checkpoint=modules=b.0 %s 2>&1 | FileCheck %s --check-prefix=ORDER
 
 // Two blocks: a linear layer, tanh (whose gradient reads its result) and a
@@ -14,15 +14,15 @@ module {
   slapo.param @b.0.fc.weight : tensor<4x4xf32>
   slapo.param @b.1.fc.weight : tensor<4x4xf32>
   func.func @forward(%x: tensor<2x4xf32> {slapo.name = "x"}) -> tensor<f32> {
-    %w0 = slapo.get_param @b.0.fc.weight : tensor<4x4xf32> loc("b.0.fc"(unknown))
-    %h0 = slapo.linear %x, %w0 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("b.0.fc"(unknown))
-    %a0 = slapo.tanh %h0 : tensor<2x4xf32> loc("b.0.act"(unknown))
-    %d0 = slapo.dropout %a0 {p = 1.000000e-01 : f64, stream = 0 : i64} : tensor<2x4xf32> loc("b.0.drop"(unknown))
-    %w1 = slapo.get_param @b.1.fc.weight : tensor<4x4xf32> loc("b.1.fc"(unknown))
-    %h1 = slapo.linear %d0, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("b.1.fc"(unknown))
-    %r1 = slapo.all_reduce %h1 <tp> : tensor<2x4xf32> loc("b.1.fc"(unknown))
-    %a1 = slapo.tanh %r1 : tensor<2x4xf32> loc("b.1.act"(unknown))
-    %l = slapo.sum %a1 {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x4xf32> -> tensor<f32> loc("loss"(unknown))
+    %w0 = slapo.get_param @b.0.fc.weight {slapo.module = "b.0.fc"} : tensor<4x4xf32>
+    %h0 = slapo.linear %x, %w0 {slapo.module = "b.0.fc"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %a0 = slapo.tanh %h0 {slapo.module = "b.0.act"} : tensor<2x4xf32>
+    %d0 = slapo.dropout %a0 {p = 1.000000e-01 : f64, stream = 0 : i64, slapo.module = "b.0.drop"} : tensor<2x4xf32>
+    %w1 = slapo.get_param @b.1.fc.weight {slapo.module = "b.1.fc"} : tensor<4x4xf32>
+    %h1 = slapo.linear %d0, %w1 {slapo.module = "b.1.fc"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %r1 = slapo.all_reduce %h1 <tp> {slapo.module = "b.1.fc"} : tensor<2x4xf32>
+    %a1 = slapo.tanh %r1 {slapo.module = "b.1.act"} : tensor<2x4xf32>
+    %l = slapo.sum %a1 {dims = array<i64: 0, 1>, keepdim = false, slapo.module = "loss"} : tensor<2x4xf32> -> tensor<f32>
     return %l : tensor<f32>
   }
 }
@@ -32,29 +32,29 @@ module {
 // CHECK: module attributes {slapo.recomputation = {activation_bytes_not_kept = 64 : i64, arena_bytes_without = 896 : i64, matmul_flops = 128 : i64, modules = ["b.0", "b.1"]}}
 // CHECK: func.func @train_step(%[[X:.*]]: tensor<2x4xf32> {slapo.name = "x"}, %[[STEP:.*]]: tensor<i64> {slapo.name = "step"}
 // CHECK-NEXT: %[[W0:.*]] = slapo.get_param @b.0.fc.weight
-// CHECK-NEXT: %[[H0:.*]] = slapo.linear %[[X]], %[[W0]] :
-// CHECK-NEXT: %[[A0:.*]] = slapo.tanh %[[H0]] :
-// CHECK-NEXT: %[[D0:.*]] = slapo.dropout %[[A0]] step %[[STEP]] {p = 1.000000e-01 : f64, stream = 0 : i64}
+// CHECK-NEXT: %[[H0:.*]] = slapo.linear %[[X]], %[[W0]] {slapo.module = "b.0.fc"} :
+// CHECK-NEXT: %[[A0:.*]] = slapo.tanh %[[H0]] {slapo.module = "b.0.act"} :
+// CHECK-NEXT: %[[D0:.*]] = slapo.dropout %[[A0]] step %[[STEP]] {p = 1.000000e-01 : f64, slapo.module = "b.0.drop", stream = 0 : i64}
 // CHECK-NEXT: %[[W1:.*]] = slapo.get_param @b.1.fc.weight
-// CHECK-NEXT: %[[H1:.*]] = slapo.linear %[[D0]], %[[W1]] :
-// CHECK-NEXT: %[[R1:.*]] = slapo.all_reduce %[[H1]] <tp> :
-// CHECK-NEXT: %[[A1:.*]] = slapo.tanh %[[R1]] :
+// CHECK-NEXT: %[[H1:.*]] = slapo.linear %[[D0]], %[[W1]] {slapo.module = "b.1.fc"} :
+// CHECK-NEXT: %[[R1:.*]] = slapo.all_reduce %[[H1]] <tp> {slapo.module = "b.1.fc"} :
+// CHECK-NEXT: %[[A1:.*]] = slapo.tanh %[[R1]] {slapo.module = "b.1.act"} :
 // CHECK-NEXT: %[[LOSS:.*]] = slapo.sum %[[A1]]
 // Block 1's backward starts with tanh's gradient, which reads tanh's result:
 // the layer and its all-reduce (issued again, as in Megatron) and tanh are
 // computed again from the block's input and weight, just before it.
-// CHECK: %[[H1R:.*]] = slapo.linear %[[D0]], %[[W1]] {slapo.phase = "backward", slapo.recomputed}
-// CHECK-NEXT: %[[R1R:.*]] = slapo.all_reduce %[[H1R]] <tp> {slapo.phase = "backward", slapo.recomputed}
-// CHECK-NEXT: %[[A1R:.*]] = slapo.tanh %[[R1R]] {slapo.phase = "backward", slapo.recomputed}
-// CHECK-NEXT: slapo.mul %[[A1R]], %[[A1R]] {slapo.phase = "backward"}
+// CHECK: %[[H1R:.*]] = slapo.linear %[[D0]], %[[W1]] {slapo.module = "b.1.fc", slapo.phase = "backward", slapo.recomputed}
+// CHECK-NEXT: %[[R1R:.*]] = slapo.all_reduce %[[H1R]] <tp> {slapo.module = "b.1.fc", slapo.phase = "backward", slapo.recomputed}
+// CHECK-NEXT: %[[A1R:.*]] = slapo.tanh %[[R1R]] {slapo.module = "b.1.act", slapo.phase = "backward", slapo.recomputed}
+// CHECK-NEXT: slapo.mul %[[A1R]], %[[A1R]] {slapo.module = "b.1.act", slapo.phase = "backward"}
 // The weight's gradient reads the block's input, which is kept: block 0's
 // dropout is not recomputed (block 0's backward does not read it; the
 // dropout's gradient draws its mask again).
-// CHECK: %[[G1:.*]] = slapo.matmul %{{.*}}, %[[D0]] {slapo.phase = "backward"}
-// CHECK: %[[GD0:.*]] = slapo.dropout %{{.*}} step %[[STEP]] {p = 1.000000e-01 : f64, slapo.phase = "backward", stream = 0 : i64}
-// CHECK-NEXT: %[[H0R:.*]] = slapo.linear %[[X]], %[[W0]] {slapo.phase = "backward", slapo.recomputed}
-// CHECK-NEXT: %[[A0R:.*]] = slapo.tanh %[[H0R]] {slapo.phase = "backward", slapo.recomputed}
-// CHECK-NEXT: slapo.mul %[[A0R]], %[[A0R]] {slapo.phase = "backward"}
+// CHECK: %[[G1:.*]] = slapo.matmul %{{.*}}, %[[D0]] {slapo.module = "b.1.fc", slapo.phase = "backward"}
+// CHECK: %[[GD0:.*]] = slapo.dropout %{{.*}} step %[[STEP]] {p = 1.000000e-01 : f64, slapo.module = "b.0.drop", slapo.phase = "backward", stream = 0 : i64}
+// CHECK-NEXT: %[[H0R:.*]] = slapo.linear %[[X]], %[[W0]] {slapo.module = "b.0.fc", slapo.phase = "backward", slapo.recomputed}
+// CHECK-NEXT: %[[A0R:.*]] = slapo.tanh %[[H0R]] {slapo.module = "b.0.act", slapo.phase = "backward", slapo.recomputed}
+// CHECK-NEXT: slapo.mul %[[A0R]], %[[A0R]] {slapo.module = "b.0.act", slapo.phase = "backward"}
 // CHECK-NOT: slapo.recomputed
 // CHECK: return %[[LOSS]]
 
@@ -78,6 +78,6 @@ module {
 
 // TIGHT: error: memory_budget of 800 B cannot be met: the planned arena is 896 B, and checkpointing all 2 more module(s) reaches no less than 832 B
 
-// LOSS-MODULE: error: loc("loss"): checkpoint(): module 'loss' computes the loss: its backward follows its forward at once, so checkpointing it frees nothing; checkpoint the blocks before it
+// LOSS-MODULE: checkpoint.mlir:{{[0-9]+}}:{{[0-9]+}}: error: checkpoint(): module 'loss' computes the loss: its backward follows its forward at once, so checkpointing it frees nothing; checkpoint the blocks before it
 // EMPTY: error: checkpoint(): module 'b.0.fc.weight' computes nothing in the forward: there is nothing to recompute
 // ORDER: error: slapo-checkpoint: there is no one-block func.func @train_step (run slapo-optimizer first)

@@ -9,14 +9,14 @@ module {
   slapo.param @fc1.weight : tensor<8x4xf32>
   slapo.param @fc2.weight : tensor<4x8xf32>
   func.func @forward(%x: tensor<2x4xf32> {slapo.name = "x"}) -> tensor<f32> {
-    %in = slapo.dropout %x {p = 1.000000e-01 : f64, stream = 0 : i64} : tensor<2x4xf32> loc("drop"(unknown))
-    %w1 = slapo.get_param @fc1.weight : tensor<8x4xf32> loc("fc1"(unknown))
-    %h = slapo.linear %in, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32> loc("fc1"(unknown))
-    %a = slapo.tanh %h : tensor<2x8xf32> loc("act"(unknown))
-    %d = slapo.dropout %a {p = 1.000000e-01 : f64, stream = 1 : i64} : tensor<2x8xf32> loc("act.drop"(unknown))
-    %w2 = slapo.get_param @fc2.weight : tensor<4x8xf32> loc("fc2"(unknown))
-    %y = slapo.linear %d, %w2 : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32> loc("fc2"(unknown))
-    %yd = slapo.dropout %y {p = 1.000000e-01 : f64, stream = 2 : i64} : tensor<2x4xf32> loc("fc2.drop"(unknown))
+    %in = slapo.dropout %x {p = 1.000000e-01 : f64, stream = 0 : i64, slapo.module = "drop"} : tensor<2x4xf32>
+    %w1 = slapo.get_param @fc1.weight {slapo.module = "fc1"} : tensor<8x4xf32>
+    %h = slapo.linear %in, %w1 {slapo.module = "fc1"} : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %a = slapo.tanh %h {slapo.module = "act"} : tensor<2x8xf32>
+    %d = slapo.dropout %a {p = 1.000000e-01 : f64, stream = 1 : i64, slapo.module = "act.drop"} : tensor<2x8xf32>
+    %w2 = slapo.get_param @fc2.weight {slapo.module = "fc2"} : tensor<4x8xf32>
+    %y = slapo.linear %d, %w2 {slapo.module = "fc2"} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %yd = slapo.dropout %y {p = 1.000000e-01 : f64, stream = 2 : i64, slapo.module = "fc2.drop"} : tensor<2x4xf32>
     %l = slapo.sum %yd {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x4xf32> -> tensor<f32>
     return %l : tensor<f32>
   }
@@ -26,12 +26,12 @@ module {
 // a split value records the split, so that every rank draws its part of the
 // whole value's mask; a partial sum is dropped alike on every rank, so it
 // stays one through the dropout and is all-reduced after it.
-// CHECK: slapo.dropout %arg0 {p = 1.000000e-01 : f64, stream = 0 : i64} : tensor<2x4xf32>
-// CHECK: %[[A:.*]] = slapo.tanh %{{.*}} : tensor<2x4xf32>
-// CHECK-NEXT: slapo.dropout %[[A]] {fork_rng, p = 1.000000e-01 : f64, shard_axis = 1 : i64, stream = 1 : i64} : tensor<2x4xf32>
+// CHECK: slapo.dropout %arg0 {p = 1.000000e-01 : f64, slapo.module = "drop", stream = 0 : i64} : tensor<2x4xf32>
+// CHECK: %[[A:.*]] = slapo.tanh %{{.*}} {slapo.module = "act"} : tensor<2x4xf32>
+// CHECK-NEXT: slapo.dropout %[[A]] {fork_rng, p = 1.000000e-01 : f64, shard_axis = 1 : i64, slapo.module = "act.drop", stream = 1 : i64} : tensor<2x4xf32>
 // CHECK: %[[Y:.*]] = slapo.linear
-// CHECK-NEXT: %[[YD:.*]] = slapo.dropout %[[Y]] {p = 1.000000e-01 : f64, stream = 2 : i64} : tensor<2x4xf32>
-// CHECK-NEXT: slapo.all_reduce %[[YD]] <tp> : tensor<2x4xf32>
+// CHECK-NEXT: %[[YD:.*]] = slapo.dropout %[[Y]] {p = 1.000000e-01 : f64, slapo.module = "fc2.drop", stream = 2 : i64} : tensor<2x4xf32>
+// CHECK-NEXT: slapo.all_reduce %[[YD]] <tp> {slapo.module = "fc2"} : tensor<2x4xf32>
 
 // Forked masks of a value that is not split would make the ranks disagree.
 // REPLICATED: error: {{.*}}tensor parallelism: fork_rng() gives each rank its own dropout mask, but the input of 'dropout' in 'drop' is replicated: the ranks' copies would differ; fork only modules whose dropouts meet split activations
@@ -40,4 +40,4 @@ module {
 // A module without dropout (as in an eval-mode export) is forked in vain.
 // NONE: warning: slapo-fork-rng: module 'fc1' has no dropout (an eval-mode export has none): fork_rng() changes nothing there
 // NONE-NOT: warning
-// NONE: slapo.dropout %{{.*}} {fork_rng, p = 1.000000e-01 : f64, stream = 1 : i64}
+// NONE: slapo.dropout %{{.*}} {fork_rng, p = 1.000000e-01 : f64, slapo.module = "act.drop", stream = 1 : i64}

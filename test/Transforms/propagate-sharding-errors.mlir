@@ -11,12 +11,12 @@ module {
   slapo.param @fc1.weight : tensor<8x4xf32> {shard_axis = 0 : i64}
   slapo.param @fc2.weight : tensor<4x8xf32> {shard_axis = 1 : i64}
   func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
-    %w1 = slapo.get_param @fc1.weight : tensor<8x4xf32> loc("fc1"(unknown))
-    %h = slapo.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32> loc("fc1"(unknown))
-    %w2 = slapo.get_param @fc2.weight : tensor<4x8xf32> loc("fc2"(unknown))
-    %y = slapo.linear %h, %w2 : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32> loc("fc2"(unknown))
+    %w1 = slapo.get_param @fc1.weight {slapo.module = "fc1"} : tensor<8x4xf32>
+    %h = slapo.linear %x, %w1 {slapo.module = "fc1"} : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %w2 = slapo.get_param @fc2.weight {slapo.module = "fc2"} : tensor<4x8xf32>
+    %y = slapo.linear %h, %w2 {slapo.module = "fc2"} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
     // CHECK: error: {{.*}}tensor parallelism: a partial sum (from 'fc2', where a split contraction leaves each rank one term of it) reaches 'tanh' in 'act', which needs the whole value; complete the sum first: sch{{\[}}"fc2"].sync("fwd_post", "all_reduce")
-    %t = slapo.tanh %y : tensor<2x4xf32> loc("act"(unknown))
+    %t = slapo.tanh %y {slapo.module = "act"} : tensor<2x4xf32>
     %l = slapo.sum %t {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x4xf32> -> tensor<f32>
     return %l : tensor<f32>
   }
@@ -30,11 +30,11 @@ module {
   slapo.param @pre.weight : tensor<4x4xf32>
   slapo.param @fc1.weight : tensor<8x4xf32> {shard_axis = 0 : i64}
   func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
-    %wp = slapo.get_param @pre.weight : tensor<4x4xf32> loc("pre"(unknown))
-    %p = slapo.linear %x, %wp : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("pre"(unknown))
-    %w1 = slapo.get_param @fc1.weight : tensor<8x4xf32> loc("fc1"(unknown))
+    %wp = slapo.get_param @pre.weight {slapo.module = "pre"} : tensor<4x4xf32>
+    %p = slapo.linear %x, %wp {slapo.module = "pre"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %w1 = slapo.get_param @fc1.weight {slapo.module = "fc1"} : tensor<8x4xf32>
     // CHECK: error: {{.*}}tensor parallelism: the replicated input of 'linear' in 'fc1' meets split computation: each rank would get one term of its gradient; all-reduce it in the backward: sch{{\[}}"fc1"].sync("bwd_post", "all_reduce")
-    %h = slapo.linear %p, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32> loc("fc1"(unknown))
+    %h = slapo.linear %p, %w1 {slapo.module = "fc1"} : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
     %g = slapo.all_gather %h <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
     %l = slapo.sum %g {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x8xf32> -> tensor<f32>
     return %l : tensor<f32>
@@ -48,10 +48,10 @@ module {
 module {
   slapo.param @fc1.weight : tensor<8x4xf32> {shard_axis = 0 : i64}
   func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
-    %w1 = slapo.get_param @fc1.weight : tensor<8x4xf32> loc("fc1"(unknown))
-    %h = slapo.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32> loc("fc1"(unknown))
+    %w1 = slapo.get_param @fc1.weight {slapo.module = "fc1"} : tensor<8x4xf32>
+    %h = slapo.linear %x, %w1 {slapo.module = "fc1"} : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
     // CHECK: error: {{.*}}tensor parallelism: all_reduce of a value that is split along dim 1, not a partial sum: it would multiply it by the tensor-parallel size
-    %r = slapo.all_reduce %h <tp> : tensor<2x8xf32> loc("fc1"(unknown))
+    %r = slapo.all_reduce %h <tp> {slapo.module = "fc1"} : tensor<2x8xf32>
     %l = slapo.sum %r {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x8xf32> -> tensor<f32>
     return %l : tensor<f32>
   }

@@ -11,26 +11,26 @@ module {
   slapo.param @proj.weight : tensor<8x8xf32>
   slapo.param @proj.bias : tensor<8xf32>
   func.func @forward(%x: tensor<2x8xf32> {slapo.name = "x"}) -> tensor<f32> {
-    %wp = slapo.get_param @pre.weight : tensor<8x8xf32> loc("pre"(unknown))
-    %h = slapo.linear %x, %wp : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32> loc("pre"(unknown))
-    %w = slapo.get_param @qkv.weight : tensor<8x24xf32> loc("qkv"(unknown))
-    %b = slapo.get_param @qkv.bias : tensor<24xf32> loc("qkv"(unknown))
-    %m = slapo.matmul %h, %w : (tensor<2x8xf32>, tensor<8x24xf32>) -> tensor<2x24xf32> loc("qkv"(unknown))
-    %a = slapo.add %b, %m : (tensor<24xf32>, tensor<2x24xf32>) -> tensor<2x24xf32> loc("qkv"(unknown))
-    %q = slapo.slice %a {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64} : tensor<2x24xf32> -> tensor<2x8xf32> loc("attn"(unknown))
-    %k = slapo.slice %a {dim = 1 : i64, start = 8 : i64, end = 16 : i64, step = 1 : i64} : tensor<2x24xf32> -> tensor<2x8xf32> loc("attn"(unknown))
-    %qh = slapo.reshape %q : tensor<2x8xf32> -> tensor<2x4x2xf32> loc("attn"(unknown))
-    %kh = slapo.reshape %k : tensor<2x8xf32> -> tensor<2x4x2xf32> loc("attn"(unknown))
-    %qt = slapo.permute %qh {permutation = array<i64: 1, 0, 2>} : tensor<2x4x2xf32> -> tensor<4x2x2xf32> loc("attn"(unknown))
-    %kt = slapo.permute %kh {permutation = array<i64: 1, 2, 0>} : tensor<2x4x2xf32> -> tensor<4x2x2xf32> loc("attn"(unknown))
-    %s = slapo.matmul %qt, %kt : (tensor<4x2x2xf32>, tensor<4x2x2xf32>) -> tensor<4x2x2xf32> loc("attn"(unknown))
-    %p = slapo.softmax %s {dim = 2 : i64} : tensor<4x2x2xf32> loc("attn"(unknown))
-    %o = slapo.permute %p {permutation = array<i64: 1, 0, 2>} : tensor<4x2x2xf32> -> tensor<2x4x2xf32> loc("attn"(unknown))
-    %c = slapo.reshape %o : tensor<2x4x2xf32> -> tensor<2x8xf32> loc("attn"(unknown))
-    %wo = slapo.get_param @proj.weight : tensor<8x8xf32> loc("proj"(unknown))
-    %bo = slapo.get_param @proj.bias : tensor<8xf32> loc("proj"(unknown))
-    %y = slapo.matmul %c, %wo : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32> loc("proj"(unknown))
-    %yb = slapo.add %bo, %y : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32> loc("proj"(unknown))
+    %wp = slapo.get_param @pre.weight {slapo.module = "pre"} : tensor<8x8xf32>
+    %h = slapo.linear %x, %wp {slapo.module = "pre"} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    %w = slapo.get_param @qkv.weight {slapo.module = "qkv"} : tensor<8x24xf32>
+    %b = slapo.get_param @qkv.bias {slapo.module = "qkv"} : tensor<24xf32>
+    %m = slapo.matmul %h, %w {slapo.module = "qkv"} : (tensor<2x8xf32>, tensor<8x24xf32>) -> tensor<2x24xf32>
+    %a = slapo.add %b, %m {slapo.module = "qkv"} : (tensor<24xf32>, tensor<2x24xf32>) -> tensor<2x24xf32>
+    %q = slapo.slice %a {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 1 : i64, slapo.module = "attn"} : tensor<2x24xf32> -> tensor<2x8xf32>
+    %k = slapo.slice %a {dim = 1 : i64, start = 8 : i64, end = 16 : i64, step = 1 : i64, slapo.module = "attn"} : tensor<2x24xf32> -> tensor<2x8xf32>
+    %qh = slapo.reshape %q {slapo.module = "attn"} : tensor<2x8xf32> -> tensor<2x4x2xf32>
+    %kh = slapo.reshape %k {slapo.module = "attn"} : tensor<2x8xf32> -> tensor<2x4x2xf32>
+    %qt = slapo.permute %qh {permutation = array<i64: 1, 0, 2>, slapo.module = "attn"} : tensor<2x4x2xf32> -> tensor<4x2x2xf32>
+    %kt = slapo.permute %kh {permutation = array<i64: 1, 2, 0>, slapo.module = "attn"} : tensor<2x4x2xf32> -> tensor<4x2x2xf32>
+    %s = slapo.matmul %qt, %kt {slapo.module = "attn"} : (tensor<4x2x2xf32>, tensor<4x2x2xf32>) -> tensor<4x2x2xf32>
+    %p = slapo.softmax %s {dim = 2 : i64, slapo.module = "attn"} : tensor<4x2x2xf32>
+    %o = slapo.permute %p {permutation = array<i64: 1, 0, 2>, slapo.module = "attn"} : tensor<4x2x2xf32> -> tensor<2x4x2xf32>
+    %c = slapo.reshape %o {slapo.module = "attn"} : tensor<2x4x2xf32> -> tensor<2x8xf32>
+    %wo = slapo.get_param @proj.weight {slapo.module = "proj"} : tensor<8x8xf32>
+    %bo = slapo.get_param @proj.bias {slapo.module = "proj"} : tensor<8xf32>
+    %y = slapo.matmul %c, %wo {slapo.module = "proj"} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    %yb = slapo.add %bo, %y {slapo.module = "proj"} : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
     %r = slapo.add %yb, %h : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
     %t = slapo.tanh %r : tensor<2x8xf32>
     %l = slapo.sum %t {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x8xf32> -> tensor<f32>
@@ -46,16 +46,16 @@ module {
 // CHECK-NEXT: slapo.param @proj.weight : tensor<4x8xf32> {shard_axis = 0 : i64}
 // CHECK-NEXT: slapo.param @proj.bias : tensor<8xf32>
 // CHECK-NOT: shard_axis
-// CHECK: %[[H:.*]] = slapo.linear %arg0, %{{.*}} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
-// CHECK: %[[IN:.*]] = slapo.grad_all_reduce %[[H]] <tp> : tensor<2x8xf32>
-// CHECK-NEXT: %[[M:.*]] = slapo.matmul %[[IN]], %{{.*}} : (tensor<2x8xf32>, tensor<8x12xf32>) -> tensor<2x12xf32>
-// CHECK-NEXT: %[[A:.*]] = slapo.add %{{.*}}, %[[M]] : (tensor<12xf32>, tensor<2x12xf32>) -> tensor<2x12xf32>
+// CHECK: %[[H:.*]] = slapo.linear %arg0, %{{.*}} {slapo.module = "pre"} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+// CHECK: %[[IN:.*]] = slapo.grad_all_reduce %[[H]] <tp> {slapo.module = "qkv"} : tensor<2x8xf32>
+// CHECK-NEXT: %[[M:.*]] = slapo.matmul %[[IN]], %{{.*}} {slapo.module = "qkv"} : (tensor<2x8xf32>, tensor<8x12xf32>) -> tensor<2x12xf32>
+// CHECK-NEXT: %[[A:.*]] = slapo.add %{{.*}}, %[[M]] {slapo.module = "qkv"} : (tensor<12xf32>, tensor<2x12xf32>) -> tensor<2x12xf32>
 // The rank's q and k are its first and second thirds; the views have its
 // heads.
-// CHECK-NEXT: %[[Q:.*]] = slapo.slice %[[A]] {dim = 1 : i64, end = 4 : i64, start = 0 : i64, step = 1 : i64} : tensor<2x12xf32> -> tensor<2x4xf32>
-// CHECK-NEXT: %[[K:.*]] = slapo.slice %[[A]] {dim = 1 : i64, end = 8 : i64, start = 4 : i64, step = 1 : i64} : tensor<2x12xf32> -> tensor<2x4xf32>
-// CHECK-NEXT: slapo.reshape %[[Q]] : tensor<2x4xf32> -> tensor<2x2x2xf32>
-// CHECK-NEXT: slapo.reshape %[[K]] : tensor<2x4xf32> -> tensor<2x2x2xf32>
+// CHECK-NEXT: %[[Q:.*]] = slapo.slice %[[A]] {dim = 1 : i64, end = 4 : i64, slapo.module = "attn", start = 0 : i64, step = 1 : i64} : tensor<2x12xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: %[[K:.*]] = slapo.slice %[[A]] {dim = 1 : i64, end = 8 : i64, slapo.module = "attn", start = 4 : i64, step = 1 : i64} : tensor<2x12xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: slapo.reshape %[[Q]] {slapo.module = "attn"} : tensor<2x4xf32> -> tensor<2x2x2xf32>
+// CHECK-NEXT: slapo.reshape %[[K]] {slapo.module = "attn"} : tensor<2x4xf32> -> tensor<2x2x2xf32>
 // CHECK-NEXT: slapo.permute {{.*}} -> tensor<2x2x2xf32>
 // CHECK-NEXT: slapo.permute {{.*}} -> tensor<2x2x2xf32>
 // CHECK-NEXT: slapo.matmul {{.*}} -> tensor<2x2x2xf32>
@@ -65,9 +65,9 @@ module {
 // The output projection's partial sum is completed before its bias and the
 // residual are added, once.
 // CHECK: %[[BO:.*]] = slapo.get_param @proj.bias
-// CHECK-NEXT: %[[Y:.*]] = slapo.matmul %[[C]], %{{.*}} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
-// CHECK-NEXT: %[[S:.*]] = slapo.all_reduce %[[Y]] <tp> : tensor<2x8xf32>
-// CHECK-NEXT: %[[YB:.*]] = slapo.add %[[S]], %[[BO]] : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[Y:.*]] = slapo.matmul %[[C]], %{{.*}} {slapo.module = "proj"} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT: %[[S:.*]] = slapo.all_reduce %[[Y]] <tp> {slapo.module = "proj"} : tensor<2x8xf32>
+// CHECK-NEXT: %[[YB:.*]] = slapo.add %[[S]], %[[BO]] {slapo.module = "proj"} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: %[[R:.*]] = slapo.add %[[YB]], %[[H]] : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK-NEXT: slapo.tanh %[[R]]
 
@@ -75,6 +75,6 @@ module {
 // replicated input of the column-parallel projection is all-reduced before
 // it reaches @pre.weight's gradient.
 // GRAD-LABEL: func.func @forward_backward
-// GRAD: %[[D:.*]] = slapo.matmul %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<2x12xf32>, tensor<12x8xf32>) -> tensor<2x8xf32>
-// GRAD: %[[DS:.*]] = slapo.all_reduce %[[D]] <tp> {slapo.phase = "backward"} : tensor<2x8xf32>
-// GRAD-NEXT: slapo.add %{{.*}}, %[[DS]] {slapo.phase = "backward"}
+// GRAD: %[[D:.*]] = slapo.matmul %{{.*}}, %{{.*}} {slapo.module = "qkv", slapo.phase = "backward"} : (tensor<2x12xf32>, tensor<12x8xf32>) -> tensor<2x8xf32>
+// GRAD: %[[DS:.*]] = slapo.all_reduce %[[D]] <tp> {slapo.module = "qkv", slapo.phase = "backward"} : tensor<2x8xf32>
+// GRAD-NEXT: slapo.add %{{.*}}, %[[DS]] {slapo.module = "qkv", slapo.phase = "backward"}

@@ -16,11 +16,11 @@ module {
   func.func @forward(%in: tensor<2x4xf32>) -> (tensor<f32>, tensor<2x8xf32>) {
     %s = slapo.get_param @scale : tensor<4xf32>
     %x = slapo.mul %in, %s : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
-    %w1 = slapo.get_param @block.fc1.weight : tensor<8x4xf32> loc("block.fc1"(unknown))
-    %h = slapo.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32> loc("block.fc1"(unknown))
-    %w2 = slapo.get_param @block.fc2.weight : tensor<4x8xf32> loc("block.fc2"(unknown))
-    %y = slapo.linear %h, %w2 : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32> loc("block.fc2"(unknown))
-    %t = slapo.tanh %y : tensor<2x4xf32> loc("block"(unknown))
+    %w1 = slapo.get_param @block.fc1.weight {slapo.module = "block.fc1"} : tensor<8x4xf32>
+    %h = slapo.linear %x, %w1 {slapo.module = "block.fc1"} : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %w2 = slapo.get_param @block.fc2.weight {slapo.module = "block.fc2"} : tensor<4x8xf32>
+    %y = slapo.linear %h, %w2 {slapo.module = "block.fc2"} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %t = slapo.tanh %y {slapo.module = "block"} : tensor<2x4xf32>
     %l = slapo.sum %t {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x4xf32> -> tensor<f32>
     return %l, %h : tensor<f32>, tensor<2x8xf32>
   }
@@ -29,12 +29,12 @@ module {
 // CHECK-NEXT: slapo.param @block.fc1.weight : tensor<8x4xf32> {shard_axis = 0 : i64}
 // CHECK-NEXT: slapo.param @block.fc2.weight : tensor<4x8xf32>{{$}}
 // CHECK: %[[IN:.*]] = slapo.mul %arg0
-// CHECK: %[[X:.*]] = slapo.grad_all_reduce %[[IN]] <tp> : tensor<2x4xf32>
+// CHECK: %[[X:.*]] = slapo.grad_all_reduce %[[IN]] <tp> {slapo.module = "block.fc1"} : tensor<2x4xf32>
 // CHECK-NEXT: %[[H:.*]] = slapo.linear %[[X]], %{{.*}}
 // CHECK-NEXT: slapo.get_param @block.fc2.weight
-// CHECK-NEXT: %[[S:.*]] = slapo.scatter %[[H]] <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[S:.*]] = slapo.scatter %[[H]] <tp> {dim = 1 : i64, slapo.module = "block.fc2"} : tensor<2x8xf32> -> tensor<2x8xf32>
 // CHECK-NEXT: %[[Y:.*]] = slapo.linear %[[S]], %{{.*}}
-// CHECK-NEXT: %[[R:.*]] = slapo.all_reduce %[[Y]] <tp> : tensor<2x4xf32>
+// CHECK-NEXT: %[[R:.*]] = slapo.all_reduce %[[Y]] <tp> {slapo.module = "block.fc2"} : tensor<2x4xf32>
 // CHECK-NEXT: slapo.tanh %[[R]]
 // The value also returned outside the module is left as it was.
 // CHECK: return %{{.*}}, %[[H]]

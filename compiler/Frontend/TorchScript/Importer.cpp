@@ -285,8 +285,19 @@ mlir::Location Importer::sourceLocationOf(jit::Node *node, const Frame &frame) {
   return frame.callSite;
 }
 
+/// `sourceLoc` named after the module, so that messages show the module
+/// beside the Python line. Nothing reads a path back from a location: the
+/// ops' slapo.module attribute holds it (ModulePath.h).
+static mlir::Location namedAfterModule(llvm::StringRef modulePath,
+                                       mlir::Location sourceLoc) {
+  if (modulePath.empty())
+    return sourceLoc;
+  return mlir::NameLoc::get(
+      mlir::StringAttr::get(sourceLoc.getContext(), modulePath), sourceLoc);
+}
+
 mlir::Location Importer::locationOf(jit::Node *node, const Frame &frame) {
-  return withModulePath(frame.modulePath, sourceLocationOf(node, frame));
+  return namedAfterModule(frame.modulePath, sourceLocationOf(node, frame));
 }
 
 std::string Importer::describe(jit::Node *node, const Frame &frame) {
@@ -307,8 +318,8 @@ std::string Importer::describeAt(jit::Node *node, const Frame &frame) {
 mlir::Location Importer::paramLocation(llvm::StringRef name) {
   // PyTorch forbids '.' inside attribute names: the owner is the prefix.
   auto [owner, leaf] = name.rsplit('.');
-  return withModulePath(leaf.empty() ? "" : owner,
-                        mlir::FileLineColLoc::get(&context, modelPath, 0, 0));
+  return namedAfterModule(leaf.empty() ? "" : owner,
+                          mlir::FileLineColLoc::get(&context, modelPath, 0, 0));
 }
 
 void Importer::declareParameters() {
@@ -456,6 +467,7 @@ std::vector<Known> Importer::importGraph(jit::Graph &graph,
   for (size_t i = 0; i < graph.inputs().size(); ++i)
     frame.values[graph.inputs()[i]] =
         i < args.size() ? std::move(args[i]) : Known::poison();
+  ModulePathScope inModule(builder, modulePath);
   importBlock(graph.block(), frame);
   std::vector<Known> outputs;
   for (const jit::Value *output : graph.outputs())
@@ -601,12 +613,13 @@ Known Importer::paramAccess(const at::Tensor &value,
                      std::string(c10::toString(value.scalar_type())));
       return Known::poison();
     }
-    mlir::OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPoint(module.getBody(),
-                              std::prev(module.getBody()->end()));
+    // Declared beside the others, out of the module path scope of the
+    // access: a parameter's name is its path.
+    mlir::OpBuilder declarations(module.getBody(),
+                                 std::prev(module.getBody()->end()));
     it = params
              .try_emplace(value.unsafeGetTensorImpl(),
-                          builder.create<ParamOp>(
+                          declarations.create<ParamOp>(
                               paramLocation(fullName), fullName, type,
                               /*buffer=*/true, /*aliases=*/nullptr,
                               /*shard_axis=*/nullptr, /*shard_chunks=*/nullptr))

@@ -21,19 +21,31 @@ def Autodiff : Pass<"slapo-autodiff", "::mlir::ModuleOp"> {
     are differentiated: integer and bool values (indices, masks, targets)
     carry no gradient. An op on such a path without a rule is an error that
     names the op and its module path. The ops of the backward carry
-    `slapo.phase = "backward"`.
+    `slapo.phase = "backward"` and the `slapo.module` of the forward op
+    whose gradient they compute.
   }];
   let constructor = "::slapo::createAutodiffPass()";
   let dependentDialects = ["::slapo::SlapoDialect",
                            "::mlir::func::FuncDialect"];
 }
 
+def CSE : Pass<"slapo-cse", "::mlir::ModuleOp"> {
+  let summary = "common subexpression elimination blind to module paths";
+  let description = [{
+    MLIR's `cse`, except that ops that differ only in their `slapo.module`
+    are merged, as ops that differ only in their locations are: a module
+    path says where an op came from, not what it computes. The op kept keeps
+    its own path.
+  }];
+}
+
 def Decompose : Pass<"slapo-decompose", "::mlir::ModuleOp"> {
   let summary = "schedule primitive decompose(): a linear layer as product and bias add";
   let description = [{
-    Each `slapo.linear` with a bias of the modules in `modules` becomes a
-    linear without bias followed by `slapo.add` of the bias, at the same
-    location. A selected module without such a linear is an error.
+    Each `slapo.linear` with a bias in the modules in `modules` (or their
+    submodules) becomes a linear without bias followed by `slapo.add` of
+    the bias, at the same location and module path. A selected module
+    without such a linear is an error.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [

@@ -1,32 +1,72 @@
-//===- ModulePath.h - module paths carried in locations ---------*- C++ -*-===//
+//===- ModulePath.h - the nn.Module an op belongs to ------------*- C++ -*-===//
 //
-// Every slapo op records the dotted path of the nn.Module it came from as a
-// NameLoc around its Python source location:
-//   loc("transformer.h.3.attn.c_attn"("model.py":45:0))
-// Ops of the root module carry the source location alone. Keeping the path in
-// the location means every rewrite that reuses an op's location keeps it too.
+// Every op in a slapo function records the dotted path of the nn.Module it
+// came from in the discardable attribute `slapo.module`:
+//   slapo.linear %x, %w {slapo.module = "transformer.h.3.attn.c_attn"} : ...
+// Ops of the root module carry none. The path is part of the op, not of its
+// location, so stripping debug info or fusing locations changes nothing a
+// schedule selects; locations stay for messages. A parameter declaration
+// (slapo.param) needs no attribute: its name is its path.
+//
+// The importer sets the path; a pass that builds ops derived from an op opens
+// a ModulePathScope on its builder, so that every op it inserts carries the
+// path of the op it derives from. A clone made outside a scope keeps its
+// original's attribute.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_DIALECT_MODULEPATH_H
 #define SLAPO_DIALECT_MODULEPATH_H
 
-#include "mlir/IR/Location.h"
-#include <string>
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
 
 namespace slapo {
-/// The module path recorded in `loc`, or "" for the root module.
-std::string getModulePath(mlir::Location loc);
 
-/// Whether module `path` is `ancestor` or one of its submodules.
+constexpr llvm::StringLiteral kModulePathAttrName = "slapo.module";
+
+/// The module path of `op`, or "" for the root module. A parameter's is its
+/// name's owner ("h.0.attn" for @h.0.attn.weight).
+llvm::StringRef getModulePath(mlir::Operation *op);
+
+/// Records `path` as `op`'s module path ("" removes it: the root module).
+void setModulePath(mlir::Operation *op, llvm::StringRef path);
+
+/// `'a.b'`, the module path of `op` quoted, or "the root module", for
+/// diagnostics.
+std::string describeModuleOf(mlir::Operation *op);
+
+/// Whether module `path` is `ancestor` or one of its submodules: the one
+/// matching rule of every pass that selects by path ("h.1" contains "h.1"
+/// and "h.1.mlp", not "h.10").
 bool isWithinModule(llvm::StringRef path, llvm::StringRef ancestor);
 
-/// Whether the op at `loc` belongs to the module `modulePath` or to one of
-/// its submodules.
-bool isInModule(mlir::Location loc, llvm::StringRef modulePath);
+/// Whether `op` belongs to `module` or to one of its submodules.
+inline bool isInModule(mlir::Operation *op, llvm::StringRef module) {
+  return isWithinModule(getModulePath(op), module);
+}
 
-/// `sourceLoc` tagged with `modulePath` (unchanged when the path is empty).
-mlir::Location withModulePath(llvm::StringRef modulePath,
-                              mlir::Location sourceLoc);
+/// While alive, gives every op that `builder` inserts (created or cloned)
+/// the module path `path`, or that of `origin`, the op they are derived
+/// from. Scopes nest: the innermost one decides. The builder's own listener
+/// (a rewriter's) still hears of every insertion.
+class ModulePathScope : public mlir::OpBuilder::Listener {
+public:
+  ModulePathScope(mlir::OpBuilder &builder, llvm::StringRef path);
+  ModulePathScope(mlir::OpBuilder &builder, mlir::Operation *origin)
+      : ModulePathScope(builder, getModulePath(origin)) {}
+  ~ModulePathScope() override;
+  ModulePathScope(const ModulePathScope &) = delete;
+  ModulePathScope &operator=(const ModulePathScope &) = delete;
+
+  void notifyOperationInserted(mlir::Operation *op) override;
+  void notifyBlockCreated(mlir::Block *block) override;
+
+private:
+  mlir::OpBuilder &builder;
+  mlir::OpBuilder::Listener *previous;
+  std::string path;
+};
+
 } // namespace slapo
 
 #endif // SLAPO_DIALECT_MODULEPATH_H

@@ -47,10 +47,6 @@ struct Sharding {
   std::string str() const;
 };
 
-/// `'a.b'`, the module path of `op` quoted, or "the root module", for
-/// diagnostics.
-std::string describeModuleOf(mlir::Operation *op);
-
 /// The analysis of @forward as a sharding rule sees it: what the values
 /// computed so far are on one rank, and what the rule concludes about its
 /// op. Rules change no IR themselves (an analysis that fails leaves

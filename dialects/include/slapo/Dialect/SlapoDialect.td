@@ -2,7 +2,9 @@
 //
 // The slapo dialect holds a model's forward computation at ATen level: tensors
 // with static shapes, parameters as module-level symbols named by their full
-// PyTorch path, and every op located at its module path and Python source line.
+// PyTorch path, and every op carrying its module path (the discardable
+// attribute slapo.module, see ModulePath.h) and located at its Python source
+// line.
 //
 //===----------------------------------------------------------------------===//
 

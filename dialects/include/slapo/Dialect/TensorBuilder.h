@@ -2,8 +2,8 @@
 //
 // Gradient rules (Vjp*.cpp) and the passes that add computation (the
 // optimizer) are written as tensor formulas over slapo ops. TensorBuilder
-// builds those ops at one location (a rule uses its forward op's, so the
-// module path carries over to the backward) and works out their static
+// builds those ops at one location (a rule uses its forward op's; the module
+// path comes from the caller's ModulePathScope) and works out their static
 // result types, so that the code reads like the formula it implements.
 //
 //===----------------------------------------------------------------------===//
