@@ -34,6 +34,16 @@ using namespace mlir;
 namespace slapo {
 namespace {
 
+/// The type of one rank's block of a value of `type` with `sharding`.
+RankedTensorType localType(Type type, Sharding sharding, int64_t tp) {
+  auto tensor = type.cast<RankedTensorType>();
+  if (!sharding.isSplit())
+    return tensor;
+  SmallVector<int64_t> shape(tensor.getShape());
+  shape[sharding.dim] /= tp;
+  return RankedTensorType::get(shape, tensor.getElementType());
+}
+
 struct ValueState {
   Sharding sharding;
   /// The split parameters a split value comes from: slicing whole chunks of
@@ -100,6 +110,7 @@ public:
   void setGradientSyncedResult(Operation *op) override;
   LogicalResult splitSourcesPerChunk(Value value, int64_t chunks) override;
   void markVocabParallel(Operation *op) override;
+  void takeBlockOfReplicated(OpOperand &operand, int64_t dim) override;
   void onRewrite(std::function<void()> change) override {
     rewrites.push_back(std::move(change));
   }
@@ -118,6 +129,9 @@ private:
   /// Adds (and linears) whose replicated bias moves after the all_reduce
   /// that completes their partial sum.
   SmallPtrSet<Operation *, 4> deferringBiases;
+  /// Uses of replicated values that read this rank's block of them: their
+  /// gradients are whole.
+  SmallPtrSet<OpOperand *, 4> blockReads;
 };
 
 void Analysis::setResult(Operation *op, Sharding sharding) {
@@ -197,13 +211,27 @@ LogicalResult Analysis::partialReaches(Operation *op, Value partial) {
 /// A replicated value whose gradient matters, used to compute a split or
 /// partial value, gets one term of its gradient on each rank: unless the
 /// backward all-reduces it, the ranks' copies drift apart.
+void Analysis::takeBlockOfReplicated(OpOperand &use, int64_t dim) {
+  blockReads.insert(&use);
+  rewrites.push_back([&use, dim, tp = tp]() {
+    Operation *op = use.getOwner();
+    OpBuilder builder(op);
+    ModulePathScope inModule(builder, op);
+    Value whole = use.get();
+    use.set(builder.create<ScatterOp>(
+        op->getLoc(), localType(whole.getType(), Sharding::split(dim, 1), tp),
+        whole, ProcessGroup::tp, dim));
+  });
+}
+
 LogicalResult Analysis::checkGradientsSynced(Operation *op) {
   if (op->getNumResults() != 1 || getSharding(op->getResult(0)).isReplicated())
     return success();
-  for (Value operand : op->getOperands()) {
+  for (OpOperand &use : op->getOpOperands()) {
+    Value operand = use.get();
     ValueState &state = stateOf(operand);
     if (!state.sharding.isReplicated() || !state.needsGradient ||
-        state.gradientSynced)
+        state.gradientSynced || blockReads.contains(&use))
       continue;
     Operation *def = operand.getDefiningOp();
     if (auto getParam = dyn_cast_or_null<GetParamOp>(def))
@@ -285,15 +313,6 @@ LogicalResult Analysis::visit(Operation *op) {
       deferringBiases.contains(op))
     return success();
   return checkGradientsSynced(op);
-}
-
-RankedTensorType localType(Type type, Sharding sharding, int64_t tp) {
-  auto tensor = type.cast<RankedTensorType>();
-  if (!sharding.isSplit())
-    return tensor;
-  SmallVector<int64_t> shape(tensor.getShape());
-  shape[sharding.dim] /= tp;
-  return RankedTensorType::get(shape, tensor.getElementType());
 }
 
 /// Gives every value its shape on one rank, then makes the changes the

@@ -51,13 +51,22 @@ LogicalResult propagateElementwise(Operation *op, ShardingContext &context,
   if (split) {
     if (!partials.empty())
       return context.partialReaches(op, partials.front());
+    // A replicated operand broadcast along the split dim meets every
+    // block whole; one as long as the split dim meets each block with its
+    // own block (T5's position bias, replicated, added to scores split by
+    // heads), which each rank reads alone.
     for (Value operand : replicated) {
       int64_t dim = split->dim - (rank - rankOf(operand));
-      if (dim >= 0 && shapeOf(operand)[dim] != 1)
+      if (dim < 0 || shapeOf(operand)[dim] == 1)
+        continue;
+      if (split->chunks != 1)
         return context.error(op)
                << "combines an operand " << split->str()
                << " with a replicated one of shape "
                << shapeString(shapeOf(operand)) << " that is not 1 along it";
+      for (OpOperand &use : op->getOpOperands())
+        if (use.get() == operand)
+          context.takeBlockOfReplicated(use, dim);
     }
     context.setResult(op, *split);
     return success();

@@ -90,15 +90,24 @@ func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
-// A replicated row meets the split dim: each rank would add the whole row
-// to its block.
-func.func @forward(%x: tensor<2x8xf32>, %row: tensor<8xf32>) -> tensor<2x8xf32> {
-  %s = slapo.scatter %x <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
-  // expected-error @+1 {{tensor parallelism: combines an operand split along dim 1 with a replicated one of shape [8] that is not 1 along it}}
-  %y = slapo.add %s, %row : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
-  %g = slapo.all_gather %y <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
-  return %g : tensor<2x8xf32>
+// A replicated row as long as the split dim: each rank adds its block of
+// it (T5's position bias, replicated, added to scores split by heads). The
+// row's gradient is the all_gather of the blocks' (scatter's), whole on
+// every rank, so the replicated parameter needs no sync.
+module {
+  slapo.param @row : tensor<8xf32>
+  func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+    %s = slapo.scatter %x <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
+    %row = slapo.get_param @row : tensor<8xf32>
+    %y = slapo.add %s, %row : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+    %g = slapo.all_gather %y <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
+    return %g : tensor<2x8xf32>
+  }
 }
+// CHECK-LABEL: slapo.param @row : tensor<8xf32>
+// CHECK: %[[ROW:.*]] = slapo.get_param @row : tensor<8xf32>
+// CHECK-NEXT: %[[BLOCK:.*]] = slapo.scatter %[[ROW]] <tp> {dim = 0 : i64} : tensor<8xf32> -> tensor<4xf32>
+// CHECK-NEXT: slapo.add %{{.*}}, %[[BLOCK]] : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
 
 // -----
 
