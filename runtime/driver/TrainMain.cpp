@@ -35,6 +35,7 @@ namespace {
 struct TrainOptions {
   int64_t steps = 10;
   std::string data;
+  std::vector<std::string> ownValues;
   std::string weights;
   std::string logJson;
   int threads = 0;
@@ -322,7 +323,7 @@ void Trainer::prepare() {
                       input.indexBound});
   }
   data = options.data.empty()
-             ? makeSyntheticDataSource(program.seed)
+             ? makeSyntheticDataSource(program.seed, inputs, options.ownValues)
              : openDataSource(options.data, program.seed, inputs);
 }
 
@@ -496,6 +497,12 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
                  "training data: a .safetensors batch file or a flat token "
                  "file (uint16, or uint32 if it ends in .u32); synthetic "
                  "data without it");
+  app.add_option("--own-values", options.ownValues,
+                 "synthetic data: these inputs get values of their own "
+                 "(by default inputs of one shape get the same values: "
+                 "labels equal input_ids)")
+      ->excludes("--data")
+      ->delimiter(',');
   app.add_option("--weights", options.weights,
                  "initial weights (default: weights.safetensors next to the "
                  "program)");

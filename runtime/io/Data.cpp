@@ -204,16 +204,29 @@ private:
   int64_t batches = 1;
 };
 
+/// The FNV-1a hash of `text`: the same on every rank and build.
+uint64_t hashName(const std::string &text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text)
+    hash = (hash ^ c) * 0x100000001b3ull;
+  return hash;
+}
+
 class SyntheticData final : public DataSource {
 public:
-  explicit SyntheticData(uint64_t seed) : seed(seed) {}
+  SyntheticData(uint64_t seed, std::vector<std::string> ownValues)
+      : seed(seed), ownValues(std::move(ownValues)) {}
 
   void fill(int64_t step, const std::vector<DataInput> &inputs) override {
     for (const DataInput &input : inputs) {
       const Tensor &tensor = input.tensor;
       uint64_t bound = input.indexBound > 0 ? input.indexBound : 2;
+      uint64_t inputSeed = std::find(ownValues.begin(), ownValues.end(),
+                                     input.name) != ownValues.end()
+                               ? seed ^ hashName(input.name)
+                               : seed;
       for (int64_t i = 0, e = tensor.getNumElements(); i < e; ++i) {
-        uint64_t bits = randomBits(seed, step, i);
+        uint64_t bits = randomBits(inputSeed, step, i);
         double real = 2 * uniform01(bits) - 1;
         switch (tensor.dtype) {
         case DType::I64:
@@ -246,11 +259,15 @@ public:
   }
 
   std::string describe() const override {
-    return "synthetic data (seed " + std::to_string(seed) + ")";
+    std::string text = "synthetic data (seed " + std::to_string(seed);
+    for (size_t i = 0; i < ownValues.size(); ++i)
+      text += (i == 0 ? "; own values: " : ", ") + ownValues[i];
+    return text + ")";
   }
 
 private:
   uint64_t seed;
+  std::vector<std::string> ownValues;
 };
 
 } // namespace
@@ -267,8 +284,20 @@ openDataSource(const std::string &path, uint64_t seed,
   return std::make_unique<TokenFile>(path, seed, inputs);
 }
 
-std::unique_ptr<DataSource> makeSyntheticDataSource(uint64_t seed) {
-  return std::make_unique<SyntheticData>(seed);
+std::unique_ptr<DataSource>
+makeSyntheticDataSource(uint64_t seed, const std::vector<DataInput> &inputs,
+                        const std::vector<std::string> &ownValues) {
+  for (const std::string &name : ownValues)
+    if (std::none_of(inputs.begin(), inputs.end(), [&](const DataInput &input) {
+          return input.name == name;
+        })) {
+      std::string names;
+      for (const DataInput &input : inputs)
+        names += (names.empty() ? "'" : ", '") + input.name + "'";
+      throw Error("--own-values " + name + ": the program has no input '" +
+                  name + "'; its inputs are " + names);
+    }
+  return std::make_unique<SyntheticData>(seed, ownValues);
 }
 
 } // namespace slapo::rt

@@ -236,7 +236,7 @@ TEST_CASE("synthetic inputs follow the documented formulas", "[data]") {
       {"bits", Tensor(bits, DType::I32, {7}), 0},
       {"features", Tensor(features, DType::F32, {2, 3}), 0},
       {"mask", Tensor(mask, DType::Bool, {4}), 0}};
-  std::unique_ptr<DataSource> data = makeSyntheticDataSource(99);
+  std::unique_ptr<DataSource> data = makeSyntheticDataSource(99, inputs);
   CHECK(data->describe() == "synthetic data (seed 99)");
   data->fill(4, inputs);
   for (int i = 0; i < 15; ++i)
@@ -253,8 +253,37 @@ TEST_CASE("synthetic inputs follow the documented formulas", "[data]") {
   int64_t again[3][5];
   std::vector<DataInput> same = {
       {"ids", Tensor(again, DType::I64, {3, 5}), 11}};
-  makeSyntheticDataSource(99)->fill(4, same);
+  makeSyntheticDataSource(99, same)->fill(4, same);
   CHECK(std::memcmp(again, ids, sizeof ids) == 0);
-  makeSyntheticDataSource(98)->fill(4, same);
+  makeSyntheticDataSource(98, same)->fill(4, same);
   CHECK(std::memcmp(again, ids, sizeof ids) != 0);
+}
+
+TEST_CASE("synthetic inputs of one shape agree unless given values of their "
+          "own",
+          "[data]") {
+  int64_t inputIds[2][8], labels[2][8], decoderIds[2][8];
+  std::vector<DataInput> inputs = {
+      {"input_ids", Tensor(inputIds, DType::I64, {2, 8}), 1000},
+      {"labels", Tensor(labels, DType::I64, {2, 8}), 1000},
+      {"decoder_input_ids", Tensor(decoderIds, DType::I64, {2, 8}), 1000}};
+  makeSyntheticDataSource(7, inputs)->fill(2, inputs);
+  CHECK(std::memcmp(inputIds, labels, sizeof labels) == 0);
+  CHECK(std::memcmp(inputIds, decoderIds, sizeof labels) == 0);
+
+  std::unique_ptr<DataSource> data =
+      makeSyntheticDataSource(7, inputs, {"decoder_input_ids"});
+  CHECK(data->describe() ==
+        "synthetic data (seed 7; own values: decoder_input_ids)");
+  data->fill(2, inputs);
+  CHECK(std::memcmp(inputIds, labels, sizeof labels) == 0);
+  CHECK(std::memcmp(inputIds, decoderIds, sizeof labels) != 0);
+  // Seed 7 XOR the FNV-1a hash of the name (computed with Python's ints).
+  CHECK(decoderIds[1][3] ==
+        int64_t(randomBits(7 ^ 0xd23cd9098f90465dull, 2, 11) % 1000));
+
+  CHECK_THROWS_WITH(makeSyntheticDataSource(7, inputs, {"label"}),
+                    "--own-values label: the program has no input 'label'; "
+                    "its inputs are 'input_ids', 'labels', "
+                    "'decoder_input_ids'");
 }

@@ -21,7 +21,9 @@
 // step s is randomBits(seed, s, i) mod the size of the table it indexes (mod
 // 2 if it indexes none), so inputs of one shape agree as with token files;
 // floats are 2 * uniform01(randomBits(seed, s, i)) - 1, in [-1, 1); bools
-// are the low bit.
+// are the low bit. An input the user names in --own-values draws its own
+// values instead, from seed XOR the FNV-1a hash of its name (T5's decoder
+// inputs must not equal its labels).
 //
 // All three depend only on the seed and the step, so a resumed run sees what
 // the uninterrupted one would have.
@@ -64,7 +66,11 @@ std::unique_ptr<DataSource>
 openDataSource(const std::string &path, uint64_t seed,
                const std::vector<DataInput> &inputs);
 
-std::unique_ptr<DataSource> makeSyntheticDataSource(uint64_t seed);
+/// Synthetic data for `inputs`, those named in `ownValues` with values of
+/// their own; throws Error naming --own-values for a name no input has.
+std::unique_ptr<DataSource>
+makeSyntheticDataSource(uint64_t seed, const std::vector<DataInput> &inputs,
+                        const std::vector<std::string> &ownValues = {});
 
 } // namespace slapo::rt
 
