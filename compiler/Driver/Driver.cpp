@@ -509,6 +509,11 @@ Outcome Compilation::readSchedule() {
   if (!resolved)
     return Outcome::Diagnosed;
   inputs = std::move(*resolved);
+  for (InputSpec &input : inputs)
+    for (const schedule::InputDeclaration &declared : scheduleSpec->inputs)
+      if (declared.spec.name == input.name)
+        input.declaration =
+            schedule::getScheduleLocation(sourceMgr, declared.loc, &context);
   auto local =
       schedule::splitBatchOverDataParallel(*scheduleSpec, inputs, reporter);
   if (!local)

@@ -356,6 +356,7 @@ void Importer::declareParameters() {
 
 mlir::OwningOpRef<mlir::ModuleOp>
 Importer::run(llvm::ArrayRef<InputSpec> inputs) {
+  this->inputs = inputs;
   mlir::Location fileLoc = mlir::FileLineColLoc::get(&context, modelPath, 0, 0);
   mlir::OwningOpRef<mlir::ModuleOp> owned = mlir::ModuleOp::create(fileLoc);
   module = *owned;
@@ -1052,8 +1053,14 @@ void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
   std::string why;
   std::optional<OperatorRun> run = computeShadows(node, frame, &why);
   if (!run) {
-    error(loc, "cannot infer the result shape of '" + kind +
-                   "' for these static input shapes: " + why);
+    failed = true;
+    mlir::InFlightDiagnostic diagnostic =
+        mlir::emitError(loc) << "cannot infer the result shape of '" << kind
+                             << "' for these static input shapes: " << why;
+    for (const InputSpec &input : inputs)
+      diagnostic.attachNote(input.declaration)
+          << "input " << input.str()
+          << (input.declaration ? " declared here" : " given by --input");
     return frame.poisonOutputs(node);
   }
   for (const Known &shadow : shadowsOf(run->results))

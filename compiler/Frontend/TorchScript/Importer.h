@@ -350,6 +350,8 @@ private:
   std::string modelPath;
   mlir::OpBuilder builder;
   mlir::ModuleOp module;
+  /// The forward's inputs, which notes on shape errors name.
+  llvm::ArrayRef<InputSpec> inputs;
   /// The symbol of each parameter and buffer, by tensor identity (tied
   /// weights are one symbol).
   llvm::DenseMap<const c10::TensorImpl *, slapo::ParamOp> params;

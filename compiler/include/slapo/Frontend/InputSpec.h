@@ -8,7 +8,9 @@
 #define SLAPO_FRONTEND_INPUTSPEC_H
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
 #include "llvm/Support/Error.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,9 @@ struct InputSpec {
   std::string name;
   std::string dtype; // one of dtypeNames()
   std::vector<int64_t> shape;
+  /// The schedule's input() that declares it, for notes on errors its shape
+  /// causes; none for an --input flag.
+  std::optional<mlir::Location> declaration;
 
   mlir::RankedTensorType getType(mlir::MLIRContext &context) const;
   /// The spec in the syntax parseInputSpec reads.
