@@ -403,8 +403,8 @@ LogicalResult lowerIndex(NodeLowering &lower) {
 /// by index[i]] (as GPT-J reads its sin/cos table by position ids), an
 /// embedding lookup in `self` viewed as a column of its elements, at
 /// index * stride(dim) plus the offset of i's other coordinates, a constant.
-/// An index outside its dim, which PyTorch rejects, is not checked: the
-/// embedding checks only that the element exists.
+/// An index outside its dim, which PyTorch rejects, becomes id -1, which the
+/// embedding rejects at run time.
 LogicalResult lowerGather(NodeLowering &lower) {
   mlir::Type elementType = lower.outputElementType();
   if (!elementType.isa<mlir::FloatType>())
@@ -439,6 +439,16 @@ LogicalResult lowerGather(NodeLowering &lower) {
       lower.create<MulOp>(idsType, index, lower.scalar(dimStride, idType));
   mlir::Value ids =
       lower.create<AddOp>(idsType, scaled, lower.materialize(offsets));
+  mlir::OpBuilder &b = lower.getBuilder();
+  mlir::Type boolType = idsType.clone(b.getI1Type());
+  mlir::Value notNegative =
+      b.create<CompareOp>(lower.getLoc(), boolType, ComparePredicate::ge, index,
+                          lower.scalar(0, idType));
+  mlir::Value belowSize =
+      b.create<CompareOp>(lower.getLoc(), boolType, ComparePredicate::lt, index,
+                          lower.scalar(shape[*dim], idType));
+  mlir::Value inDim = lower.create<MinimumOp>(boolType, notNegative, belowSize);
+  ids = lower.create<WhereOp>(idsType, inDim, ids, lower.scalar(-1, idType));
   mlir::Value column =
       lower.create<ReshapeOp>(typeOf(self).clone({stride, 1}), self);
   picked.push_back(1);
