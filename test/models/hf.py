@@ -18,6 +18,10 @@ is the wrapper's submodule `model`, so every HF path gets the prefix "model.":
   hf_roberta: model.roberta.embeddings.word_embeddings.weight, ..., model.lm_head.decoder.weight
   hf_t5: model.shared.weight, model.encoder.block.0.layer.0.SelfAttention.q.weight, ...,
          model.lm_head.weight
+  hf_gptj: model.transformer.wte.weight, model.transformer.h.0.attn.q_proj.weight, ...,
+           model.lm_head.weight
+  hf_bloom: model.transformer.word_embeddings.weight,
+            model.transformer.h.0.self_attention.query_key_value.weight, ..., model.lm_head.weight
   hf_opt: HF's own paths, no prefix (model.decoder.layers.0.self_attn.q_proj.weight, ...,
           lm_head.weight): the model is OPTForCausalLM itself, its forward narrowed to
           (input_ids, labels), so that schedules/opt.sched applies as to a user's OPT.
@@ -129,6 +133,27 @@ class HFT5Loss(MaskedInputsLoss):
             dropout_rate=0.1, decoder_start_token_id=0, pad_token_id=0)
 
 
+class HFGPTJLMLoss(MaskedInputsLoss):
+    """Its rotary embedding gathers rows of a sin/cos table by position ids and repeats each
+    column twice (`repeat_interleave`)."""
+
+    def __init__(self):
+        super().__init__(
+            "GPTJForCausalLM", "GPTJConfig",
+            vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
+            n_inner=64, resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
+
+
+class HFBloomLMLoss(MaskedInputsLoss):
+    """Its ALiBi biases are slopes times positions counted from the attention mask."""
+
+    def __init__(self):
+        super().__init__(
+            "BloomForCausalLM", "BloomConfig",
+            vocab_size=128, hidden_size=32, n_layer=2, n_head=4, hidden_dropout=0.1,
+            attention_dropout=0.1)
+
+
 def masked_inputs_spec(name, build, labels_kind):
     """A spec of forward(input_ids, attention_mask, labels: i64[2,16]) -> loss."""
     return ModelSpec(name, build, [
@@ -164,6 +189,8 @@ SPECS = [
     masked_inputs_spec("hf_mistral", HFMistralLMLoss, "int"),
     masked_inputs_spec("hf_roberta", HFRobertaMLMLoss, "mlm"),
     masked_inputs_spec("hf_t5", HFT5Loss, "int"),
+    masked_inputs_spec("hf_gptj", HFGPTJLMLoss, "int"),
+    masked_inputs_spec("hf_bloom", HFBloomLMLoss, "int"),
     ModelSpec("hf_opt", hf_opt_loss, [
         InputSpec("input_ids", torch.int64, [8, 32], kind="int", low=0, high=128),
         InputSpec("labels", torch.int64, [8, 32], kind="int", low=0, high=128),

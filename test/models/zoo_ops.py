@@ -5,16 +5,18 @@ zoo_ops:             tensor indexing of a table (Qwen2's `cos[position_ids]`, he
                      negative ids too), bool `|`, `&=` and `~` (Mistral's sliding-window mask
                      is ORed in place),
                      elementwise and reduced min and max (T5's relative position buckets),
-                     repeat (the causal mask of T5's decoder) and cumsum (RoBERTa's position
-                     ids, on int32; and on floats, for its gradient) in one trainable model
-                     whose loss reaches every parameter.
+                     repeat (the causal mask of T5's decoder), cumsum (RoBERTa's position
+                     ids, on int32; and on floats, for its gradient), gather along either dim
+                     repeat_interleave with and without a dim and stack along a negative dim
+                     (GPT-J's rotary embedding)
+                     in one trainable model whose loss reaches every parameter.
 size_from_positions: a size read from the data of positions that are an arange of a size, which
                      the tracer records as aten::Int of a tensor (as it records Mistral's
                      cache positions): known at compile time all the same.
 zoo_ops_unsupported: the forms with no exact lowering, each in a submodule of its own: indexing
                      by a mask (a data-dependent shape), indexing a dim other than the first,
                      bitwise ops on integers, the minimum of integers over dims, min with
-                     indices.
+                     indices, repeat_interleave by a tensor of repeats, gather of integers.
 """
 
 import torch
@@ -42,8 +44,12 @@ class ZooOps(nn.Module):
         tiled = bounded.repeat(2, 1, 2)
         positions = torch.cumsum((ids > 0).int(), dim=1).type_as(ids)
         running = torch.cumsum(bounded, dim=0) * positions.sum(dim=1, keepdim=True)
+        picked = torch.gather(bounded, 1, ids) * torch.gather(self.table, 0, ids)
+        doubled = bounded.repeat_interleave(2, dim=1) * self.scale.repeat_interleave(2)[:8]
+        pairs = torch.stack((-bounded, bounded * 2), dim=-1).flatten(-2)
         return ((rows * bounded.unsqueeze(1)).sum() + tiled.amin(dim=-1).sum()
-                + torch.min(bounded) + (running * self.weight).sum() + ends[0] * ends[1])
+                + torch.min(bounded) + (running * self.weight).sum() + ends[0] * ends[1]
+                + picked.sum() + (pairs * doubled).sum())
 
 
 class SizeFromPositions(nn.Module):
@@ -80,6 +86,16 @@ class MinWithIndices(nn.Module):
         return torch.min(x, dim=1)[0].sum()
 
 
+class RepeatsByTensor(nn.Module):
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return x.repeat_interleave(torch.tensor([1, 2]), dim=0).sum()
+
+
+class IntegerGather(nn.Module):
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return torch.gather(ids, 1, ids).sum() + x.sum()
+
+
 class ZooOpsUnsupported(nn.Module):
     def __init__(self):
         super().__init__()
@@ -88,10 +104,13 @@ class ZooOpsUnsupported(nn.Module):
         self.bits = IntegerBits()
         self.integer_min = IntegerMin()
         self.indices = MinWithIndices()
+        self.repeats = RepeatsByTensor()
+        self.integer_gather = IntegerGather()
 
     def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         return (self.mask(x, ids) + self.columns(x, ids) + self.bits(x, ids)
-                + self.integer_min(x, ids) + self.indices(x, ids))
+                + self.integer_min(x, ids) + self.indices(x, ids) + self.repeats(x, ids)
+                + self.integer_gather(x, ids))
 
 
 INPUTS = [

@@ -216,6 +216,8 @@ public:
   mlir::Value cast(mlir::Value value, mlir::Type elementType);
   /// A 0-d constant of `elementType` holding `number`.
   mlir::Value scalar(double number, mlir::Type elementType);
+  /// An IR constant holding `value` (see Importer::materialize).
+  mlir::Value materialize(const at::Tensor &value);
   /// See Importer::takeRandomStream.
   int64_t takeRandomStream();
 

@@ -47,6 +47,10 @@ mlir::Value NodeLowering::scalar(double number, mlir::Type elementType) {
   return create<ConstantOp>(type, mlir::DenseElementsAttr::get(type, value));
 }
 
+mlir::Value NodeLowering::materialize(const at::Tensor &value) {
+  return importer.materialize(value, loc);
+}
+
 mlir::Value NodeLowering::read(const Known &tensor) {
   return importer.read(tensor, loc, Importer::describe(node, frame));
 }
@@ -58,7 +62,7 @@ mlir::Value NodeLowering::tensor(size_t i, mlir::Type elementType) {
     at::Tensor constant = known.constant.toTensor();
     if (elementType)
       constant = constant.to(*reference::toScalarType(elementType));
-    return importer.materialize(constant, loc);
+    return materialize(constant);
   }
   if (known.is(Known::Kind::Tensor)) {
     mlir::Value value = read(known);

@@ -399,6 +399,64 @@ LogicalResult lowerIndex(NodeLowering &lower) {
                            /*padding_idx=*/mlir::IntegerAttr()));
 }
 
+/// gather(self, dim, index): out[i] is self[i with coordinate `dim` replaced
+/// by index[i]] (as GPT-J reads its sin/cos table by position ids), an
+/// embedding lookup in `self` viewed as a column of its elements, at
+/// index * stride(dim) plus the offset of i's other coordinates, a constant.
+/// An index outside its dim, which PyTorch rejects, becomes id -1, which the
+/// embedding rejects at run time.
+LogicalResult lowerGather(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  if (!elementType.isa<mlir::FloatType>())
+    return lower.error("gather is supported on float tensors only");
+  mlir::Type idType = lower.getBuilder().getI64Type();
+  std::optional<int64_t> given = lower.intConstant(1);
+  mlir::Value self = lower.tensor(0, elementType);
+  mlir::Value index = lower.tensor(2, idType);
+  if (!given || !self || !index)
+    return failure();
+  llvm::ArrayRef<int64_t> shape = typeOf(self).getShape();
+  std::optional<int64_t> dim = lower.dim(*given, shape.size());
+  if (!dim)
+    return failure();
+  mlir::RankedTensorType idsType = typeOf(index);
+  std::vector<int64_t> picked(idsType.getShape().begin(),
+                              idsType.getShape().end());
+  at::Tensor offsets = at::zeros(picked, at::kLong);
+  int64_t stride = 1;
+  int64_t dimStride = 1;
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    if (d == *dim) {
+      dimStride = stride;
+    } else {
+      std::vector<int64_t> along(picked.size(), 1);
+      along[d] = picked[d];
+      offsets += at::arange(picked[d], at::kLong).view(along) * stride;
+    }
+    stride *= shape[d];
+  }
+  mlir::Value scaled =
+      lower.create<MulOp>(idsType, index, lower.scalar(dimStride, idType));
+  mlir::Value ids =
+      lower.create<AddOp>(idsType, scaled, lower.materialize(offsets));
+  mlir::OpBuilder &b = lower.getBuilder();
+  mlir::Type boolType = idsType.clone(b.getI1Type());
+  mlir::Value notNegative =
+      b.create<CompareOp>(lower.getLoc(), boolType, ComparePredicate::ge, index,
+                          lower.scalar(0, idType));
+  mlir::Value belowSize =
+      b.create<CompareOp>(lower.getLoc(), boolType, ComparePredicate::lt, index,
+                          lower.scalar(shape[*dim], idType));
+  mlir::Value inDim = lower.create<MinimumOp>(boolType, notNegative, belowSize);
+  ids = lower.create<WhereOp>(idsType, inDim, ids, lower.scalar(-1, idType));
+  mlir::Value column =
+      lower.create<ReshapeOp>(typeOf(self).clone({stride, 1}), self);
+  picked.push_back(1);
+  return finish(
+      lower, lower.create<EmbeddingOp>(typeOf(self).clone(picked), column, ids,
+                                       /*padding_idx=*/mlir::IntegerAttr()));
+}
+
 LogicalResult lowerLayerNorm(NodeLowering &lower) {
   mlir::Type elementType = lower.outputElementType();
   mlir::Value input = lower.tensor(0, elementType);
@@ -761,6 +819,40 @@ LogicalResult lowerRepeat(NodeLowering &lower) {
       lower, lower.create<BroadcastOp>(typeOf(input).clone(repeated), pairs));
 }
 
+/// repeat_interleave(self, repeats, dim) with a number of repeats: each
+/// element of `self` (flattened when dim is None) broadcast along a new dim
+/// after `dim`, the pair then merged.
+LogicalResult lowerRepeatInterleave(NodeLowering &lower) {
+  if (lower.numInputs() != 4 || !lower.input(1).isConstant() ||
+      !lower.input(1).constant.isInt())
+    return lower.error("only a number of repeats is supported, not a tensor "
+                       "of them");
+  mlir::Value input = lower.tensor(0);
+  std::optional<int64_t> repeats = lower.intConstant(1);
+  if (!input || !repeats)
+    return failure();
+  llvm::SmallVector<int64_t> shape(typeOf(input).getShape());
+  int64_t dim = 0;
+  if (lower.isNone(2)) {
+    int64_t elements = 1;
+    for (int64_t size : shape)
+      elements *= size;
+    shape.assign({elements});
+  } else {
+    std::optional<int64_t> given = lower.intConstant(2);
+    std::optional<int64_t> normalized =
+        given ? lower.dim(*given, shape.size()) : std::nullopt;
+    if (!normalized)
+      return failure();
+    dim = *normalized;
+  }
+  shape.insert(shape.begin() + dim + 1, 1);
+  mlir::Value once = lower.create<ReshapeOp>(typeOf(input).clone(shape), input);
+  shape[dim + 1] = *repeats;
+  return finish(lower,
+                lower.create<BroadcastOp>(typeOf(input).clone(shape), once));
+}
+
 /// The tensors of a list input, cast to `elementType`.
 std::optional<llvm::SmallVector<mlir::Value>>
 tensorList(NodeLowering &lower, size_t i, mlir::Type elementType) {
@@ -789,7 +881,8 @@ LogicalResult lowerConcat(NodeLowering &lower) {
   std::optional<int64_t> d = lower.intConstant(1);
   if (!inputs || !d || inputs->empty())
     return failure();
-  bool stack = lower.getNode()->kind().toUnqualString() == "stack";
+  bool stack =
+      llvm::StringRef(lower.getNode()->kind().toUnqualString()) == "stack";
   std::optional<int64_t> dim = lower.dim(*d, lower.outputType().getRank());
   if (!dim)
     return failure();
@@ -863,6 +956,7 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::baddbmm", lowerAddMatmul},
       {"aten::embedding", lowerEmbedding},
       {"aten::index", lowerIndex},
+      {"aten::gather", lowerGather},
       {"aten::layer_norm", lowerLayerNorm},
       {"aten::softmax", lowerSoftmax<SoftmaxOp>},
       {"aten::log_softmax", lowerSoftmax<LogSoftmaxOp>},
@@ -877,6 +971,7 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::cat", lowerConcat},
       {"aten::stack", lowerConcat},
       {"aten::repeat", lowerRepeat},
+      {"aten::repeat_interleave", lowerRepeatInterleave},
       {"aten::copy_", lowerOverwrite},
       {"aten::fill_", lowerOverwrite},
       {"aten::zero_", lowerOverwrite},
