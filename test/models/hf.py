@@ -18,11 +18,12 @@ is the wrapper's submodule `model`, so every HF path gets the prefix "model.":
   hf_roberta: model.roberta.embeddings.word_embeddings.weight, ..., model.lm_head.decoder.weight
   hf_t5: model.shared.weight, model.encoder.block.0.layer.0.SelfAttention.q.weight, ...,
          model.lm_head.weight
-  hf_opt, hf_qwen2_own, hf_mistral_own: HF's own paths, no prefix
+  hf_opt, hf_qwen2_own, hf_mistral_own, hf_roberta_own: HF's own paths, no prefix
           (model.decoder.layers.0.self_attn.q_proj.weight, model.layers.0.mlp.up_proj.weight,
-          ..., lm_head.weight): the model is OPTForCausalLM (Qwen2ForCausalLM, ...) itself,
-          its forward narrowed to (input_ids, labels: i64[8,32]), so that the shipped schedules
-          (schedules/opt.sched, qwen2.sched) apply as to a user's model.
+          roberta.encoder.layer.0.attention.self.query.weight, ..., lm_head.weight): the model
+          is OPTForCausalLM (Qwen2ForCausalLM, ...) itself, its forward narrowed to
+          (input_ids, labels: i64[8,32]), so that the shipped schedules (schedules/opt.sched,
+          qwen2.sched, ...) apply as to a user's model.
 With torchscript=True HF *clones* tied weights instead of sharing them (PreTrainedModel.
 _tie_or_clone_weights), so model.lm_head.weight / model.cls.predictions.decoder.weight are
 separate parameters holding a copy of the word embedding.
@@ -109,15 +110,15 @@ class HFMistralLMLoss(MaskedInputsLoss):
                          **DECODER_CONFIG)
 
 
-class HFRobertaMLMLoss(MaskedInputsLoss):
-    """Its position ids count the tokens that are not padding (id 1), after the padding id."""
+# Its position ids count the tokens that are not padding (id 1), after the padding id.
+ROBERTA_CONFIG = dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=40, type_vocab_size=1,
+                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
+
+class HFRobertaMLMLoss(MaskedInputsLoss):
     def __init__(self):
-        super().__init__(
-            "RobertaForMaskedLM", "RobertaConfig",
-            vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=40, type_vocab_size=1,
-            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+        super().__init__("RobertaForMaskedLM", "RobertaConfig", **ROBERTA_CONFIG)
 
 
 class HFT5Loss(MaskedInputsLoss):
@@ -181,4 +182,6 @@ SPECS = [
     own_names_spec("hf_qwen2_own", "Qwen2ForCausalLM", "Qwen2Config", "int", **DECODER_CONFIG),
     own_names_spec("hf_mistral_own", "MistralForCausalLM", "MistralConfig", "int",
                    sliding_window=8, **DECODER_CONFIG),
+    own_names_spec("hf_roberta_own", "RobertaForMaskedLM", "RobertaConfig", "mlm",
+                   **ROBERTA_CONFIG),
 ]
