@@ -18,7 +18,7 @@ is the wrapper's submodule `model`, so every HF path gets the prefix "model.":
   hf_roberta: model.roberta.embeddings.word_embeddings.weight, ..., model.lm_head.decoder.weight
   hf_t5: model.shared.weight, model.encoder.block.0.layer.0.SelfAttention.q.weight, ...,
          model.lm_head.weight
-  hf_opt, hf_qwen2_own, hf_mistral_own, hf_roberta_own: HF's own paths, no prefix
+  hf_opt, hf_qwen2_own, hf_mistral_own, hf_roberta_own, hf_gpt_neo: HF's own paths, no prefix
           (model.decoder.layers.0.self_attn.q_proj.weight, model.layers.0.mlp.up_proj.weight,
           roberta.encoder.layer.0.attention.self.query.weight, ..., lm_head.weight): the model
           is OPTForCausalLM (Qwen2ForCausalLM, ...) itself, its forward narrowed to
@@ -182,6 +182,12 @@ SPECS = [
     own_names_spec("hf_qwen2_own", "Qwen2ForCausalLM", "Qwen2Config", "int", **DECODER_CONFIG),
     own_names_spec("hf_mistral_own", "MistralForCausalLM", "MistralConfig", "int",
                    sliding_window=8, **DECODER_CONFIG),
+    # A global then a local layer, whose window (8) is shorter than the sequence.
+    own_names_spec("hf_gpt_neo", "GPTNeoForCausalLM", "GPTNeoConfig", "int",
+                   vocab_size=128, hidden_size=32, intermediate_size=64, num_layers=2,
+                   num_heads=4, attention_types=[[["global", "local"], 1]], window_size=8,
+                   max_position_embeddings=32, embed_dropout=0.1, attention_dropout=0.1,
+                   resid_dropout=0.1),
     own_names_spec("hf_roberta_own", "RobertaForMaskedLM", "RobertaConfig", "mlm",
                    **ROBERTA_CONFIG),
 ]
