@@ -188,6 +188,11 @@ SPECS = [
                    num_heads=4, attention_types=[[["global", "local"], 1]], window_size=8,
                    max_position_embeddings=32, embed_dropout=0.1, attention_dropout=0.1,
                    resid_dropout=0.1),
+    # One layer group whose one layer is called by both hidden layers, with its weights shared.
+    own_names_spec("hf_albert", "AlbertForMaskedLM", "AlbertConfig", "mlm",
+                   vocab_size=128, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                   num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     own_names_spec("hf_roberta_own", "RobertaForMaskedLM", "RobertaConfig", "mlm",
                    **ROBERTA_CONFIG),
 ]
