@@ -122,6 +122,7 @@ private:
   LogicalResult visitReturn(func::ReturnOp ret);
   ValueState &stateOf(Value value) { return states[value]; }
   LogicalResult checkGradientsSynced(Operation *op);
+  LogicalResult checkSyncedStaysSynced(Operation *op);
 
   func::FuncOp forward;
   int64_t tp;
@@ -225,8 +226,10 @@ void Analysis::takeBlockOfReplicated(OpOperand &use, int64_t dim) {
 }
 
 LogicalResult Analysis::checkGradientsSynced(Operation *op) {
-  if (op->getNumResults() != 1 || getSharding(op->getResult(0)).isReplicated())
+  if (op->getNumResults() != 1)
     return success();
+  if (getSharding(op->getResult(0)).isReplicated())
+    return checkSyncedStaysSynced(op);
   for (OpOperand &use : op->getOpOperands()) {
     Value operand = use.get();
     ValueState &state = stateOf(operand);
@@ -248,6 +251,34 @@ LogicalResult Analysis::checkGradientsSynced(Operation *op) {
                         "backward: "
                      << selectorOf(op) << ".sync(\"bwd_post\", \"all_reduce\")";
   }
+  return success();
+}
+
+/// A replicated op on a value whose gradient is all-reduced (the input of
+/// split computation, past its bwd_post sync) passes that sync on: the
+/// backward of every op is linear in its result's gradient, so the terms
+/// the ranks hold stay terms. No other value with a gradient may join
+/// them: a replicated one's gradient, whole on each rank, would be counted
+/// once per rank by the all-reduce (a residual inside the synced module),
+/// and a parameter's would stay one rank's term.
+LogicalResult Analysis::checkSyncedStaysSynced(Operation *op) {
+  auto isSynced = [&](Value operand) {
+    return stateOf(operand).gradientSynced;
+  };
+  if (!llvm::any_of(op->getOperands(), isSynced))
+    return success();
+  for (Value operand : op->getOperands()) {
+    ValueState &state = stateOf(operand);
+    if (state.needsGradient && !state.gradientSynced)
+      return error(op) << "'" << op->getName().stripDialect() << "' in "
+                       << describeModuleOf(op)
+                       << " joins a value whose gradient a "
+                          "sync(\"bwd_post\", \"all_reduce\") all-reduces "
+                          "with another value that has a gradient, which that "
+                          "all-reduce would get wrong; sync the inputs of the "
+                          "split layers instead";
+  }
+  stateOf(op->getResult(0)).gradientSynced = true;
   return success();
 }
 

@@ -13,7 +13,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/TypeUtilities.h"
-#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace slapo {
 #define GEN_PASS_DEF_SYNC
@@ -89,10 +90,34 @@ struct SyncPass : impl::SyncBase<SyncPass> {
     if (ops.empty())
       return forward.emitError("slapo-sync: module '")
              << path << "' has no ops in @forward";
-    Location loc = ops.front()->getLoc();
     llvm::SmallPtrSet<Operation *, 16> inside(ops.begin(), ops.end());
-    llvm::SetVector<Value> boundary;
+    // A module called several times (ALBERT's shared layer) has its ops
+    // once per call: the calls are the groups of its ops linked by the
+    // values they pass each other or take together from outside (for
+    // fwd_post and bwd_post, values with a gradient; parameters and
+    // constants never link calls). Each call is synced on its own.
+    llvm::EquivalenceClasses<Operation *> calls;
+    // Each value of the module's boundary, with an op of its call.
+    llvm::MapVector<Value, Operation *> boundary;
+    for (Operation *inner : ops) {
+      calls.insert(inner);
+      for (Value operand : inner->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (def && isa<GetParamOp, ConstantOp>(def))
+          continue;
+        if (def && inside.contains(def)) {
+          calls.unionSets(def, inner);
+          continue;
+        }
+        if (mode != "fwd_pre" && !withGradient.contains(operand))
+          continue;
+        auto [it, inserted] = boundary.insert({operand, inner});
+        if (!inserted)
+          calls.unionSets(it->second, inner);
+      }
+    }
     if (mode == "fwd_post") {
+      boundary.clear(); // what links the calls is not the output
       // A parameter the module owns is not its output, even where other
       // modules share it (a tied lm_head).
       for (Operation *inner : ops)
@@ -101,33 +126,46 @@ struct SyncPass : impl::SyncBase<SyncPass> {
             if (llvm::any_of(result.getUsers(), [&](Operation *user) {
                   return !inside.contains(user);
                 }))
-              boundary.insert(result);
-    } else {
-      for (Operation *inner : ops)
-        for (Value operand : inner->getOperands()) {
-          Operation *def = operand.getDefiningOp();
-          if (def && (inside.contains(def) || isa<GetParamOp, ConstantOp>(def)))
-            continue;
-          if (mode == "bwd_post" && !withGradient.contains(operand))
-            continue;
-          boundary.insert(operand);
-        }
+              boundary.insert({result, inner});
     }
     // The module's input has no gradient (it is the model's data): there
     // is nothing for the backward to all-reduce.
     if (mode == "bwd_post" && boundary.empty())
       return success();
+    // Each call's boundary values, in the order of the module's ops.
+    llvm::MapVector<Operation *, SmallVector<Value>> callBoundaries;
+    for (auto [value, inner] : boundary)
+      callBoundaries[calls.getLeaderValue(inner)].push_back(value);
     StringRef side = mode == "fwd_post" ? "output" : "input";
-    if (boundary.size() != 1) {
-      auto diag = emitError(loc, "sync(\"")
+    auto wrong = llvm::find_if(
+        callBoundaries, [](auto &call) { return call.second.size() != 1; });
+    if (boundary.empty() || wrong != callBoundaries.end()) {
+      ArrayRef<Value> values;
+      if (wrong != callBoundaries.end())
+        values = wrong->second;
+      auto diag = emitError(ops.front()->getLoc(), "sync(\"")
                   << mode << "\", \"" << op << "\") needs one " << side
-                  << " of module '" << path << "', which has "
-                  << boundary.size();
-      for (Value value : boundary)
+                  << " of module '" << path << "'";
+      if (callBoundaries.size() > 1)
+        diag << " in each of its " << callBoundaries.size() << " calls";
+      diag << ", which has " << values.size();
+      for (Value value : values)
         diag.attachNote(value.getLoc()) << side << ": " << describe(value);
       return diag;
     }
-    Value value = boundary.front();
+    for (auto &[leader, values] : callBoundaries)
+      if (failed(syncCall(ops, calls, leader, values.front(), path)))
+        return failure();
+    return success();
+  }
+
+  /// Inserts the collective on `value`, the boundary of the call of the
+  /// module at `path` whose ops are those of `ops` in `leader`'s class.
+  LogicalResult syncCall(ArrayRef<Operation *> ops,
+                         const llvm::EquivalenceClasses<Operation *> &calls,
+                         Operation *leader, Value value, StringRef path) {
+    Location loc = ops.front()->getLoc();
+    StringRef side = mode == "fwd_post" ? "output" : "input";
     auto type = value.getType().cast<RankedTensorType>();
     int64_t dim = axis < 0 ? axis + type.getRank() : axis;
     if (op != "all_reduce" && (dim < 0 || dim >= type.getRank()))
@@ -139,23 +177,28 @@ struct SyncPass : impl::SyncBase<SyncPass> {
              << op << "\") is not supported: the backward of a module's "
              << "input is all-reduced (\"all_reduce\") or left alone";
 
+    auto inModule = [&](Operation *user) {
+      return calls.findValue(user) != calls.end();
+    };
+    auto inCall = [&](Operation *user) {
+      return inModule(user) && calls.getLeaderValue(user) == leader;
+    };
     OpBuilder builder(&getContext());
     // Like its location, the collective's module is that of the module's
     // first op.
-    ModulePathScope inModule(builder, ops.front());
+    ModulePathScope scope(builder, ops.front());
     if (mode == "fwd_post")
       builder.setInsertionPointAfterValue(value);
     else
       builder.setInsertionPoint(*llvm::find_if(ops, [&](Operation *inner) {
-        return llvm::is_contained(inner->getOperands(), value);
+        return inCall(inner) && llvm::is_contained(inner->getOperands(), value);
       }));
     Value synced = buildCollective(builder, loc, value, type, dim);
     value.replaceUsesWithIf(synced, [&](OpOperand &use) {
       Operation *user = use.getOwner();
       if (user == synced.getDefiningOp())
         return false;
-      return mode == "fwd_post" ? !inside.contains(user)
-                                : inside.contains(user);
+      return mode == "fwd_post" ? !inModule(user) : inCall(user);
     });
     return success();
   }

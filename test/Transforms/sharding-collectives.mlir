@@ -124,3 +124,47 @@ func.func @forward(%x: tensor<2x2x4xf32>) -> tensor<2x4xf32> {
   // expected-error @+1 {{reaches 'return' in the root module, which needs the whole value}}
   return %p : tensor<2x4xf32>
 }
+
+// -----
+
+// Ops on a value whose gradient grad_all_reduce all-reduces pass the sync on
+// to split computation (each rank's gradient of the tanh is one term, and
+// so is the one it hands back); values without a gradient may join.
+// CHECK: slapo.tanh
+// CHECK: slapo.linear %{{.*}}, %{{.*}} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+module {
+  slapo.param @pre.weight : tensor<8x8xf32>
+  slapo.param @fc.weight : tensor<8x8xf32> {shard_axis = 0 : i64}
+  func.func @forward(%x: tensor<2x8xf32>, %mask: tensor<2x8xf32>) -> tensor<2x8xf32> {
+    %wp = slapo.get_param @pre.weight : tensor<8x8xf32>
+    %h = slapo.linear %x, %wp : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    %synced = slapo.grad_all_reduce %h <tp> : tensor<2x8xf32>
+    %t = slapo.tanh %synced : tensor<2x8xf32>
+    %m = slapo.add %t, %mask : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+    %wf = slapo.get_param @fc.weight : tensor<8x8xf32>
+    %y = slapo.linear %m, %wf : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    %g = slapo.all_gather %y <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
+    return %g : tensor<2x8xf32>
+  }
+}
+
+// -----
+
+// A residual inside the synced module (ALBERT's attention): the gradient of
+// %h through the add is whole on each rank, and the all-reduce would double
+// it.
+module {
+  slapo.param @pre.weight : tensor<8x8xf32>
+  slapo.param @fc.weight : tensor<8x8xf32> {shard_axis = 0 : i64}
+  func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+    %wp = slapo.get_param @pre.weight : tensor<8x8xf32>
+    %h = slapo.linear %x, %wp : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    %synced = slapo.grad_all_reduce %h <tp> : tensor<2x8xf32>
+    %wf = slapo.get_param @fc.weight : tensor<8x8xf32>
+    %y = slapo.linear %synced, %wf : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    %g = slapo.all_gather %y <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
+    // expected-error @+1 {{tensor parallelism: 'add' in the root module joins a value whose gradient a sync("bwd_post", "all_reduce") all-reduces with another value that has a gradient}}
+    %r = slapo.add %synced, %g : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+    return %r : tensor<2x8xf32>
+  }
+}

@@ -22,9 +22,12 @@ is the wrapper's submodule `model`, so every HF path gets the prefix "model.":
            model.lm_head.weight
   hf_bloom: model.transformer.word_embeddings.weight,
             model.transformer.h.0.self_attention.query_key_value.weight, ..., model.lm_head.weight
-  hf_opt: HF's own paths, no prefix (model.decoder.layers.0.self_attn.q_proj.weight, ...,
-          lm_head.weight): the model is OPTForCausalLM itself, its forward narrowed to
-          (input_ids, labels), so that schedules/opt.sched applies as to a user's OPT.
+  hf_opt, hf_qwen2_own, hf_mistral_own, hf_roberta_own, hf_gpt_neo: HF's own paths, no prefix
+          (model.decoder.layers.0.self_attn.q_proj.weight, model.layers.0.mlp.up_proj.weight,
+          roberta.encoder.layer.0.attention.self.query.weight, ..., lm_head.weight): the model
+          is OPTForCausalLM (Qwen2ForCausalLM, ...) itself, its forward narrowed to
+          (input_ids, labels: i64[8,32]), so that the shipped schedules (schedules/opt.sched,
+          qwen2.sched, ...) apply as to a user's model.
 With torchscript=True HF *clones* tied weights instead of sharing them (PreTrainedModel.
 _tie_or_clone_weights), so model.lm_head.weight / model.cls.predictions.decoder.weight are
 separate parameters holding a copy of the word embedding.
@@ -111,15 +114,15 @@ class HFMistralLMLoss(MaskedInputsLoss):
                          **DECODER_CONFIG)
 
 
-class HFRobertaMLMLoss(MaskedInputsLoss):
-    """Its position ids count the tokens that are not padding (id 1), after the padding id."""
+# Its position ids count the tokens that are not padding (id 1), after the padding id.
+ROBERTA_CONFIG = dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=64, max_position_embeddings=40, type_vocab_size=1,
+                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
+
+class HFRobertaMLMLoss(MaskedInputsLoss):
     def __init__(self):
-        super().__init__(
-            "RobertaForMaskedLM", "RobertaConfig",
-            vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, max_position_embeddings=40, type_vocab_size=1,
-            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+        super().__init__("RobertaForMaskedLM", "RobertaConfig", **ROBERTA_CONFIG)
 
 
 class HFT5Loss(MaskedInputsLoss):
@@ -163,19 +166,26 @@ def masked_inputs_spec(name, build, labels_kind):
     ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers")
 
 
-def hf_opt_loss():
-    """OPTForCausalLM whose forward(input_ids i64[8,32], labels i64[8,32]) returns the loss."""
+def own_names_loss(model_class: str, config_class: str, **config) -> nn.Module:
+    """The HF model `transformers.<model_class>` itself, with a tiny
+    `transformers.<config_class>(**config)`, its forward narrowed to (input_ids, labels) -> loss:
+    its module paths are HF's own, so that a shipped schedule applies as to a user's model."""
     transformers = _quiet_transformers()
 
-    class OPTLMLoss(transformers.OPTForCausalLM):
+    class LMLoss(getattr(transformers, model_class)):
         def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
             return super().forward(input_ids=input_ids, labels=labels)[0]
 
-    # Positions are offset by 2 in OPT's learned position embedding.
-    return OPTLMLoss(transformers.OPTConfig(
-        vocab_size=128, hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
-        max_position_embeddings=64, word_embed_proj_dim=32, dropout=0.1,
-        torchscript=True, attn_implementation="eager"))
+    return LMLoss(getattr(transformers, config_class)(
+        torchscript=True, attn_implementation="eager", **config))
+
+
+def own_names_spec(name, model_class, config_class, labels_kind, **config):
+    """A spec of own_names_loss(...) whose forward takes input_ids, labels: i64[8,32]."""
+    return ModelSpec(name, lambda: own_names_loss(model_class, config_class, **config), [
+        InputSpec("input_ids", torch.int64, [8, 32], kind="int", low=0, high=128),
+        InputSpec("labels", torch.int64, [8, 32], kind=labels_kind, low=0, high=128),
+    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers")
 
 
 SPECS = [
@@ -191,8 +201,25 @@ SPECS = [
     masked_inputs_spec("hf_t5", HFT5Loss, "int"),
     masked_inputs_spec("hf_gptj", HFGPTJLMLoss, "int"),
     masked_inputs_spec("hf_bloom", HFBloomLMLoss, "int"),
-    ModelSpec("hf_opt", hf_opt_loss, [
-        InputSpec("input_ids", torch.int64, [8, 32], kind="int", low=0, high=128),
-        InputSpec("labels", torch.int64, [8, 32], kind="int", low=0, high=128),
-    ], modes=("trace",), mode_error=SCRIPT_ERROR, requires="transformers"),
+    # Positions are offset by 2 in OPT's learned position embedding.
+    own_names_spec("hf_opt", "OPTForCausalLM", "OPTConfig", "int",
+                   vocab_size=128, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+                   num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
+                   dropout=0.1),
+    own_names_spec("hf_qwen2_own", "Qwen2ForCausalLM", "Qwen2Config", "int", **DECODER_CONFIG),
+    own_names_spec("hf_mistral_own", "MistralForCausalLM", "MistralConfig", "int",
+                   sliding_window=8, **DECODER_CONFIG),
+    # A global then a local layer, whose window (8) is shorter than the sequence.
+    own_names_spec("hf_gpt_neo", "GPTNeoForCausalLM", "GPTNeoConfig", "int",
+                   vocab_size=128, hidden_size=32, intermediate_size=64, num_layers=2,
+                   num_heads=4, attention_types=[[["global", "local"], 1]], window_size=8,
+                   max_position_embeddings=32, embed_dropout=0.1, attention_dropout=0.1,
+                   resid_dropout=0.1),
+    # One layer group whose one layer is called by both hidden layers, with its weights shared.
+    own_names_spec("hf_albert", "AlbertForMaskedLM", "AlbertConfig", "mlm",
+                   vocab_size=128, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                   num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    own_names_spec("hf_roberta_own", "RobertaForMaskedLM", "RobertaConfig", "mlm",
+                   **ROBERTA_CONFIG),
 ]

@@ -88,8 +88,11 @@ def Sync : Pass<"slapo-sync", "::mlir::ModuleOp"> {
     ops use that an op outside it computes (parameters and constants do not
     count); its output is the one value it computes that an op outside it
     uses; for `bwd_post`, inputs without a gradient (masks, rotary tables,
-    token ids) do not count. A module with several of either is an error
-    that names them. Types
+    token ids) do not count. A module called several times (a shared layer)
+    is synced at each call: its ops fall into calls, the groups linked by
+    the values they pass each other or take together from outside, and
+    each call needs one input (or output). A module or call with several is
+    an error that names them. Types
     are left as they are: slapo-propagate-sharding gives the collectives
     their shapes and checks that each one fits the sharding it meets.
   }];
