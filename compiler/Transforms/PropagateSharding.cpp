@@ -209,9 +209,6 @@ LogicalResult Analysis::partialReaches(Operation *op, Value partial) {
                    << ".sync(\"fwd_post\", \"all_reduce\")";
 }
 
-/// A replicated value whose gradient matters, used to compute a split or
-/// partial value, gets one term of its gradient on each rank: unless the
-/// backward all-reduces it, the ranks' copies drift apart.
 void Analysis::takeBlockOfReplicated(OpOperand &use, int64_t dim) {
   blockReads.insert(&use);
   rewrites.push_back([&use, dim, tp = tp]() {
@@ -225,6 +222,9 @@ void Analysis::takeBlockOfReplicated(OpOperand &use, int64_t dim) {
   });
 }
 
+/// A replicated value whose gradient matters, used to compute a split or
+/// partial value, gets one term of its gradient on each rank: unless the
+/// backward all-reduces it, the ranks' copies drift apart.
 LogicalResult Analysis::checkGradientsSynced(Operation *op) {
   if (op->getNumResults() != 1)
     return success();
