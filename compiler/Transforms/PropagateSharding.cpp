@@ -110,7 +110,8 @@ public:
   void setGradientSyncedResult(Operation *op) override;
   LogicalResult splitSourcesPerChunk(Value value, int64_t chunks) override;
   void markVocabParallel(Operation *op) override;
-  void takeBlockOfReplicated(OpOperand &operand, int64_t dim) override;
+  void takeBlockOfReplicated(OpOperand &operand, int64_t dim,
+                             int64_t chunks) override;
   void onRewrite(std::function<void()> change) override {
     rewrites.push_back(std::move(change));
   }
@@ -209,16 +210,31 @@ LogicalResult Analysis::partialReaches(Operation *op, Value partial) {
                    << ".sync(\"fwd_post\", \"all_reduce\")";
 }
 
-void Analysis::takeBlockOfReplicated(OpOperand &use, int64_t dim) {
+void Analysis::takeBlockOfReplicated(OpOperand &use, int64_t dim,
+                                     int64_t chunks) {
   blockReads.insert(&use);
-  rewrites.push_back([&use, dim, tp = tp]() {
+  rewrites.push_back([&use, dim, chunks, tp = tp]() {
     Operation *op = use.getOwner();
     OpBuilder builder(op);
     ModulePathScope inModule(builder, op);
+    TensorBuilder tensors(builder, op->getLoc());
     Value whole = use.get();
-    use.set(builder.create<ScatterOp>(
-        op->getLoc(), localType(whole.getType(), Sharding::split(dim, 1), tp),
-        whole, ProcessGroup::tp, dim));
+    // Each chunk of the dim holds one block per rank: with the chunks as a
+    // dim of their own, this rank's blocks are one block of the next dim.
+    SmallVector<int64_t> chunked(shapeOf(whole));
+    chunked[dim] /= chunks;
+    chunked.insert(chunked.begin() + dim, chunks);
+    Value inChunks = chunks == 1 ? whole : tensors.reshape(whole, chunked);
+    int64_t blockDim = chunks == 1 ? dim : dim + 1;
+    Value block = builder.create<ScatterOp>(
+        op->getLoc(),
+        localType(inChunks.getType(), Sharding::split(blockDim, 1), tp),
+        inChunks, ProcessGroup::tp, blockDim);
+    use.set(chunks == 1 ? block
+                        : tensors.reshape(
+                              block, localType(whole.getType(),
+                                               Sharding::split(dim, chunks), tp)
+                                         .getShape()));
   });
 }
 

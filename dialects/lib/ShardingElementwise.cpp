@@ -54,19 +54,16 @@ LogicalResult propagateElementwise(Operation *op, ShardingContext &context,
     // A replicated operand broadcast along the split dim meets every
     // block whole; one as long as the split dim meets each block with its
     // own block (T5's position bias, replicated, added to scores split by
-    // heads), which each rank reads alone.
+    // heads), which each rank reads alone; in each chunk where the split is
+    // in chunks (Bloom's ALiBi biases, [batch * heads, 1, keys], added to
+    // scores whose heads are split within each batch's chunk).
     for (Value operand : replicated) {
       int64_t dim = split->dim - (rank - rankOf(operand));
       if (dim < 0 || shapeOf(operand)[dim] == 1)
         continue;
-      if (split->chunks != 1)
-        return context.error(op)
-               << "combines an operand " << split->str()
-               << " with a replicated one of shape "
-               << shapeString(shapeOf(operand)) << " that is not 1 along it";
       for (OpOperand &use : op->getOpOperands())
         if (use.get() == operand)
-          context.takeBlockOfReplicated(use, dim);
+          context.takeBlockOfReplicated(use, dim, split->chunks);
     }
     context.setResult(op, *split);
     return success();

@@ -91,24 +91,6 @@ module {
 
 // -----
 
-// A tensor split in chunks (the rows of a column split, flattened) meets a
-// replicated one along the split dim: each rank's part of it is not one
-// block.
-module {
-  slapo.param @fc1.weight : tensor<8x4xf32> {shard_axis = 0 : i64}
-  func.func @forward(%x: tensor<2x4xf32>, %y: tensor<16xf32>) -> tensor<f32> {
-    %w1 = slapo.get_param @fc1.weight : tensor<8x4xf32>
-    %h = slapo.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
-    %f = slapo.reshape %h : tensor<2x8xf32> -> tensor<16xf32>
-    // CHECK: error: {{.*}}tensor parallelism: combines an operand split along dim 0 in 2 chunks with a replicated one of shape {{\[}}16] that is not 1 along it
-    %s = slapo.add %f, %y : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
-    %l = slapo.sum %s {dims = array<i64: 0>, keepdim = false} : tensor<16xf32> -> tensor<f32>
-    return %l : tensor<f32>
-  }
-}
-
-// -----
-
 module {
   slapo.param @fc1.weight : tensor<8x4xf32> {shard_axis = 0 : i64}
   func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {

@@ -111,6 +111,32 @@ module {
 
 // -----
 
+// The same where the split is in chunks (a column split's rows, flattened:
+// Bloom's ALiBi biases, [batch * heads, 1, keys], added to scores whose
+// heads are split in each batch's chunk): each rank reads its block of every
+// chunk of the row, through a view of the chunks as a dim of their own.
+module {
+  slapo.param @fc1.weight : tensor<8x4xf32> {shard_axis = 0 : i64}
+  func.func @forward(%x: tensor<2x4xf32>, %row: tensor<16xf32>) -> tensor<16xf32> {
+    %w1 = slapo.get_param @fc1.weight : tensor<8x4xf32>
+    %h = slapo.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %f = slapo.reshape %h : tensor<2x8xf32> -> tensor<16xf32>
+    %y = slapo.add %f, %row : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    %back = slapo.reshape %y : tensor<16xf32> -> tensor<2x8xf32>
+    %g = slapo.all_gather %back <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x8xf32>
+    %r = slapo.reshape %g : tensor<2x8xf32> -> tensor<16xf32>
+    return %r : tensor<16xf32>
+  }
+}
+// CHECK-LABEL: slapo.param @fc1.weight : tensor<4x4xf32>
+// CHECK: %[[F:.*]] = slapo.reshape %{{.*}} : tensor<2x4xf32> -> tensor<8xf32>
+// CHECK-NEXT: %[[CHUNKS:.*]] = slapo.reshape %arg1 : tensor<16xf32> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[BLOCKS:.*]] = slapo.scatter %[[CHUNKS]] <tp> {dim = 1 : i64} : tensor<2x8xf32> -> tensor<2x4xf32>
+// CHECK-NEXT: %[[ROW:.*]] = slapo.reshape %[[BLOCKS]] : tensor<2x4xf32> -> tensor<8xf32>
+// CHECK-NEXT: slapo.add %[[F]], %[[ROW]] : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+
+// -----
+
 func.func @forward(%x: tensor<2x2x4xf32>, %y: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %s = slapo.scatter %x <tp> {dim = 1 : i64} : tensor<2x2x4xf32> -> tensor<2x2x4xf32>
   %p = slapo.sum %s {dims = array<i64: 1>, keepdim = false} : tensor<2x2x4xf32> -> tensor<2x4xf32>

@@ -22,7 +22,8 @@ is the wrapper's submodule `model`, so every HF path gets the prefix "model.":
            model.lm_head.weight
   hf_bloom: model.transformer.word_embeddings.weight,
             model.transformer.h.0.self_attention.query_key_value.weight, ..., model.lm_head.weight
-  hf_opt, hf_qwen2_own, hf_mistral_own, hf_roberta_own, hf_gpt_neo: HF's own paths, no prefix
+  hf_opt, hf_qwen2_own, hf_mistral_own, hf_roberta_own, hf_gpt_neo, hf_albert, hf_bloom_own:
+          HF's own paths, no prefix
           (model.decoder.layers.0.self_attn.q_proj.weight, model.layers.0.mlp.up_proj.weight,
           roberta.encoder.layer.0.attention.self.query.weight, ..., lm_head.weight): the model
           is OPTForCausalLM (Qwen2ForCausalLM, ...) itself, its forward narrowed to
@@ -222,4 +223,7 @@ SPECS = [
                    hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     own_names_spec("hf_roberta_own", "RobertaForMaskedLM", "RobertaConfig", "mlm",
                    **ROBERTA_CONFIG),
+    own_names_spec("hf_bloom_own", "BloomForCausalLM", "BloomConfig", "int",
+                   vocab_size=128, hidden_size=32, n_layer=2, n_head=4, hidden_dropout=0.1,
+                   attention_dropout=0.1),
 ]

@@ -87,10 +87,12 @@ public:
   /// all-reduces, so that it may meet split computation.
   virtual void setGradientSyncedResult(mlir::Operation *op) = 0;
 
-  /// Lets `operand`'s op read only this rank's block along `dim` of the
-  /// replicated value it uses (a slapo.scatter put before the op; its
-  /// gradient gathers the ranks' blocks, so the value's gradient is whole).
-  virtual void takeBlockOfReplicated(mlir::OpOperand &operand, int64_t dim) = 0;
+  /// Lets `operand`'s op read only this rank's blocks along `dim` of the
+  /// replicated value it uses, one in each of the dim's `chunks` chunks (a
+  /// slapo.scatter put before the op; its gradient gathers the ranks'
+  /// blocks, so the value's gradient is whole).
+  virtual void takeBlockOfReplicated(mlir::OpOperand &operand, int64_t dim,
+                                     int64_t chunks) = 0;
   /// Splits the parameters that the split `value` comes from in `chunks`
   /// chunks each, and starts the analysis over; fails, changing nothing,
   /// when `value` comes from no split parameter.
