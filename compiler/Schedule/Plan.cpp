@@ -119,6 +119,13 @@ bool PipelineEntry::hasPass() const {
   return mlir::Pass::lookupPassInfo(getPassName()) != nullptr;
 }
 
+std::string PipelineEntry::getPass() const {
+  std::string pass = getPassName();
+  llvm::raw_string_ostream os(pass);
+  printOptions(os);
+  return os.str();
+}
+
 void PipelineEntry::printOptions(llvm::raw_ostream &os) const {
   os << "{modules=";
   llvm::interleave(
@@ -554,6 +561,12 @@ void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
   llvm::StringMap<llvm::SmallVector<mlir::Location>> sharded;
   for (const PipelineEntry &entry : plan.pipeline) {
     mlir::Location loc = getScheduleLocation(sourceMgr, entry.loc, context);
+    // Named after the primitive's pass, which finds its own line by it.
+    if (entry.hasPass())
+      loc = mlir::NameLoc::get(
+          mlir::StringAttr::get(context,
+                                getPrimitiveLocationName(entry.getPass())),
+          loc);
     for (const std::string &path : entry.modules)
       selected[path].push_back(loc);
     for (const std::string &symbol : entry.parameterSymbols)
@@ -619,10 +632,7 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
     }
     if (!entry.hasPass())
       continue;
-    std::string pass = entry.getPassName();
-    llvm::raw_string_ostream os(pass);
-    entry.printOptions(os);
-    primitives.push_back(os.str());
+    primitives.push_back(entry.getPass());
   }
   options.primitives = primitives;
   options.checkpoint = checkpointed;

@@ -3,6 +3,7 @@
 
 #include "slapo/Transforms/Passes.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -71,6 +72,34 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
   }
   pm.addPass(createPlanMemoryPass());
   return success();
+}
+
+static std::string printPass(Pass &pass) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  pass.printAsTextualPipeline(os);
+  return os.str();
+}
+
+std::string getPrimitiveLocationName(llvm::StringRef primitive) {
+  OpPassManager pm(ModuleOp::getOperationName());
+  std::string errors;
+  llvm::raw_string_ostream errorStream(errors);
+  if (failed(parsePassPipeline(primitive, pm, errorStream)) || pm.size() != 1)
+    return "";
+  return printPass(*pm.getPasses().begin());
+}
+
+Location getPrimitiveLocation(Operation *op, Pass &pass) {
+  auto fused = op->getLoc().dyn_cast<FusedLoc>();
+  if (!fused)
+    return op->getLoc();
+  std::string name = printPass(pass);
+  for (Location loc : fused.getLocations())
+    if (auto named = loc.dyn_cast<NameLoc>())
+      if (named.getName() == name)
+        return named;
+  return op->getLoc();
 }
 
 void registerTrainingPipeline() {

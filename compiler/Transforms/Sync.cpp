@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
+#include "slapo/Transforms/Pipeline.h"
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
@@ -143,7 +144,7 @@ struct SyncPass : impl::SyncBase<SyncPass> {
       ArrayRef<Value> values;
       if (wrong != callBoundaries.end())
         values = wrong->second;
-      auto diag = emitError(ops.front()->getLoc(), "sync(\"")
+      auto diag = emitError(getPrimitiveLocation(ops.front(), *this), "sync(\"")
                   << mode << "\", \"" << op << "\") needs one " << side
                   << " of module '" << path << "'";
       if (callBoundaries.size() > 1)
@@ -164,7 +165,7 @@ struct SyncPass : impl::SyncBase<SyncPass> {
   LogicalResult syncCall(ArrayRef<Operation *> ops,
                          const llvm::EquivalenceClasses<Operation *> &calls,
                          Operation *leader, Value value, StringRef path) {
-    Location loc = ops.front()->getLoc();
+    Location loc = getPrimitiveLocation(ops.front(), *this);
     StringRef side = mode == "fwd_post" ? "output" : "input";
     auto type = value.getType().cast<RankedTensorType>();
     int64_t dim = axis < 0 ? axis + type.getRank() : axis;

@@ -75,6 +75,8 @@ struct PipelineEntry {
   std::string getPassName() const;
   /// Whether the pass of the primitive exists (is registered).
   bool hasPass() const;
+  /// The pass with its options: `slapo-shard{modules=a,b param=weight}`.
+  std::string getPass() const;
   /// `{modules=a,b param=weight axis=1}`, values printed as the passes'
   /// ModelName options print them.
   void printOptions(llvm::raw_ostream &os) const;

@@ -87,6 +87,19 @@ buildTrainingPipeline(mlir::OpPassManager &pm,
                       const TrainingPipelineOptions &options,
                       llvm::raw_ostream &errors);
 
+/// The name of a primitive's schedule location where it is fused into the
+/// locations of the ops the primitive transforms: its pass as that pass
+/// prints itself (`slapo-sync{axis=-1 mode=bwd_post modules=... op=...}`,
+/// from `primitive` in any option order), so that the pass finds its own
+/// line among those of every primitive on the ops (getPrimitiveLocation).
+/// Empty where `primitive` is not one pass.
+std::string getPrimitiveLocationName(llvm::StringRef primitive);
+
+/// The schedule location of `pass`'s primitive fused into `op`'s location,
+/// or `op`'s location where it holds none (IR not planned from a schedule,
+/// as in slapo-opt's tests): where `pass`'s errors about `op` point.
+mlir::Location getPrimitiveLocation(mlir::Operation *op, mlir::Pass &pass);
+
 /// Registers `slapo-training`, built by buildTrainingPipeline.
 void registerTrainingPipeline();
 
