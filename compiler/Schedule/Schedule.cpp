@@ -494,6 +494,7 @@ splitBatchOverDataParallel(const Schedule &schedule,
       continue;
     }
     input.shape[0] /= dp;
+    input.dataParallelRanks = dp;
   }
   if (!ok)
     return std::nullopt;
