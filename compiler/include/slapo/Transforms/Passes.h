@@ -55,6 +55,17 @@ inline mlir::func::FuncOp lookupForward(mlir::ModuleOp module,
   return forward;
 }
 
+/// The step slapo-autodiff built, or null after an error at `module` saying
+/// that `pass` needs it.
+inline mlir::func::FuncOp lookupForwardBackward(mlir::ModuleOp module,
+                                                llvm::StringRef pass) {
+  auto function = module.lookupSymbol<mlir::func::FuncOp>(kForwardBackwardName);
+  if (!function)
+    module.emitError(pass) << " needs @" << kForwardBackwardName
+                           << " (run slapo-autodiff first)";
+  return function;
+}
+
 /// See Passes.td (slapo-optimizer is created by the generated
 /// createOptimizer(OptimizerOptions)).
 std::unique_ptr<mlir::Pass> createAutodiffPass();
