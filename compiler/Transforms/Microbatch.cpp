@@ -12,6 +12,7 @@
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -25,6 +26,36 @@ using namespace mlir;
 
 namespace slapo {
 namespace {
+
+/// How the whole batch's loss follows from the microbatches' losses.
+enum class LossWeighting {
+  /// A mean-reduced cross-entropy is the mean over the targets not ignored:
+  /// each microbatch's loss counts as many times as it has such targets.
+  CountedTargets,
+  /// A sum-reduced cross-entropy, or a sum, adds the microbatches' losses.
+  Sum,
+  /// Any other loss is taken for a mean over equally many rows per
+  /// microbatch (as data parallelism takes it of its ranks' shares).
+  MeanOfEqualShares,
+};
+
+LossWeighting getLossWeighting(Value loss) {
+  if (auto crossEntropy = loss.getDefiningOp<CrossEntropyOp>())
+    return crossEntropy.getReduction() == Reduction::mean
+               ? LossWeighting::CountedTargets
+               : LossWeighting::Sum;
+  if (loss.getDefiningOp<SumOp>())
+    return LossWeighting::Sum;
+  return LossWeighting::MeanOfEqualShares;
+}
+
+/// Puts the ops a builder inserts in the backward phase: the sums of the
+/// microbatches follow their backward.
+struct MarkBackward : OpBuilder::Listener {
+  void notifyOperationInserted(Operation *op) override {
+    op->setAttr(kPhaseAttrName, StringAttr::get(op->getContext(), "backward"));
+  }
+};
 
 struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
   using MicrobatchBase::MicrobatchBase;
@@ -98,44 +129,55 @@ void MicrobatchPass::runOnOperation() {
 
   OpBuilder builder(&getContext());
   builder.setInsertionPointToEnd(step);
-  StringAttr backward = builder.getStringAttr("backward");
+  MarkBackward backward;
+  TensorBuilder g(builder, ret.getLoc());
+  LossWeighting weighting = getLossWeighting(ret.getOperand(0));
+  // The microbatches' sums of their (weighted) losses and gradients, and of
+  // their weights.
   SmallVector<Value> sums(ret.getNumOperands());
+  Value weights;
   for (int64_t i = 0; i < microbatches; ++i) {
     IRMapping rows;
     for (auto [arg, batch] :
          llvm::zip(microbatch.getArguments(), step->getArguments())) {
       int64_t size = arg.getType().cast<RankedTensorType>().getDimSize(0);
-      rows.map(arg, builder.create<SliceOp>(
-                        arg.getLoc(), arg.getType(), batch,
-                        builder.getI64IntegerAttr(0),
-                        builder.getI64IntegerAttr(i * size),
-                        builder.getI64IntegerAttr((i + 1) * size),
-                        builder.getI64IntegerAttr(1)));
+      rows.map(arg, g.slice(batch, 0, i * size, (i + 1) * size));
     }
     for (Operation &op : microbatch.without_terminator())
       builder.clone(op, rows);
+    builder.setListener(&backward);
+    Value weight, counted;
+    if (weighting == LossWeighting::CountedTargets) {
+      auto loss =
+          rows.lookup(ret.getOperand(0)).getDefiningOp<CrossEntropyOp>();
+      Value kept = g.maskUnequal(loss.getTarget(),
+                                 static_cast<int64_t>(loss.getIgnoreIndex()),
+                                 elementTypeOf(loss.getResult()));
+      weight = g.sum(kept, {0}, /*keepdim=*/false);
+      weights = weights ? g.add(weights, weight) : weight;
+      // A microbatch whose targets are all ignored has a loss of 0 / 0;
+      // in the whole batch it adds nothing.
+      counted =
+          g.compare(ComparePredicate::gt, weight, g.scalarLike(0, weight));
+    }
     for (auto [sum, result] : llvm::zip(sums, ret.getOperands())) {
       Value value = rows.lookupOrDefault(result);
-      if (!sum) {
-        sum = value;
-        continue;
-      }
-      sum = builder.create<AddOp>(ret.getLoc(), value.getType(), sum, value);
-      sum.getDefiningOp()->setAttr(kPhaseAttrName, backward);
+      if (weight)
+        value =
+            g.where(counted, g.mul(value, g.cast(weight, elementTypeOf(value))),
+                    g.scalarLike(0, value));
+      sum = sum ? g.add(sum, value) : value;
     }
+    builder.setListener(nullptr);
   }
+  builder.setListener(&backward);
   for (Value &sum : sums) {
-    auto type = sum.getType().cast<RankedTensorType>();
-    auto scalar = RankedTensorType::get({}, type.getElementType());
-    Value scale = builder.create<ConstantOp>(
-        ret.getLoc(),
-        DenseElementsAttr::get(
-            scalar, builder.getFloatAttr(type.getElementType(),
-                                         1.0 / double(microbatches))));
-    scale.getDefiningOp()->setAttr(kPhaseAttrName, backward);
-    sum = builder.create<MulOp>(ret.getLoc(), type, sum, scale);
-    sum.getDefiningOp()->setAttr(kPhaseAttrName, backward);
+    if (weighting == LossWeighting::MeanOfEqualShares)
+      sum = g.scale(sum, 1.0 / double(microbatches));
+    else if (weighting == LossWeighting::CountedTargets)
+      sum = g.div(sum, g.cast(weights, elementTypeOf(sum)));
   }
+  builder.setListener(nullptr);
   builder.create<func::ReturnOp>(ret.getLoc(), sums);
 
   function.getBody().front().erase();

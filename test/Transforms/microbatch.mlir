@@ -1,6 +1,6 @@
-// RUN: slapo-opt --slapo-autodiff --slapo-microbatch=microbatches=2 %s | FileCheck %s
-// RUN: slapo-opt --slapo-autodiff --slapo-microbatch=microbatches=1 %s | FileCheck %s --check-prefix=ONE
-// RUN: not slapo-opt --slapo-microbatch=microbatches=2 %s 2>&1 | FileCheck %s --check-prefix=ORDER
+// RUN: slapo-opt --split-input-file --slapo-autodiff --slapo-microbatch=microbatches=2 %s | FileCheck %s
+// RUN: slapo-opt --split-input-file --slapo-autodiff --slapo-microbatch=microbatches=1 %s | FileCheck %s --check-prefix=ONE
+// RUN: not slapo-opt --split-input-file --slapo-microbatch=microbatches=2 %s 2>&1 | FileCheck %s --check-prefix=ORDER
 
 // A linear layer and a mean-reduced cross-entropy, imported for one
 // microbatch of 2 rows.
@@ -35,14 +35,20 @@ module {
 // CHECK: %[[L1:.*]] = slapo.cross_entropy %[[Y1]], %[[T1]]
 // CHECK: %[[DW1:.*]] = slapo.matmul {{.*}}%[[X1]] {{.*}}-> tensor<3x4xf32>
 // CHECK: %[[DB1:.*]] = slapo.sum
-// The sums of the microbatches, then their means.
-// CHECK: %[[L:.*]] = slapo.add %[[L0]], %[[L1]] {slapo.phase = "backward"}
-// CHECK: %[[DW:.*]] = slapo.add %[[DW0]], %[[DW1]] {slapo.phase = "backward"}
-// CHECK: %[[DB:.*]] = slapo.add %[[DB0]], %[[DB1]] {slapo.phase = "backward"}
-// CHECK: %[[HALF:.*]] = slapo.constant dense<5.000000e-01> : tensor<f32> {slapo.phase = "backward"}
-// CHECK: %[[LM:.*]] = slapo.mul %[[L]], %[[HALF]] {slapo.phase = "backward"}
-// CHECK: %[[DWM:.*]] = slapo.mul %[[DW]], %{{.*}} {slapo.phase = "backward"}
-// CHECK: %[[DBM:.*]] = slapo.mul %[[DB]], %{{.*}} {slapo.phase = "backward"}
+// A mean-reduced cross-entropy is the mean over the targets not ignored:
+// each microbatch's loss and gradients count as many times as it has such
+// targets (none if it has none), and the sums are divided by the batch's.
+// CHECK: %[[C1:.*]] = slapo.sum {{.*}}slapo.phase = "backward"} : tensor<2xf32> -> tensor<f32>
+// CHECK: %[[ALL:.*]] = slapo.add %[[C0:.*]], %[[C1]] {slapo.phase = "backward"}
+// CHECK: %[[ANY1:.*]] = slapo.compare <gt> %[[C1]]
+// CHECK: %[[LW1:.*]] = slapo.mul %[[L1]], %[[C1]] {slapo.phase = "backward"}
+// CHECK: %[[LK1:.*]] = slapo.where %[[ANY1]], %[[LW1]], %{{.*}} {slapo.phase = "backward"}
+// CHECK: %[[L:.*]] = slapo.add %{{.*}}, %[[LK1]] {slapo.phase = "backward"}
+// CHECK: %[[DW:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<3x4xf32>, tensor<3x4xf32>)
+// CHECK: %[[DB:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<3xf32>, tensor<3xf32>)
+// CHECK: %[[LM:.*]] = slapo.div %[[L]], %[[ALL]] {slapo.phase = "backward"}
+// CHECK: %[[DWM:.*]] = slapo.div %[[DW]], %[[ALL]] {slapo.phase = "backward"}
+// CHECK: %[[DBM:.*]] = slapo.div %[[DB]], %[[ALL]] {slapo.phase = "backward"}
 // CHECK: return %[[LM]], %[[DWM]], %[[DBM]]
 
 // One microbatch changes nothing.
@@ -51,3 +57,42 @@ module {
 // ONE-NOT: slapo.slice
 
 // ORDER: error: slapo-microbatch needs @forward_backward (run slapo-autodiff first)
+
+// -----
+
+// Any other loss is taken for a mean over equally many rows per
+// microbatch: the sums are divided by the number of microbatches.
+module {
+  slapo.param @w : tensor<3x4xf32>
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w = slapo.get_param @w : tensor<3x4xf32>
+    %y = slapo.linear %x, %w : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+    %l = slapo.mean %y {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x3xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK-SAME: tensor<4x4xf32>
+// CHECK: %[[L:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<f32>, tensor<f32>)
+// CHECK: %[[DW:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<3x4xf32>, tensor<3x4xf32>)
+// CHECK: %[[HALF:.*]] = slapo.constant dense<5.000000e-01> : tensor<f32> {slapo.phase = "backward"}
+// CHECK: %[[LM:.*]] = slapo.mul %[[L]], %[[HALF]] {slapo.phase = "backward"}
+// CHECK: %[[DWM:.*]] = slapo.mul %[[DW]], %{{.*}} {slapo.phase = "backward"}
+// CHECK: return %[[LM]], %[[DWM]]
+
+// -----
+
+// A sum adds the microbatches' losses and gradients.
+module {
+  slapo.param @w : tensor<3x4xf32>
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w = slapo.get_param @w : tensor<3x4xf32>
+    %y = slapo.linear %x, %w : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+    %l = slapo.sum %y {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x3xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK: %[[L:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<f32>, tensor<f32>)
+// CHECK-NEXT: %[[DW:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<3x4xf32>, tensor<3x4xf32>)
+// CHECK-NEXT: return %[[L]], %[[DW]]

@@ -252,10 +252,14 @@ def Microbatch : Pass<"slapo-microbatch", "::mlir::ModuleOp"> {
     whole batch: for each microbatch in turn it slices rows [i*b, (i+1)*b)
     of every input and runs a copy of the forward and backward on them, and
     adds its loss and gradients to the sums of the microbatches before it.
-    The returned loss and gradients are those sums divided by
-    `microbatches`: for a loss that is a mean over equally many rows per
-    microbatch (as data parallelism assumes of its ranks' shares), they are
-    the whole batch's, up to rounding. Microbatch i's activations die with
+    The returned loss and gradients are the whole batch's, up to rounding:
+    for a loss computed by a mean-reduced cross-entropy, each microbatch's
+    are weighted by its number of targets not ignored (a microbatch whose
+    targets are all ignored adds nothing) and the sums divided by the
+    batch's; for a sum-reduced cross-entropy or a sum
+    they are the sums; for any other loss, taken for a mean over equally
+    many rows per microbatch (as data parallelism takes its ranks' shares),
+    the sums divided by `microbatches`. Microbatch i's activations die with
     its backward, before microbatch i+1's forward starts, so the plan keeps
     one microbatch's activations at a time.
 
