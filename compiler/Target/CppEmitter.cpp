@@ -151,23 +151,10 @@ Phase getPhase(Operation *op) {
   return phase.getValue() == "backward" ? Phase::Backward : Phase::Optimizer;
 }
 
-/// Whether a forward op of `step` follows a backward op: with microbatches
-/// each one's backward runs before the next one's forward, and the step's
-/// loss is complete only after the last backward.
-bool interleavesForwardAndBackward(func::FuncOp step) {
-  bool backward = false;
-  for (Operation &op : step.getBody().front().without_terminator()) {
-    Phase phase = getPhase(&op);
-    if (phase == Phase::Forward && backward && !isa<ConstantOp>(op))
-      return true;
-    backward |= phase == Phase::Backward;
-  }
-  return false;
-}
-
 /// The phase function that runs `op`: an interleaved forward and backward
-/// run together in `forward`, which is all --forward-only runs (it then
-/// computes the gradients too, as it must to reach the loss).
+/// (interleavesForwardAndBackward: the step's loss is complete only after
+/// the last backward) run together in `forward`, which is all --forward-only
+/// runs (it then computes the gradients too, as it must to reach the loss).
 Phase getEmittedPhase(Operation *op, bool interleaved) {
   Phase phase = getPhase(op);
   return interleaved && phase == Phase::Backward ? Phase::Forward : phase;

@@ -33,6 +33,11 @@ inline bool isForwardOp(mlir::Operation *op) {
   return !op->hasAttr(kPhaseAttrName);
 }
 
+/// Whether a forward op of `step` (a constant aside) follows an op of the
+/// backward: with microbatches each one's backward runs before the next
+/// one's forward.
+bool interleavesForwardAndBackward(mlir::func::FuncOp step);
+
 /// slapo-checkpoint's marks: a clone of a forward op that the backward
 /// computes again, and the module's summary of what is recomputed.
 constexpr llvm::StringLiteral kRecomputedAttrName = "slapo.recomputed";
