@@ -257,16 +257,33 @@ rejectUnimplementedTraining(const schedule::Schedule &spec,
                             schedule::DiagnosticReporter &reporter) {
   const schedule::TrainOptions &train = spec.train;
   bool ok = true;
-  auto reject = [&](llvm::SMLoc loc, const std::string &message) {
-    reporter.error(loc, message);
+  auto reject = [&](llvm::SMLoc loc, const std::string &message,
+                    llvm::ArrayRef<schedule::DiagnosticNote> notes = {}) {
+    reporter.error(loc, message, notes);
     ok = false;
   };
   if (spec.mesh.pp != 1)
     reject(spec.mesh.ppLoc, "pipeline parallelism is not implemented yet: "
                             "only mesh(dp=N, tp=M, pp=1) compiles");
-  if (train.microbatches != 1)
-    reject(train.loc, "microbatches=" + std::to_string(train.microbatches) +
-                          " is not implemented yet");
+  // slapo-checkpoint recomputes a module's forward before the module's
+  // first backward op, which with microbatches is the first microbatch's.
+  if (train.microbatches != 1) {
+    std::string with =
+        "microbatches=" + std::to_string(train.microbatches) + " with ";
+    auto checkpoint =
+        llvm::find_if(spec.primitives, [](const schedule::Primitive &p) {
+          return p.kind == schedule::PrimitiveKind::Checkpoint;
+        });
+    if (checkpoint != spec.primitives.end())
+      reject(train.microbatchesLoc,
+             with + "checkpoint() is not implemented yet",
+             {{checkpoint->loc, "checkpoint() here"}});
+    else if (train.memoryBudget)
+      reject(train.microbatchesLoc,
+             with + "memory_budget is not implemented yet (it checkpoints "
+                    "modules)",
+             {{train.memoryBudgetLoc, "memory_budget here"}});
+  }
   if (train.loss != "forward")
     reject(train.lossLoc, "loss=\"" + train.loss +
                               "\" is not implemented yet: the forward must "
@@ -431,8 +448,9 @@ private:
   /// whether the training step is built.
   bool writesDirectory = false, lowers = false;
   unsigned cudaArch = 0;
-  /// The schedule's inputs (the global batch), and one rank's share.
-  std::vector<InputSpec> inputs, rankInputs;
+  /// The schedule's inputs (the global batch), and one microbatch of one
+  /// rank's share (the shapes the model is imported with).
+  std::vector<InputSpec> inputs, microbatchInputs;
   std::optional<schedule::Schedule> scheduleSpec;
   /// With errors in the schedule, the model is still imported and checked
   /// so that one run reports every problem, but nothing is printed.
@@ -493,7 +511,7 @@ Outcome Compilation::checkOptions() {
 
 Outcome Compilation::readSchedule() {
   if (options.schedule.empty()) {
-    rankInputs = inputs;
+    microbatchInputs = inputs;
     return Outcome::Success;
   }
   const llvm::MemoryBuffer *buffer =
@@ -515,10 +533,10 @@ Outcome Compilation::readSchedule() {
         input.declaration =
             schedule::getScheduleLocation(sourceMgr, declared.loc, &context);
   auto local =
-      schedule::splitBatchOverDataParallel(*scheduleSpec, inputs, reporter);
+      schedule::splitBatchIntoMicrobatches(*scheduleSpec, inputs, reporter);
   if (!local)
     return Outcome::Diagnosed;
-  rankInputs = std::move(*local);
+  microbatchInputs = std::move(*local);
   scheduleValid = !reporter.hadErrors();
   mesh = scheduleSpec->mesh;
   train = scheduleSpec->train;
@@ -556,7 +574,7 @@ Outcome Compilation::importModel() {
     output->os() << model->printInlinedForward();
   {
     mlir::TimingScope importTiming = rootTiming.nest("TorchScript import");
-    module = importTorchScript(context, *model, rankInputs);
+    module = importTorchScript(context, *model, microbatchInputs);
   }
   if (!module)
     return Outcome::Diagnosed;

@@ -43,7 +43,7 @@ std::string InputSpec::str() const {
 std::string InputSpec::declaredStr() const {
   InputSpec declared = *this;
   if (!declared.shape.empty())
-    declared.shape[0] *= dataParallelRanks;
+    declared.shape[0] *= batchShares;
   return declared.str();
 }
 

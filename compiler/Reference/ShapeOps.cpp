@@ -90,6 +90,9 @@ void registerShapeOps(OpTable &table) {
   add<ReshapeOp>(table, [](ReshapeOp op, Operands x, EvalContext &) {
     return x[0].reshape(shapeOf(op.getType()));
   });
+  // One process runs every pipeline stage: a boundary passes its value on.
+  add<StageBoundaryOp>(
+      table, [](StageBoundaryOp, Operands x, EvalContext &) { return x[0]; });
   add<PermuteOp>(table, [](PermuteOp op, Operands x, EvalContext &) {
     return x[0].permute(toVector(op.getPermutation()));
   });

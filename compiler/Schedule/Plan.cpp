@@ -198,6 +198,7 @@ private:
   bool checkCheckpoint(const PipelineEntry &entry);
   void planMemoryBudget();
   void checkPipelineCuts();
+  void planMicrobatches();
   void checkLoss();
 
   struct ShardRecord {
@@ -385,6 +386,11 @@ bool Planner::checkCheckpoint(const PipelineEntry &entry) {
   return true;
 }
 
+void Planner::planMicrobatches() {
+  result.microbatches = schedule.train.microbatches;
+  result.microbatchesLoc = schedule.train.microbatchesLoc;
+}
+
 /// The candidates of a memory budget: the outermost modules whose name is
 /// a number (h.3, layer.11: the blocks of a module list), in model order.
 void Planner::planMemoryBudget() {
@@ -544,6 +550,7 @@ std::optional<Plan> Planner::plan() {
   checkPipelineCuts();
   checkLoss();
   planMemoryBudget();
+  planMicrobatches();
   if (reporter.getNumErrors() != errorsBefore || reporter.stopped())
     return std::nullopt;
   return std::move(result);
@@ -588,6 +595,15 @@ void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
 
   if (plan.memoryBudgetLoc.isValid())
     fuse(module, getScheduleLocation(sourceMgr, plan.memoryBudgetLoc, context));
+  if (plan.microbatches != 1) {
+    std::string pass =
+        "slapo-microbatch{microbatches=" + std::to_string(plan.microbatches) +
+        "}";
+    mlir::Location loc = mlir::NameLoc::get(
+        mlir::StringAttr::get(context, getPrimitiveLocationName(pass)),
+        getScheduleLocation(sourceMgr, plan.microbatchesLoc, context));
+    fuse(module, loc);
+  }
   for (ParamOp param : module.getOps<ParamOp>()) {
     auto it = sharded.find(param.getSymName());
     if (it != sharded.end())
@@ -613,6 +629,7 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
                                 TrainingPipelineOptions &options) {
   options.dp = mesh.dp;
   options.tp = mesh.tp;
+  options.microbatches = train.microbatches;
   options.precision = train.precision;
   options.optimizer = train.optimizer;
   options.lr = train.lr;

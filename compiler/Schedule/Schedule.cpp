@@ -288,6 +288,7 @@ void ScheduleBuilder::buildTrain(const ast::Statement &statement) {
   options.precision = arguments->getString("precision", options.precision);
   options.microbatches =
       arguments->getInteger("microbatches", options.microbatches);
+  options.microbatchesLoc = arguments->getLoc("microbatches", options.loc);
   options.seed = arguments->getInteger("seed", options.seed);
   options.loss = arguments->getString("loss", options.loss);
   options.lossLoc = arguments->getLoc("loss", options.loc);
@@ -475,29 +476,34 @@ resolveInputs(const Schedule &schedule,
 }
 
 std::optional<std::vector<InputSpec>>
-splitBatchOverDataParallel(const Schedule &schedule,
+splitBatchIntoMicrobatches(const Schedule &schedule,
                            llvm::ArrayRef<InputSpec> inputs,
                            DiagnosticReporter &reporter) {
   std::vector<InputSpec> local(inputs.begin(), inputs.end());
-  int64_t dp = schedule.mesh.dp;
-  if (dp == 1)
+  int64_t dp = schedule.mesh.dp, microbatches = schedule.train.microbatches;
+  if (dp * microbatches == 1)
     return local;
+  std::string shares = dp == 1 ? "" : "dp=" + std::to_string(dp);
+  if (microbatches != 1)
+    shares += (shares.empty() ? "" : " x ") + std::string("microbatches=") +
+              std::to_string(microbatches);
   bool ok = true;
   for (auto [i, input] : llvm::enumerate(local)) {
     // Inputs from --input have no declaration to point at; the mesh has.
     llvm::SMLoc loc =
         i < schedule.inputs.size() ? schedule.inputs[i].loc : schedule.mesh.loc;
-    if (input.shape.empty() || input.shape[0] % dp != 0) {
+    if (input.shape.empty() || input.shape[0] % (dp * microbatches) != 0) {
       reporter.error(loc, "input \"" + input.name + "\" of shape " +
                               formatShape(input.shape) +
-                              " cannot be split over dp=" + llvm::Twine(dp) +
-                              ": data parallelism gives each rank an equal "
-                              "share of dim 0 (the batch)");
+                              " cannot be split over " + shares + ": each " +
+                              (microbatches == 1 ? "rank" : "microbatch") +
+                              " gets an equal share of dim 0 (the batch)");
       ok = false;
       continue;
     }
-    input.shape[0] /= dp;
-    input.dataParallelRanks = dp;
+    input.shape[0] /= dp * microbatches;
+    input.batchShares = dp * microbatches;
+    input.batchSplit = shares;
   }
   if (!ok)
     return std::nullopt;

@@ -203,6 +203,15 @@ Phase getPhase(Operation *op) {
   return phase.getValue() == "backward" ? Phase::Backward : Phase::Optimizer;
 }
 
+/// The phase function that runs `op`: an interleaved forward and backward
+/// (interleavesForwardAndBackward: the step's loss is complete only after
+/// the last backward) run together in `forward`, which is all --forward-only
+/// runs (it then computes the gradients too, as it must to reach the loss).
+Phase getEmittedPhase(Operation *op, bool interleaved) {
+  Phase phase = getPhase(op);
+  return interleaved && phase == Phase::Backward ? Phase::Forward : phase;
+}
+
 /// Ops that are views of other tensors' bytes, or data written once, need no
 /// call in a phase.
 bool needsCall(Operation *op) {
@@ -257,6 +266,7 @@ class Emitter {
 public:
   Emitter(ModuleOp module, func::FuncOp step, const RankProgramInfo &info)
       : module(module), step(step), info(info),
+        interleaved(interleavesForwardAndBackward(step)),
         extension(info.target == "cuda" ? ".cu" : ".cpp"), os(programText) {}
   FailureOr<std::vector<SourceFile>> emit();
 
@@ -303,6 +313,8 @@ private:
   ModuleOp module;
   func::FuncOp step;
   const RankProgramInfo &info;
+  /// Whether the step's forward and backward interleave (microbatches).
+  bool interleaved;
   /// Of the source files: ".cpp", or ".cu" for CUDA.
   std::string extension;
   /// step.cpp after its preamble.
@@ -862,7 +874,7 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &body) {
 SmallVector<Segment> Emitter::getSegments(Phase phase) {
   SmallVector<Segment> segments;
   for (Operation &op : step.getBody().front()) {
-    if (getPhase(&op) != phase || !needsCall(&op))
+    if (getEmittedPhase(&op, interleaved) != phase || !needsCall(&op))
       continue;
     std::string path = getCallPath(&op);
     StringRef blockPath = getBlockPath(path);
@@ -975,11 +987,12 @@ LogicalResult Emitter::emitPhase(StringRef name, Phase phase) {
 }
 
 /// The phases must follow each other: forward, then backward, then
-/// optimizer, as the passes build them.
-LogicalResult checkPhaseOrder(func::FuncOp step) {
+/// optimizer, as the passes build them (forward and backward as one where
+/// they interleave).
+LogicalResult checkPhaseOrder(func::FuncOp step, bool interleaved) {
   Phase last = Phase::Forward;
   for (Operation &op : step.getBody().front().without_terminator()) {
-    Phase phase = getPhase(&op);
+    Phase phase = getEmittedPhase(&op, interleaved);
     if (phase < last && !isa<ConstantOp>(op))
       return op.emitError("code generation: this op of an earlier phase "
                           "follows ops of a later one");
@@ -1095,7 +1108,7 @@ void Emitter::emitTables() {
 }
 
 FailureOr<std::vector<SourceFile>> Emitter::emit() {
-  if (failed(nameValues()) || failed(checkPhaseOrder(step)) ||
+  if (failed(nameValues()) || failed(checkPhaseOrder(step, interleaved)) ||
       failed(emitConstants()) || failed(emitPhase("forward", Phase::Forward)) ||
       failed(emitPhase("backward", Phase::Backward)) ||
       failed(emitPhase("optimizer", Phase::Optimizer)))

@@ -27,12 +27,9 @@ struct DataParallelPass : impl::DataParallelBase<DataParallelPass> {
 
   void runOnOperation() override {
     auto function =
-        getOperation().lookupSymbol<func::FuncOp>(kForwardBackwardName);
-    if (!function) {
-      getOperation().emitError("slapo-data-parallel needs @")
-          << kForwardBackwardName << " (run slapo-autodiff first)";
+        lookupForwardBackward(getOperation(), "slapo-data-parallel");
+    if (!function)
       return signalPassFailure();
-    }
     Block &block = function.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     // Gradients computed before the backward starts (a forward value that

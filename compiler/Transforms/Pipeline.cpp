@@ -45,6 +45,8 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
   if (options.precision == "bf16")
     pm.addPass(createMixedPrecision());
   pm.addPass(createAutodiffPass());
+  if (options.microbatches != 1)
+    pm.addPass(createMicrobatch(MicrobatchOptions{options.microbatches}));
   if (options.dp > 1)
     pm.addPass(createDataParallel());
   OptimizerOptions optimizer;
@@ -105,14 +107,18 @@ std::string getPrimitiveLocationName(llvm::StringRef primitive) {
 }
 
 Location getPrimitiveLocation(Operation *op, Pass &pass) {
-  auto fused = op->getLoc().dyn_cast<FusedLoc>();
-  if (!fused)
-    return op->getLoc();
   std::string name = printPass(pass);
-  for (Location loc : fused.getLocations())
-    if (auto named = loc.dyn_cast<NameLoc>())
-      if (named.getName() == name)
-        return named;
+  auto isPrimitive = [&](Location loc) {
+    auto named = loc.dyn_cast<NameLoc>();
+    return named && named.getName() == name;
+  };
+  // Fused with nothing else (an op of unknown location), it is all there is.
+  if (isPrimitive(op->getLoc()))
+    return op->getLoc();
+  if (auto fused = op->getLoc().dyn_cast<FusedLoc>())
+    for (Location loc : fused.getLocations())
+      if (isPrimitive(loc))
+        return loc;
   return op->getLoc();
 }
 

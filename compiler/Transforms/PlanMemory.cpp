@@ -122,6 +122,21 @@ void Planner::collectBuffers() {
     if (isForwardOp(def) && buffer.lastUse > lastForward)
       buffer.category = Category::Activation;
   }
+  // With microbatches a microbatch's backward reads its activations before
+  // the next microbatch's forward runs: past no last forward op.
+  if (interleavesForwardAndBackward(step))
+    for (Operation &op : block)
+      for (Value result : op.getResults()) {
+        Value root = getRoot(result);
+        Buffer &buffer = buffers[root];
+        Operation *def = root.getDefiningOp();
+        bool readByBackward =
+            llvm::any_of(result.getUsers(), [](Operation *user) {
+              return !isa<func::ReturnOp>(user) && !isForwardOp(user);
+            });
+        if (!buffer.persistent && def && isForwardOp(def) && readByBackward)
+          buffer.category = Category::Activation;
+      }
   for (auto grad : block.getOps<ParamGradOp>())
     buffers[getRoot(grad.getGrad())].category = Category::Gradient;
 }
@@ -249,6 +264,17 @@ struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
 };
 
 } // namespace
+
+bool interleavesForwardAndBackward(func::FuncOp step) {
+  bool backward = false;
+  for (Operation &op : step.getBody().front().without_terminator()) {
+    if (isForwardOp(&op) && backward && !isa<ConstantOp>(op))
+      return true;
+    auto phase = op.getAttrOfType<StringAttr>(kPhaseAttrName);
+    backward |= phase && phase.getValue() == "backward";
+  }
+  return false;
+}
 
 int64_t getStorageBytes(Type type) {
   auto tensor = type.cast<RankedTensorType>();

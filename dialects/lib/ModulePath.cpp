@@ -47,6 +47,8 @@ void ModulePathScope::notifyOperationInserted(mlir::Operation *op) {
   if (previous)
     previous->notifyOperationInserted(op);
   setModulePath(op, path);
+  if (stage)
+    op->setAttr(kStageAttrName, stage);
 }
 
 void ModulePathScope::notifyBlockCreated(mlir::Block *block) {

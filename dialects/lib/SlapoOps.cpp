@@ -853,6 +853,16 @@ LogicalResult ReduceScatterOp::verify() {
   return verifyBlocks(*this, getResult(), getInput(), getDim());
 }
 
+LogicalResult StageBoundaryOp::verify() {
+  auto from = static_cast<int64_t>(getFrom());
+  auto to = static_cast<int64_t>(getTo());
+  if (from < 0 || to < 0 || std::abs(from - to) != 1)
+    return emitOpError("passes a value between adjacent pipeline stages, "
+                       "not from ")
+           << from << " to " << to;
+  return success();
+}
+
 LogicalResult AdamwUpdateOp::verify() {
   double inf = std::numeric_limits<double>::infinity();
   if (failed(verifyHyperparameter(*this, "beta1", getBeta1().convertToDouble(),

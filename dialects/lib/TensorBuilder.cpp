@@ -80,6 +80,13 @@ Value TensorBuilder::cast(Value input, Type elementType) {
       loc, RankedTensorType::get(shapeOf(input), elementType), input);
 }
 
+Value TensorBuilder::maskUnequal(Value values, int64_t excluded,
+                                 Type elementType) {
+  return cast(compare(ComparePredicate::ne, values,
+                      integerScalar(excluded, elementTypeOf(values))),
+              elementType);
+}
+
 Value TensorBuilder::scalar(double value, Type elementType) {
   auto type = RankedTensorType::get({}, elementType);
   return builder.create<ConstantOp>(

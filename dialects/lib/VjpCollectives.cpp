@@ -1,8 +1,8 @@
 //===- VjpCollectives.cpp - gradient rules of collectives -----------------===//
 //
-// The backward of tensor parallelism comes from these rules, not from
-// special cases in the autodiff pass: each collective's gradient is the
-// collective that undoes its movement of blocks.
+// The backward of tensor parallelism, and of pipeline stages' boundaries,
+// comes from these rules, not from special cases in the autodiff pass: each
+// collective's gradient is the collective that undoes its movement of blocks.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Dialect/TensorBuilder.h"
@@ -62,6 +62,15 @@ LogicalResult ReduceScatterOp::buildVjp(OpBuilder &builder,
                                         SmallVectorImpl<Value> &operandGrads) {
   // Every rank's operand is a term of the sum whose block this rank keeps.
   gatherBlockGradients(*this, builder, resultGrads, operandGrads);
+  return success();
+}
+
+LogicalResult StageBoundaryOp::buildVjp(OpBuilder &builder,
+                                        ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  // The gradient goes back the way the value came.
+  operandGrads.push_back(builder.create<StageBoundaryOp>(
+      getLoc(), singleResultGrad(resultGrads), getTo(), getFrom()));
   return success();
 }
 

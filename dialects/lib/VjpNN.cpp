@@ -141,10 +141,7 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &builder,
         target = getTarget();
   Type floatType = elementTypeOf(logits);
   Value kept =
-      g.cast(g.compare(ComparePredicate::ne, target,
-                       g.integerScalar(static_cast<int64_t>(getIgnoreIndex()),
-                                       elementTypeOf(target))),
-             floatType);
+      g.maskUnequal(target, static_cast<int64_t>(getIgnoreIndex()), floatType);
   Value rowGrad = getReduction() == Reduction::mean
                       ? g.div(grad, g.sum(kept, {0}, /*keepdim=*/false))
                       : grad;

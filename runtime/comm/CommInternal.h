@@ -36,6 +36,17 @@ inline void checkBroadcastRoot(int root, int size) {
                 " in a group of " + countRanks(size));
 }
 
+/// `peer` of send() and recv() (`operation`) must be another rank of the
+/// group of `size` ranks in which this one is `rank`.
+inline void checkPeer(int peer, int rank, int size, const char *operation) {
+  if (peer < 0 || peer >= size || peer == rank)
+    throw Error(std::string(operation) + " with rank " + std::to_string(peer) +
+                " by rank " + std::to_string(rank) + " of a group of " +
+                countRanks(size) +
+                ": the peer must be another rank of the "
+                "group");
+}
+
 /// Adds the wall time of its scope to `seconds`.
 class ScopedTimer {
 public:

@@ -119,6 +119,12 @@ public:
   void broadcast(void *, int64_t, int root) override {
     checkBroadcastRoot(root, 1);
   }
+  void send(const void *, int64_t, int peer) override {
+    checkPeer(peer, 0, 1, "send");
+  }
+  void recv(void *, int64_t, int peer) override {
+    checkPeer(peer, 0, 1, "recv");
+  }
 
 private:
   static void copy(const void *from, void *to, int64_t count, DType dtype) {
@@ -320,6 +326,36 @@ public:
                [&] { return MPI_Bcast(data, mpiCount, MPI_BYTE, root, comm); });
   }
 
+  void send(const void *data, int64_t bytes, int peer) override {
+    checkPeer(peer, rank, size, "send");
+    ScopedTimer timer(commSeconds);
+    forEachPiece(bytes, [&](int64_t offset, int piece) {
+      collective("MPI_Send", [&] {
+        return MPI_Send(static_cast<const std::byte *>(data) + offset, piece,
+                        MPI_BYTE, peer, /*tag=*/0, comm);
+      });
+    });
+  }
+
+  void recv(void *data, int64_t bytes, int peer) override {
+    checkPeer(peer, rank, size, "recv");
+    ScopedTimer timer(commSeconds);
+    forEachPiece(bytes, [&](int64_t offset, int piece) {
+      MPI_Status status;
+      collective("MPI_Recv", [&] {
+        return MPI_Recv(static_cast<std::byte *>(data) + offset, piece,
+                        MPI_BYTE, peer, /*tag=*/0, comm, &status);
+      });
+      int received = 0;
+      MPI_Get_count(&status, MPI_BYTE, &received);
+      if (received != piece)
+        throw Error("MPI_Recv from rank " + std::to_string(peer) +
+                    " over the " + name + ": " + std::to_string(received) +
+                    " bytes arrived where " + std::to_string(piece) +
+                    " were expected");
+    });
+  }
+
 private:
   /// Runs `call`, the blocking collective `operation` over this group, with
   /// the watchdog watching, and checks the status it returns.
@@ -328,6 +364,17 @@ private:
     int status = call();
     watchdog->leave();
     checkMpi(status, std::string(operation) + " over the " + name);
+  }
+  /// Calls `pass(offset, bytes)` for each piece of a message of `bytes`
+  /// bytes that MPI's int counts can pass, one after the other; a message of
+  /// none is one empty piece, so that sends and receives still pair.
+  template <typename Pass> static void forEachPiece(int64_t bytes, Pass pass) {
+    int64_t offset = 0;
+    do {
+      int piece = static_cast<int>(std::min<int64_t>(bytes - offset, INT_MAX));
+      pass(offset, piece);
+      offset += piece;
+    } while (offset < bytes);
   }
   int toMpiCount(int64_t count, const char *operation) const {
     if (count > INT_MAX)

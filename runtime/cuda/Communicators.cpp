@@ -105,6 +105,12 @@ public:
   void broadcast(void *, int64_t, int root) override {
     checkBroadcastRoot(root, 1);
   }
+  void send(const void *, int64_t, int peer) override {
+    checkPeer(peer, 0, 1, "send");
+  }
+  void recv(void *, int64_t, int peer) override {
+    checkPeer(peer, 0, 1, "recv");
+  }
 
 private:
   void copy(const void *from, void *to, size_t bytes) {
@@ -178,6 +184,22 @@ public:
     synchronize("ncclBroadcast");
   }
 
+  void send(const void *data, int64_t bytes, int peer) override {
+    checkPeer(peer, rank, size, "send");
+    ScopedTimer timer(commSeconds);
+    checkNccl(ncclSend(data, bytes, ncclUint8, peer, comm, ctx.getStream()),
+              "ncclSend");
+    synchronize("ncclSend");
+  }
+
+  void recv(void *data, int64_t bytes, int peer) override {
+    checkPeer(peer, rank, size, "recv");
+    ScopedTimer timer(commSeconds);
+    checkNccl(ncclRecv(data, bytes, ncclUint8, peer, comm, ctx.getStream()),
+              "ncclRecv");
+    synchronize("ncclRecv");
+  }
+
 private:
   int rank;
   int size;
@@ -219,6 +241,14 @@ public:
   void broadcast(void *data, int64_t bytes, int root) override {
     ctx.copyToHost(stage(bytes), data, bytes);
     host.broadcast(staged.data(), bytes, root);
+    ctx.copyToDevice(data, staged.data(), bytes);
+  }
+  void send(const void *data, int64_t bytes, int peer) override {
+    ctx.copyToHost(stage(bytes), data, bytes);
+    host.send(staged.data(), bytes, peer);
+  }
+  void recv(void *data, int64_t bytes, int peer) override {
+    host.recv(stage(bytes), bytes, peer);
     ctx.copyToDevice(data, staged.data(), bytes);
   }
 

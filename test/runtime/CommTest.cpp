@@ -166,6 +166,20 @@ TEST_CASE("a group of one broadcasts from its rank 0 only") {
                     "broadcast from rank 1 in a group of 1 rank");
 }
 
+TEST_CASE("a group of one has no peer to send to or receive from") {
+  std::unique_ptr<ProcessMesh> mesh = ProcessMesh::create(1, 1);
+  int32_t data = 7;
+  for (int peer : {0, 1}) {
+    std::string suffix = " with rank " + std::to_string(peer) +
+                         " by rank 0 of a group of 1 rank: the peer must be "
+                         "another rank of the group";
+    CHECK_THROWS_WITH(mesh->getWorld().send(&data, sizeof data, peer),
+                      "send" + suffix);
+    CHECK_THROWS_WITH(mesh->getWorld().recv(&data, sizeof data, peer),
+                      "recv" + suffix);
+  }
+}
+
 TEST_CASE("a mesh of one rank refuses a launch of several ranks") {
   // What mpirun tells each of the processes it starts.
   setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
@@ -398,6 +412,56 @@ TEST_CASE("broadcast copies the root's bytes to every rank of the group") {
         CHECK(received[root][i] == 100 * root + i);
     // Broadcasts set up other communicators: they are not counted.
     CHECK(group.getCommSeconds() == 0);
+  });
+}
+
+TEST_CASE("send and recv pass messages around the ranks of a group, in "
+          "order") {
+  forEachGroup([&](Communicator &group, int size, int rank) {
+    if (size == 1)
+      return;
+    // Each rank sends to the next one around the ring and receives from the
+    // previous one: a message of 5 ints (100 sender + i), an empty one, then
+    // one of 3. Even ranks send first, odd ones receive first, so that no
+    // two ranks wait for each other whatever MPI buffers.
+    int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+    std::vector<int32_t> first(5), last(3), sent(5);
+    for (int i = 0; i < 5; ++i)
+      sent[i] = 100 * rank + i;
+    auto sendAll = [&] {
+      group.send(sent.data(), 5 * sizeof(int32_t), next);
+      group.send(nullptr, 0, next);
+      group.send(sent.data(), 3 * sizeof(int32_t), next);
+    };
+    auto receiveAll = [&] {
+      group.recv(first.data(), 5 * sizeof(int32_t), previous);
+      group.recv(nullptr, 0, previous);
+      group.recv(last.data(), 3 * sizeof(int32_t), previous);
+    };
+    if (rank % 2 == 0) {
+      sendAll();
+      receiveAll();
+    } else {
+      receiveAll();
+      sendAll();
+    }
+    for (int i = 0; i < 5; ++i)
+      CHECK(first[i] == 100 * previous + i);
+    for (int i = 0; i < 3; ++i)
+      CHECK(last[i] == 100 * previous + i);
+    // A message shorter than the receive expects is an error on the
+    // receiver; the sender's side completed.
+    int32_t one = rank, two[2] = {-1, -1};
+    if (rank == 0)
+      group.send(&one, sizeof one, 1);
+    if (rank == 1)
+      CHECK_THROWS_WITH(
+          group.recv(two, sizeof two, 0),
+          Catch::Matchers::Contains("4 bytes arrived where 8 were expected"));
+    CHECK_THROWS_WITH(group.send(&one, sizeof one, rank),
+                      Catch::Matchers::Contains("the peer must be another "
+                                                "rank of the group"));
+    CHECK(group.getCommSeconds() > 0);
   });
 }
 

@@ -432,6 +432,10 @@ std::vector<RuleCase> ruleCases() {
        {{"a", "tensor<2x3x4xf32>"}},
        "%y = slapo.reshape %a : tensor<2x3x4xf32> -> tensor<6x4xf32>",
        "tensor<6x4xf32>"},
+      {"stage boundary",
+       {{"a", "tensor<2x3xf32>"}},
+       "%y = slapo.stage_boundary %a from 0 to 1 : tensor<2x3xf32>",
+       "tensor<2x3xf32>"},
       {"permute",
        {{"a", "tensor<2x3x4xf32>"}},
        "%y = slapo.permute %a {permutation = array<i64: 2, 0, 1>} : "

@@ -1061,9 +1061,9 @@ void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
       mlir::Diagnostic &note = diagnostic.attachNote(input.declaration);
       note << "input " << input.declaredStr()
            << (input.declaration ? " declared here" : " given by --input");
-      if (input.dataParallelRanks > 1)
-        note << "; each of the dp=" << input.dataParallelRanks
-             << " ranks takes " << input.str();
+      if (input.batchShares > 1)
+        note << "; each share of its split over " << input.batchSplit
+             << " is " << input.str();
     }
     return frame.poisonOutputs(node);
   }

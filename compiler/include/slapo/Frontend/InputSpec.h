@@ -23,9 +23,11 @@ struct InputSpec {
   /// The schedule's input() that declares it, for notes on errors its shape
   /// causes; none for an --input flag.
   std::optional<mlir::Location> declaration;
-  /// How many data-parallel ranks share the declared batch: `shape` is one
-  /// rank's share, dim 0 divided by this.
-  int64_t dataParallelRanks = 1;
+  /// How many equal shares the declared batch is split into (data-parallel
+  /// ranks times microbatches), and by what ("dp=2 x microbatches=4"):
+  /// `shape` is one share, dim 0 divided by batchShares.
+  int64_t batchShares = 1;
+  std::string batchSplit;
 
   mlir::RankedTensorType getType(mlir::MLIRContext &context) const;
   /// The spec in the syntax parseInputSpec reads.

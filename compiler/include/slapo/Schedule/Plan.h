@@ -89,6 +89,9 @@ struct Plan {
   std::vector<std::string> checkpointCandidates;
   /// Of train(memory_budget=), if given.
   llvm::SMLoc memoryBudgetLoc;
+  /// train(microbatches=), and where it says so if above 1.
+  int64_t microbatches = 1;
+  llvm::SMLoc microbatchesLoc;
 };
 
 /// Checks `schedule` against `module` and builds its pipeline; reports
@@ -102,7 +105,8 @@ std::optional<Plan> planSchedule(const Schedule &schedule,
 /// parameters), schedule first, so that later diagnostics point at the
 /// schedule line as well as at the model's source. With a memory budget,
 /// the module gets its location: slapo-checkpoint reports a budget it
-/// cannot meet there.
+/// cannot meet there; so does slapo-microbatch what it cannot split, at
+/// train(microbatches=).
 void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
                              const llvm::SourceMgr &sourceMgr);
 

@@ -55,6 +55,7 @@ struct TrainOptions {
   std::string fusion = "none";
   llvm::SMLoc loc;             // of the declaration; invalid if there is none
   llvm::SMLoc lossLoc;         // of the loss argument, or loc
+  llvm::SMLoc microbatchesLoc; // of the microbatches argument, or loc
   llvm::SMLoc memoryBudgetLoc; // of the memory_budget argument, if given
 };
 
@@ -130,11 +131,13 @@ resolveInputs(const Schedule &schedule,
               llvm::ArrayRef<InputSpec> commandLineInputs,
               DiagnosticReporter &reporter);
 
-/// The inputs of one rank: with mesh(dp=N), the `inputs` declare the global
-/// batch and each rank of a dp group gets rows [r * B/N, (r+1) * B/N) of dim
-/// 0 of every input. A dim 0 that does not divide by N is reported.
+/// The inputs of one microbatch of one rank, the shapes the model is
+/// imported with: with mesh(dp=N), the `inputs` declare the global batch and
+/// each rank of a dp group gets rows [r * B/N, (r+1) * B/N) of dim 0 of every
+/// input; train(microbatches=M) cuts a rank's rows in M equal microbatches. A
+/// dim 0 that does not divide by N * M is reported.
 std::optional<std::vector<InputSpec>>
-splitBatchOverDataParallel(const Schedule &schedule,
+splitBatchIntoMicrobatches(const Schedule &schedule,
                            llvm::ArrayRef<InputSpec> inputs,
                            DiagnosticReporter &reporter);
 

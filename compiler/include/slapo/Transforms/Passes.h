@@ -33,6 +33,11 @@ inline bool isForwardOp(mlir::Operation *op) {
   return !op->hasAttr(kPhaseAttrName);
 }
 
+/// Whether a forward op of `step` (a constant aside) follows an op of the
+/// backward: with microbatches each one's backward runs before the next
+/// one's forward.
+bool interleavesForwardAndBackward(mlir::func::FuncOp step);
+
 /// slapo-checkpoint's marks: a clone of a forward op that the backward
 /// computes again, and the module's summary of what is recomputed.
 constexpr llvm::StringLiteral kRecomputedAttrName = "slapo.recomputed";
@@ -53,6 +58,17 @@ inline mlir::func::FuncOp lookupForward(mlir::ModuleOp module,
   if (!forward)
     module.emitError(pass) << " needs @forward";
   return forward;
+}
+
+/// The step slapo-autodiff built, or null after an error at `module` saying
+/// that `pass` needs it.
+inline mlir::func::FuncOp lookupForwardBackward(mlir::ModuleOp module,
+                                                llvm::StringRef pass) {
+  auto function = module.lookupSymbol<mlir::func::FuncOp>(kForwardBackwardName);
+  if (!function)
+    module.emitError(pass) << " needs @" << kForwardBackwardName
+                           << " (run slapo-autodiff first)";
+  return function;
 }
 
 /// See Passes.td (slapo-optimizer is created by the generated

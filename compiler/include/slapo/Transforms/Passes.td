@@ -172,6 +172,53 @@ def PropagateSharding : Pass<"slapo-propagate-sharding", "::mlir::ModuleOp"> {
   ];
 }
 
+def CutPipelineStage : Pass<"slapo-cut-pipeline-stage", "::mlir::ModuleOp"> {
+  let summary = "schedule primitive cut_pipeline_stage(): pipeline stages of @forward";
+  let description = [{
+    Each module of `modules` ends a pipeline stage (Slapo's meaning): the
+    ops of @forward after its last op run on the next stage. Every op gets
+    `slapo.stage = k`, its stage, and every value that an op of a later
+    stage uses passes through `slapo.stage_boundary` ops, one per stage it
+    enters (stages pass values to the next stage only), placed at the start
+    of the stage that receives it. The step's inputs need none (every stage
+    reads its own), nor do parameter reads and constants: a stage that uses
+    one reads it itself.
+
+    Errors, at the cut: a module with no ops in @forward, a cut inside a
+    module (ops of another module, not one containing the cut one, run both
+    before and after it), a stage left without computation (two cuts at
+    one place, a cut after the last op), and a trainable parameter read by
+    two stages (tied weights, as GPT-2's embedding and LM head: their
+    gradients would have to be summed between the stages).
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    ListOption<"modules", "modules", "::slapo::ModelName",
+               "the modules after which a stage ends">,
+  ];
+}
+
+def PipelineRank : Pass<"slapo-pipeline-rank", "::mlir::ModuleOp"> {
+  let summary = "the part of @forward_backward that the rank of one pipeline stage runs";
+  let description = [{
+    On `@forward_backward` (slapo-autodiff) of a forward cut into stages
+    (slapo-cut-pipeline-stage), keeps the ops of stage `stage` and turns
+    each `slapo.stage_boundary` this stage is a side of into its half: a
+    boundary from this stage into another becomes `slapo.stage_send`, one
+    from another into this stage `slapo.stage_recv`, in place, so that both
+    ranks meet their messages in program order (the forward's values go
+    down the stages, their gradients come back up). Ops without a stage
+    (constants) stay where the kept ops use them.
+
+    The function returns what this stage computes: the loss on the last
+    stage only, and the gradients of the parameters its ops read.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    Option<"stage", "stage", "int64_t", "0", "the pipeline stage to keep">,
+  ];
+}
+
 def DataParallel : Pass<"slapo-data-parallel", "::mlir::ModuleOp"> {
   let summary = "averages the gradients and the loss over the data-parallel group";
   let description = [{
@@ -193,6 +240,37 @@ def DataParallel : Pass<"slapo-data-parallel", "::mlir::ModuleOp"> {
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "25 * 1024 * 1024",
            "bytes of gradients to reduce together (PyTorch DDP's 25 MiB)">,
+  ];
+}
+
+def Microbatch : Pass<"slapo-microbatch", "::mlir::ModuleOp"> {
+  let summary = "train(microbatches=m): the step accumulates the gradients of m microbatches";
+  let description = [{
+    Runs on `@forward_backward` (slapo-autodiff) as built for one
+    microbatch, that is with every input's dim 0 (the batch) the rank's
+    batch divided by `microbatches`. The function then takes the rank's
+    whole batch: for each microbatch in turn it slices rows [i*b, (i+1)*b)
+    of every input and runs a copy of the forward and backward on them, and
+    adds its loss and gradients to the sums of the microbatches before it.
+    The returned loss and gradients are the whole batch's, up to rounding:
+    for a loss computed by a mean-reduced cross-entropy, each microbatch's
+    are weighted by its number of targets not ignored (a microbatch whose
+    targets are all ignored adds nothing) and the sums divided by the
+    batch's; for a sum-reduced cross-entropy or a sum
+    they are the sums; for any other loss, taken for a mean over equally
+    many rows per microbatch (as data parallelism takes its ranks' shares),
+    the sums divided by `microbatches`. Microbatch i's activations die with
+    its backward, before microbatch i+1's forward starts, so the plan keeps
+    one microbatch's activations at a time.
+
+    Dropout is refused: its masks are drawn for the tensor one device
+    computes for the whole batch, and a microbatch's copy would draw
+    another block of it. The ops it adds carry `slapo.phase = "backward"`.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "microbatches per step (1: the pass changes nothing)">,
   ];
 }
 

@@ -27,6 +27,11 @@ struct TrainingPipelineOptions
                      llvm::cl::init(1)};
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel ranks"),
                      llvm::cl::init(1)};
+  Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("microbatches per step (slapo-microbatch accumulates "
+                     "their gradients)"),
+      llvm::cl::init(1)};
   ListOption<std::string> primitives{
       *this, "primitives",
       llvm::cl::desc("the passes of the schedule's primitives, in schedule "

@@ -10,8 +10,9 @@
 //
 // The importer sets the path; a pass that builds ops derived from an op opens
 // a ModulePathScope on its builder, so that every op it inserts carries the
-// path of the op it derives from. A clone made outside a scope keeps its
-// original's attribute.
+// path of the op it derives from, and its pipeline stage (`slapo.stage`, set
+// by slapo-cut-pipeline-stage): an op's backward runs on the op's stage. A
+// clone made outside a scope keeps its original's attributes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_DIALECT_MODULEPATH_H
@@ -23,6 +24,7 @@
 namespace slapo {
 
 constexpr llvm::StringLiteral kModulePathAttrName = "slapo.module";
+constexpr llvm::StringLiteral kStageAttrName = "slapo.stage";
 
 /// The module path of `op`, or "" for the root module. A parameter's is its
 /// name's owner ("h.0.attn" for @h.0.attn.weight).
@@ -46,14 +48,17 @@ inline bool isInModule(mlir::Operation *op, llvm::StringRef module) {
 }
 
 /// While alive, gives every op that `builder` inserts (created or cloned)
-/// the module path `path`, or that of `origin`, the op they are derived
-/// from. Scopes nest: the innermost one decides. The builder's own listener
-/// (a rewriter's) still hears of every insertion.
+/// the module path `path`, or the module path and pipeline stage of
+/// `origin`, the op they are derived from. Scopes nest: the innermost one
+/// decides. The builder's own listener (a rewriter's) still hears of every
+/// insertion.
 class ModulePathScope : public mlir::OpBuilder::Listener {
 public:
   ModulePathScope(mlir::OpBuilder &builder, llvm::StringRef path);
   ModulePathScope(mlir::OpBuilder &builder, mlir::Operation *origin)
-      : ModulePathScope(builder, getModulePath(origin)) {}
+      : ModulePathScope(builder, getModulePath(origin)) {
+    stage = origin->getAttr(kStageAttrName);
+  }
   ~ModulePathScope() override;
   ModulePathScope(const ModulePathScope &) = delete;
   ModulePathScope &operator=(const ModulePathScope &) = delete;
@@ -65,6 +70,7 @@ private:
   mlir::OpBuilder &builder;
   mlir::OpBuilder::Listener *previous;
   std::string path;
+  mlir::Attribute stage;
 };
 
 } // namespace slapo

@@ -672,6 +672,64 @@ def Slapo_ReduceScatterOp : Slapo_BlockCollectiveOp<"reduce_scatter"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Pipeline stages (slapo-cut-pipeline-stage, slapo-pipeline-rank).
+//===----------------------------------------------------------------------===//
+
+def Slapo_StageBoundaryOp : Slapo_Op<"stage_boundary",
+    [SameOperandsAndResultType, Slapo_Differentiable]> {
+  let summary = "a value that pipeline stage `from` passes to stage `to`";
+  let description = [{
+    The identity, marking where a value computed on one pipeline stage is
+    used on the next: each stage's ops read only values of their own stage,
+    boundaries and the step's inputs. Stages are adjacent (`to` is `from`
+    plus or minus one): a value used further on crosses every stage between.
+    The gradient of a forward boundary is the boundary that passes the
+    result's gradient back (`from` and `to` swapped). It is not Pure: a
+    boundary is a send on one stage and a receive on the other, and neither
+    stage may drop it alone.
+
+    ```mlir
+    %h1 = slapo.stage_boundary %h from 0 to 1 {slapo.stage = 1 : i64} : tensor<2x16x32xf32>
+    ```
+  }];
+  let arguments = (ins Slapo_Tensor:$input, I64Attr:$from, I64Attr:$to);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "$input `from` $from `to` $to attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Slapo_StageSendOp : Slapo_Op<"stage_send"> {
+  let summary = "sends a value to the rank of pipeline stage `to`";
+  let description = [{
+    One pipeline stage's side of a slapo.stage_boundary
+    (slapo-pipeline-rank): the value leaves this stage's rank for the rank
+    of stage `to` in the same data- and tensor-parallel position, which
+    receives it with slapo.stage_recv, in the order of the sends.
+
+    ```mlir
+    slapo.stage_send %h to 1 : tensor<2x16x32xf32>
+    ```
+  }];
+  let arguments = (ins Slapo_Tensor:$input, I64Attr:$to);
+  let assemblyFormat = "$input `to` $to attr-dict `:` type($input)";
+}
+
+def Slapo_StageRecvOp : Slapo_Op<"stage_recv"> {
+  let summary = "receives a value from the rank of pipeline stage `from`";
+  let description = [{
+    The other side of slapo.stage_send: the result is the value that the
+    rank of stage `from` sent.
+
+    ```mlir
+    %h = slapo.stage_recv from 0 : tensor<2x16x32xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$from);
+  let results = (outs Slapo_Tensor:$result);
+  let assemblyFormat = "`from` $from attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer state and updates (built by slapo-optimizer).
 //===----------------------------------------------------------------------===//
 

@@ -67,6 +67,10 @@ public:
   }
   mlir::Value neg(mlir::Value input) { return unary<NegOp>(input); }
   mlir::Value cast(mlir::Value input, mlir::Type elementType);
+  /// 1 where the integers `values` differ from `excluded`, else 0, in
+  /// `elementType`: the targets a loss with an ignore_index counts.
+  mlir::Value maskUnequal(mlir::Value values, int64_t excluded,
+                          mlir::Type elementType);
 
   // Constants.
   /// A 0-d constant of a float element type.

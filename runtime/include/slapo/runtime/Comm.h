@@ -52,6 +52,16 @@ public:
   /// rank of the group.
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
 
+  /// Point to point, between pipeline stages: send() passes `bytes` bytes at
+  /// `data` to group rank `peer`, whose recv() from this rank writes them at
+  /// its `data`; messages between two ranks arrive in the order they were
+  /// sent. Both block: recv until the message is there, send until `data`
+  /// may be reused (which may be when the peer receives it). Throws Error
+  /// when `peer` is this rank or not in the group (a group of one has no
+  /// peer), or when the message received is not `bytes` long.
+  virtual void send(const void *data, int64_t bytes, int peer) = 0;
+  virtual void recv(void *data, int64_t bytes, int peer) = 0;
+
   /// Staging memory of the collectives in Collectives.h (packing a bucket of
   /// tensors into one message, reordering blocks along a non-leading dim):
   /// one grow-only buffer per group, allocated on first use outside the
@@ -61,10 +71,10 @@ public:
   virtual std::byte *getScratch(size_t bytes);
 
   /// Wall seconds this rank has spent in the group's message passing so far:
-  /// inside allReduceSum, allGather and reduceScatterSum of a group of
-  /// several ranks, waiting for slower peers included. A group of one passes
-  /// no messages and stays at 0. Always counted: it costs two clock reads per
-  /// call.
+  /// inside allReduceSum, allGather, reduceScatterSum, send and recv of a
+  /// group of several ranks, waiting for slower peers included. A group of one
+  /// passes no messages and stays at 0. Always counted: it costs two clock
+  /// reads per call.
   double getCommSeconds() const { return commSeconds; }
 
 protected:

@@ -1,0 +1,190 @@
+//===- Microbatch.cpp - gradients accumulated over microbatches -----------===//
+//
+// The forward and backward of one microbatch, as slapo-autodiff built them
+// for the microbatch's shapes, are copied once per microbatch onto its rows
+// of the rank's batch. Copies follow each other, forward then backward, so
+// that one microbatch's activations are live at a time (and a pipeline stage
+// can later interleave them).
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+#include "slapo/Transforms/Pipeline.h"
+
+#include "slapo/Dialect/ModulePath.h"
+#include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace slapo {
+#define GEN_PASS_DEF_MICROBATCH
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+/// How the whole batch's loss follows from the microbatches' losses.
+enum class LossWeighting {
+  /// A mean-reduced cross-entropy is the mean over the targets not ignored:
+  /// each microbatch's loss counts as many times as it has such targets.
+  CountedTargets,
+  /// A sum-reduced cross-entropy, or a sum, adds the microbatches' losses.
+  Sum,
+  /// Any other loss is taken for a mean over equally many rows per
+  /// microbatch (as data parallelism takes it of its ranks' shares).
+  MeanOfEqualShares,
+};
+
+LossWeighting getLossWeighting(Value loss) {
+  if (auto crossEntropy = loss.getDefiningOp<CrossEntropyOp>())
+    return crossEntropy.getReduction() == Reduction::mean
+               ? LossWeighting::CountedTargets
+               : LossWeighting::Sum;
+  if (loss.getDefiningOp<SumOp>())
+    return LossWeighting::Sum;
+  return LossWeighting::MeanOfEqualShares;
+}
+
+/// Puts the ops a builder inserts in the backward phase: the sums of the
+/// microbatches follow their backward.
+struct MarkBackward : OpBuilder::Listener {
+  void notifyOperationInserted(Operation *op) override {
+    op->setAttr(kPhaseAttrName, StringAttr::get(op->getContext(), "backward"));
+  }
+};
+
+struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
+  using MicrobatchBase::MicrobatchBase;
+
+  void runOnOperation() override;
+  /// Errors at the train() argument that asked for microbatches (the
+  /// module's location where it carries none), with a note at `op`.
+  InFlightDiagnostic emitErrorAt(Operation *op);
+  LogicalResult checkExact(func::FuncOp function);
+};
+
+InFlightDiagnostic MicrobatchPass::emitErrorAt(Operation *op) {
+  InFlightDiagnostic error =
+      emitError(getPrimitiveLocation(getOperation(), *this), "microbatches=")
+      << int64_t(microbatches) << ": ";
+  error.attachNote(op->getLoc()) << "here";
+  return error;
+}
+
+LogicalResult MicrobatchPass::checkExact(func::FuncOp function) {
+  WalkResult walk =
+      function.walk([&](DropoutOp dropout) {
+        std::string path = getModulePath(dropout).str();
+        emitErrorAt(dropout)
+            << "the dropout in "
+            << (path.empty() ? "the root module" : "module '" + path + "'")
+            << " draws its mask for the whole batch, and a microbatch would "
+               "draw another block of it; train without dropout (p=0, or eval "
+               "mode at export) or with microbatches=1";
+        return WalkResult::interrupt();
+      });
+  if (walk.wasInterrupted())
+    return failure();
+  for (BlockArgument arg : function.getArguments()) {
+    auto type = arg.getType().cast<RankedTensorType>();
+    if (type.getRank() == 0)
+      return emitErrorAt(function)
+             << "input #" << arg.getArgNumber()
+             << " is a scalar: microbatches split dim 0 (the batch) of "
+                "every input";
+  }
+  return success();
+}
+
+void MicrobatchPass::runOnOperation() {
+  if (microbatches < 1) {
+    getOperation().emitError("slapo-microbatch: microbatches must be at "
+                             "least 1, not ")
+        << int64_t(microbatches);
+    return signalPassFailure();
+  }
+  if (microbatches == 1)
+    return;
+  auto function = lookupForwardBackward(getOperation(), "slapo-microbatch");
+  if (!function)
+    return signalPassFailure();
+  if (failed(checkExact(function)))
+    return signalPassFailure();
+
+  Block &microbatch = function.getBody().front();
+  auto ret = cast<func::ReturnOp>(microbatch.getTerminator());
+  auto *step = new Block();
+  SmallVector<Type> batchTypes;
+  for (BlockArgument arg : microbatch.getArguments()) {
+    auto type = arg.getType().cast<RankedTensorType>();
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] *= microbatches;
+    batchTypes.push_back(type.clone(shape));
+    step->addArgument(batchTypes.back(), arg.getLoc());
+  }
+
+  OpBuilder builder(&getContext());
+  builder.setInsertionPointToEnd(step);
+  MarkBackward backward;
+  TensorBuilder g(builder, ret.getLoc());
+  LossWeighting weighting = getLossWeighting(ret.getOperand(0));
+  // The microbatches' sums of their (weighted) losses and gradients, and of
+  // their weights.
+  SmallVector<Value> sums(ret.getNumOperands());
+  Value weights;
+  for (int64_t i = 0; i < microbatches; ++i) {
+    IRMapping rows;
+    for (auto [arg, batch] :
+         llvm::zip(microbatch.getArguments(), step->getArguments())) {
+      int64_t size = arg.getType().cast<RankedTensorType>().getDimSize(0);
+      rows.map(arg, g.slice(batch, 0, i * size, (i + 1) * size));
+    }
+    for (Operation &op : microbatch.without_terminator())
+      builder.clone(op, rows);
+    builder.setListener(&backward);
+    Value weight, counted;
+    if (weighting == LossWeighting::CountedTargets) {
+      auto loss =
+          rows.lookup(ret.getOperand(0)).getDefiningOp<CrossEntropyOp>();
+      Value kept = g.maskUnequal(loss.getTarget(),
+                                 static_cast<int64_t>(loss.getIgnoreIndex()),
+                                 elementTypeOf(loss.getResult()));
+      weight = g.sum(kept, {0}, /*keepdim=*/false);
+      weights = weights ? g.add(weights, weight) : weight;
+      // A microbatch whose targets are all ignored has a loss of 0 / 0;
+      // in the whole batch it adds nothing.
+      counted =
+          g.compare(ComparePredicate::gt, weight, g.scalarLike(0, weight));
+    }
+    for (auto [sum, result] : llvm::zip(sums, ret.getOperands())) {
+      Value value = rows.lookupOrDefault(result);
+      if (weight)
+        value =
+            g.where(counted, g.mul(value, g.cast(weight, elementTypeOf(value))),
+                    g.scalarLike(0, value));
+      sum = sum ? g.add(sum, value) : value;
+    }
+    builder.setListener(nullptr);
+  }
+  builder.setListener(&backward);
+  for (Value &sum : sums) {
+    if (weighting == LossWeighting::MeanOfEqualShares)
+      sum = g.scale(sum, 1.0 / double(microbatches));
+    else if (weighting == LossWeighting::CountedTargets)
+      sum = g.div(sum, g.cast(weights, elementTypeOf(sum)));
+  }
+  builder.setListener(nullptr);
+  builder.create<func::ReturnOp>(ret.getLoc(), sums);
+
+  function.getBody().front().erase();
+  function.getBody().push_back(step);
+  function.setType(
+      builder.getFunctionType(batchTypes, function.getResultTypes()));
+}
+
+} // namespace
+} // namespace slapo
