@@ -1,11 +1,11 @@
 // RUN: slapo-opt --slapo-autodiff --slapo-optimizer --slapo-fuse-elementwise --slapo-plan-memory %s | slapo-translate --slapo-to-cpp > %t.cpp
 // RUN: FileCheck %s < %t.cpp
-// RUN: c++ -std=c++17 -fsyntax-only -Wall -Werror -I%runtime_include %t.cpp
+// RUN: c++ -std=c++17 -fopenmp -fsyntax-only -Wall -Werror -I%runtime_include %t.cpp
 
 // A fusion group is one loop: each operand's element read once, each op's
 // scalar math (ElementMath.h) on registers, the results written. The bias
 // row is read in runs of its 4 elements, where it is contiguous, so that the
-// inner loop vectorizes. The loop is defined once, built per instruction set
+// inner loop vectorizes (omp simd: rank programs are built with -fopenmp). The loop is defined once, built per instruction set
 // by SLAPO_CPU_FUSED_LOOP, and run over the group's 8 elements.
 module {
   slapo.param @fc.weight : tensor<4x4xf32>
@@ -32,6 +32,7 @@ module {
 // CHECK-NEXT:   for (int64_t start = begin, stop; start < end; start = stop) {
 // CHECK-NEXT:     stop = std::min<int64_t>(end, (start / 4 + 1) * 4);
 // CHECK-NEXT:     const int64_t at1 = start % 4 - start;
+// CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT:     for (int64_t i = start; i < stop; ++i) {
 // CHECK-NEXT:       const float a0 = in0[i];
 // CHECK-NEXT:       const float a1 = in1[at1 + i];
