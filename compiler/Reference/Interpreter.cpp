@@ -40,6 +40,33 @@ void evaluateCall(mlir::Operation *op, Operands operands,
   results.append(values->begin(), values->end());
 }
 
+mlir::LogicalResult evaluateOp(mlir::Operation *op, Operands operands,
+                               llvm::SmallVectorImpl<at::Tensor> &results,
+                               EvalContext &context, int depth);
+
+/// A fusion group: its region's ops one by one on the operands, giving the
+/// values its yield names.
+void evaluateFused(mlir::Operation *op, Operands operands,
+                   llvm::SmallVectorImpl<at::Tensor> &results,
+                   EvalContext &context, int depth) {
+  mlir::Block &body = llvm::cast<FusedOp>(op).getBody().front();
+  llvm::DenseMap<mlir::Value, at::Tensor> values;
+  for (auto [arg, tensor] : llvm::zip(body.getArguments(), operands))
+    values[arg] = tensor;
+  for (mlir::Operation &inner : body.without_terminator()) {
+    llvm::SmallVector<at::Tensor> innerOperands, innerResults;
+    for (mlir::Value operand : inner.getOperands())
+      innerOperands.push_back(values.lookup(operand));
+    if (mlir::failed(
+            evaluateOp(&inner, innerOperands, innerResults, context, depth)))
+      fail("an op of the fusion group failed");
+    for (auto [result, tensor] : llvm::zip(inner.getResults(), innerResults))
+      values[result] = tensor;
+  }
+  for (mlir::Value yielded : body.getTerminator()->getOperands())
+    results.push_back(values.lookup(yielded));
+}
+
 const OpTable &opTable() {
   static const OpTable table = [] {
     OpTable table;
@@ -84,6 +111,8 @@ mlir::LogicalResult evaluateOp(mlir::Operation *op, Operands operands,
   try {
     if (llvm::isa<mlir::func::CallOp>(op)) {
       evaluateCall(op, operands, results, context, depth);
+    } else if (llvm::isa<FusedOp>(op)) {
+      evaluateFused(op, operands, results, context, depth);
     } else {
       const OpTable &table = opTable();
       auto it = table.find(name);
@@ -217,8 +246,11 @@ evaluate(mlir::func::FuncOp func, llvm::ArrayRef<at::Tensor> inputs,
 }
 
 bool hasEvaluator(llvm::StringRef opName) {
+  // A fusion group's yield is evaluated with its group.
   return opName == mlir::func::CallOp::getOperationName() ||
          opName == mlir::func::ReturnOp::getOperationName() ||
+         opName == FusedOp::getOperationName() ||
+         opName == YieldOp::getOperationName() ||
          detail::opTable().count(opName);
 }
 

@@ -32,6 +32,7 @@
 #include "llvm/Support/xxhash.h"
 
 #include <cmath>
+#include <numeric>
 #include <utility>
 
 using namespace mlir;
@@ -777,26 +778,45 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
       fused.getResult(0).getType().cast<RankedTensorType>().getNumElements();
   StringRef scalar = getScalarType(fused.getResult(0).getType());
   // The loop reads each operand's element once, computes every op's in a
-  // register and writes the results'.
-  std::string pointers, loads, computes, stores, ops;
-  DenseMap<Value, std::string> elements;
+  // register and writes the results'. A broadcast operand is read in runs
+  // in which its elements are contiguous (a row, inner 1) or one (a column),
+  // so that the loop over a run vectorizes: runs of `run` elements, aligned
+  // to it, `run` dividing every row's count and every column's inner size.
+  // `omp simd` vectorizes it where -O2's cost model would not (a trip count
+  // known only at run time); without reductions it changes no element.
+  SmallVector<BroadcastIndexing> indexings;
+  int64_t run = 0;
   for (BlockArgument arg : body.getArguments()) {
+    indexings.push_back(*getBroadcastIndexing(
+        arg.getType().cast<RankedTensorType>().getShape(), loop));
+    const BroadcastIndexing &indexing = indexings.back();
+    if (indexing.count != 1 && indexing.count != numElements)
+      run =
+          std::gcd(run, indexing.inner == 1 ? indexing.count : indexing.inner);
+  }
+  std::string pointers, constants, runStarts, loads, computes, stores, ops;
+  DenseMap<Value, std::string> elements;
+  for (auto [arg, indexing] : llvm::zip(body.getArguments(), indexings)) {
     unsigned n = arg.getArgNumber();
-    BroadcastIndexing indexing = *getBroadcastIndexing(
-        arg.getType().cast<RankedTensorType>().getShape(), loop);
-    std::string index =
-        indexing.count == 1             ? std::string("0")
-        : indexing.count == numElements ? std::string("i")
-        : indexing.inner == 1
-            ? llvm::formatv("i % {0}", indexing.count).str()
-            : llvm::formatv("i / {0} % {1}", indexing.inner, indexing.count)
-                  .str();
     pointers += llvm::formatv("  const {0} *__restrict in{1} = static_cast<"
                               "const {0} *>(data[{1}]);\n",
                               scalar, n);
-    loads +=
-        llvm::formatv("    const {0} a{1} = in{1}[{2}];\n", scalar, n, index);
     elements[arg] = "a" + std::to_string(n);
+    if (indexing.count == 1)
+      constants += llvm::formatv("  const {0} a{1} = in{1}[0];\n", scalar, n);
+    else if (indexing.count == numElements)
+      loads += llvm::formatv("      const {0} a{1} = in{1}[i];\n", scalar, n);
+    else if (indexing.inner == 1) {
+      runStarts += llvm::formatv("    const int64_t at{0} = start % {1} - "
+                                 "start;\n",
+                                 n, indexing.count);
+      loads += llvm::formatv("      const {0} a{1} = in{1}[at{1} + i];\n",
+                             scalar, n);
+    } else {
+      runStarts += llvm::formatv("    const {0} a{1} = in{1}[start / {2} % "
+                                 "{3}];\n",
+                                 scalar, n, indexing.inner, indexing.count);
+    }
   }
   int computed = 0;
   for (Operation &op : body.without_terminator()) {
@@ -805,8 +825,8 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
     std::string arguments;
     for (Value operand : op.getOperands())
       arguments += (arguments.empty() ? "" : ", ") + elements[operand];
-    computes += llvm::formatv("    const {0} {1} = cpu::apply{2}<{2}Kind::{3}>"
-                              "({4});\n",
+    computes += llvm::formatv("      const {0} {1} = cpu::apply{2}<{2}Kind::"
+                              "{3}>({4});\n",
                               scalar, name, kind.kernel, kind.kind, arguments);
     elements[op.getResult(0)] = name;
     ops += (ops.empty() ? "" : ", ") + op.getName().stripDialect().str();
@@ -816,16 +836,26 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
     pointers += llvm::formatv(
         "  {0} *__restrict out{1} = static_cast<{0} *>(data[{2}]);\n", scalar,
         n, body.getNumArguments() + n);
-    stores += llvm::formatv("    out{0}[i] = {1};\n", n, elements[result]);
+    stores += llvm::formatv("      out{0}[i] = {1};\n", n, elements[result]);
   }
+  std::string runEnd =
+      run ? llvm::formatv("std::min<int64_t>(end, (start / {0} + 1) * {0})",
+                          run)
+                .str()
+          : std::string("end");
   std::string text = "(void *const *data, int64_t begin, int64_t end) {\n" +
-                     pointers + "  for (int64_t i = begin; i < end; ++i) {\n" +
-                     loads + computes + stores + "  }\n}\n";
+                     pointers + constants +
+                     "  for (int64_t start = begin, stop; start < end; "
+                     "start = stop) {\n    stop = " +
+                     runEnd + ";\n" + runStarts +
+                     "#pragma omp simd\n"
+                     "    for (int64_t i = start; i < stop; ++i) {\n" +
+                     loads + computes + stores + "    }\n  }\n}\n";
   auto [it, inserted] = fusedLoopNames.try_emplace(
       text, "FusedLoop" + std::to_string(fusedLoopNames.size()));
   std::string name = it->second;
   if (inserted)
-    fusedLoops += "/// " + ops + ", one element at a time.\n" +
+    fusedLoops += "/// " + ops + " on each element, in registers.\n" +
                   "SLAPO_VECTOR_INLINE void " + name + "Body" + text +
                   "SLAPO_CPU_FUSED_LOOP(k" + name + ", " + name + "Body)\n\n";
 

@@ -1,11 +1,12 @@
 // RUN: slapo-opt --slapo-autodiff --slapo-optimizer --slapo-fuse-elementwise --slapo-plan-memory %s | slapo-translate --slapo-to-cpp > %t.cpp
 // RUN: FileCheck %s < %t.cpp
-// RUN: c++ -std=c++17 -fsyntax-only -Wall -Werror -I%runtime_include %t.cpp
+// RUN: c++ -std=c++17 -fopenmp -fsyntax-only -Wall -Werror -I%runtime_include %t.cpp
 
-// A fusion group is one loop: each operand's element read once (the bias
-// row by its column), each op's scalar math (ElementMath.h) on registers,
-// the results written. It is defined once, built per instruction set by
-// SLAPO_CPU_FUSED_LOOP, and run over the group's 8 elements.
+// A fusion group is one loop: each operand's element read once, each op's
+// scalar math (ElementMath.h) on registers, the results written. The bias
+// row is read in runs of its 4 elements, where it is contiguous, so that the
+// inner loop vectorizes (omp simd: rank programs are built with -fopenmp). The loop is defined once, built per instruction set
+// by SLAPO_CPU_FUSED_LOOP, and run over the group's 8 elements.
 module {
   slapo.param @fc.weight : tensor<4x4xf32>
   slapo.param @fc.bias : tensor<4xf32>
@@ -22,19 +23,24 @@ module {
 
 // CHECK: #include "slapo/runtime/cpu/FusedLoop.h"
 // CHECK: // The loops of the fusion groups (slapo.fused).
-// CHECK-NEXT: /// add, gelu, one element at a time.
+// CHECK-NEXT: /// add, gelu on each element, in registers.
 // CHECK-NEXT: SLAPO_VECTOR_INLINE void FusedLoop0Body(void *const *data, int64_t begin, int64_t end) {
 // CHECK-NEXT:   const float *__restrict in0 = static_cast<const float *>(data[0]);
 // CHECK-NEXT:   const float *__restrict in1 = static_cast<const float *>(data[1]);
 // CHECK-NEXT:   float *__restrict out0 = static_cast<float *>(data[2]);
 // CHECK-NEXT:   float *__restrict out1 = static_cast<float *>(data[3]);
-// CHECK-NEXT:   for (int64_t i = begin; i < end; ++i) {
-// CHECK-NEXT:     const float a0 = in0[i];
-// CHECK-NEXT:     const float a1 = in1[i % 4];
-// CHECK-NEXT:     const float v0 = cpu::applyBinary<BinaryKind::Add>(a0, a1);
-// CHECK-NEXT:     const float v1 = cpu::applyUnary<UnaryKind::GeluTanh>(v0);
-// CHECK-NEXT:     out0[i] = v0;
-// CHECK-NEXT:     out1[i] = v1;
+// CHECK-NEXT:   for (int64_t start = begin, stop; start < end; start = stop) {
+// CHECK-NEXT:     stop = std::min<int64_t>(end, (start / 4 + 1) * 4);
+// CHECK-NEXT:     const int64_t at1 = start % 4 - start;
+// CHECK-NEXT: #pragma omp simd
+// CHECK-NEXT:     for (int64_t i = start; i < stop; ++i) {
+// CHECK-NEXT:       const float a0 = in0[i];
+// CHECK-NEXT:       const float a1 = in1[at1 + i];
+// CHECK-NEXT:       const float v0 = cpu::applyBinary<BinaryKind::Add>(a0, a1);
+// CHECK-NEXT:       const float v1 = cpu::applyUnary<UnaryKind::GeluTanh>(v0);
+// CHECK-NEXT:       out0[i] = v0;
+// CHECK-NEXT:       out1[i] = v1;
+// CHECK-NEXT:     }
 // CHECK-NEXT:   }
 // CHECK-NEXT: }
 // CHECK-NEXT: SLAPO_CPU_FUSED_LOOP(kFusedLoop0, FusedLoop0Body)

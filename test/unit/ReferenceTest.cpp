@@ -287,6 +287,31 @@ TEST_CASE("binary float ops broadcast like PyTorch",
   }
 }
 
+TEST_CASE("a fusion group evaluates its ops and gives what it yields",
+          "[reference][elementwise]") {
+  Program program(R"(
+    func.func @main(%x: tensor<2x4xf32>, %b: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+      %r:2 = slapo.fused %x, %b : (tensor<2x4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+      ^bb0(%a0: tensor<2x4xf32>, %a1: tensor<4xf32>):
+        %0 = slapo.add %a0, %a1 : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+        %1 = slapo.exp %0 : tensor<2x4xf32>
+        slapo.yield %0, %1 : tensor<2x4xf32>, tensor<2x4xf32>
+      }
+      return %r#0, %r#1 : tensor<2x4xf32>, tensor<2x4xf32>
+    })");
+  at::manual_seed(4);
+  at::Tensor x = randn({2, 4}), b = randn({4});
+  auto results = program.run({x, b});
+  INFO(program.diagnostics);
+  REQUIRE(mlir::succeeded(results));
+  REQUIRE(results->size() == 2);
+  checkClose((*results)[0],
+             elementwise({x, b}, {2, 4}, [](auto &v) { return v[0] + v[1]; }));
+  checkClose((*results)[1], elementwise({x, b}, {2, 4}, [](auto &v) {
+               return std::exp(v[0] + v[1]);
+             }));
+}
+
 TEST_CASE("binary integer ops are exact; integer division truncates",
           "[reference][elementwise]") {
   struct Case {

@@ -14,6 +14,7 @@
 #include "slapo/runtime/cpu/Context.h"
 #include "slapo/runtime/cpu/ElementMath.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace slapo::rt::cpu {
