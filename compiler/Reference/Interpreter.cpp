@@ -296,9 +296,10 @@ std::vector<at::Tensor> randomInputs(mlir::func::FuncOp func) {
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     if (type.getElementType().isa<mlir::FloatType>())
       inputs.push_back(at::randn(shape, options));
+    else if (std::optional<slapo::IndexRange> range = slapo::getIndexRange(arg))
+      inputs.push_back(at::randint(range->rows, shape, options));
     else
-      inputs.push_back(
-          at::randint(slapo::getSmallestIndexedTable(arg).value_or(2), shape, options));
+      inputs.push_back(at::randint(2, shape, options));
   }
   return inputs;
 }

@@ -1076,15 +1076,17 @@ void Emitter::emitTables() {
   for (BlockArgument arg : block.getArguments().take_front(numInputs)) {
     auto name =
         step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "slapo.name");
-    std::optional<int64_t> bound = getSmallestIndexedTable(arg);
+    std::optional<IndexRange> range = getIndexRange(arg);
+    std::string ignored =
+        range && range->ignored ? ", " + std::to_string(*range->ignored) : "";
     inputs.push_back(llvm::formatv(
-        "{{{0}, {1}}",
+        "{{{0}, {1}{2}}",
         slot(name ? name.getValue() : "", arg.getType(), offsets[arg]),
-        bound.value_or(0)));
+        range ? range->rows : 0, ignored));
     auto type = arg.getType().cast<RankedTensorType>();
     // Throughput counts the tokens of the first input that indexes a table
     // (the token ids), else the samples of the first input.
-    if (bound && tokensPerStep == 0)
+    if (range && tokensPerStep == 0)
       tokensPerStep = type.getNumElements();
   }
   if (tokensPerStep == 0 && numInputs > 0) {

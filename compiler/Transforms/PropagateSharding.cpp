@@ -409,11 +409,8 @@ struct PropagateShardingPass
       case Analysis::Outcome::Done:
         // The inputs' tables are whole before the rewrite splits them.
         for (BlockArgument arg : forward.getArguments())
-          if (std::optional<int64_t> bound = getSmallestIndexedTable(arg))
-            forward.setArgAttr(
-                arg.getArgNumber(), kIndexBoundAttrName,
-                IntegerAttr::get(IntegerType::get(module.getContext(), 64),
-                                 *bound));
+          if (std::optional<IndexRange> range = getIndexRange(arg))
+            setIndexRange(forward, arg.getArgNumber(), *range);
         rewrite(module, forward, analysis, tp);
         return;
       }

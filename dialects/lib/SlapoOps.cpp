@@ -66,28 +66,50 @@ Value getSameBytesSource(Operation *op) {
   return Value();
 }
 
-std::optional<int64_t> getSmallestIndexedTable(Value value) {
+std::optional<IndexRange> getIndexRange(Value value) {
   if (auto arg = value.dyn_cast<BlockArgument>())
     if (auto function =
             dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
       if (auto bound = function.getArgAttrOfType<IntegerAttr>(
-              arg.getArgNumber(), kIndexBoundAttrName))
-        return bound.getInt();
-  std::optional<int64_t> smallest;
-  auto consider = [&](int64_t rows) {
-    smallest = smallest ? std::min(*smallest, rows) : rows;
+              arg.getArgNumber(), kIndexBoundAttrName)) {
+        IndexRange range{bound.getInt(), std::nullopt};
+        if (auto ignored = function.getArgAttrOfType<IntegerAttr>(
+                arg.getArgNumber(), kIndexIgnoredAttrName))
+          range.ignored = ignored.getInt();
+        return range;
+      }
+  std::optional<IndexRange> range;
+  auto consider = [&](IndexRange use) {
+    if (!range)
+      range = use;
+    else if (range->ignored != use.ignored)
+      range = IndexRange{std::min(range->rows, use.rows), std::nullopt};
+    else
+      range->rows = std::min(range->rows, use.rows);
   };
   for (Operation *user : value.getUsers()) {
     if (auto embedding = dyn_cast<EmbeddingOp>(user))
       consider(
-          embedding.getWeight().getType().cast<ShapedType>().getDimSize(0));
+          {embedding.getWeight().getType().cast<ShapedType>().getDimSize(0),
+           std::nullopt});
     else if (auto loss = dyn_cast<CrossEntropyOp>(user))
-      consider(loss.getLogits().getType().cast<ShapedType>().getDimSize(1));
+      consider({loss.getLogits().getType().cast<ShapedType>().getDimSize(1),
+                loss.getIgnoreIndex()});
     else if (isa<ReshapeOp, SliceOp, PermuteOp, BroadcastOp, ConcatOp>(user))
-      if (auto rows = getSmallestIndexedTable(user->getResult(0)))
-        consider(*rows);
+      if (auto use = getIndexRange(user->getResult(0)))
+        consider(*use);
   }
-  return smallest;
+  return range;
+}
+
+void setIndexRange(FunctionOpInterface function, unsigned argument,
+                   const IndexRange &range) {
+  auto i64 = IntegerType::get(function.getContext(), 64);
+  function.setArgAttr(argument, kIndexBoundAttrName,
+                      IntegerAttr::get(i64, range.rows));
+  if (range.ignored)
+    function.setArgAttr(argument, kIndexIgnoredAttrName,
+                        IntegerAttr::get(i64, *range.ignored));
 }
 
 static RankedTensorType tensorType(Value value) {

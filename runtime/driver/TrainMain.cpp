@@ -311,7 +311,8 @@ void Trainer::prepare() {
     const InputSlot &input = program.inputs[i];
     Tensor local = arena.view(input.slot);
     if (program.dp == 1 && device->isHostMemory()) {
-      inputs.push_back({input.slot.name, local, input.indexBound});
+      inputs.push_back(
+          {input.slot.name, local, input.indexBound, input.ignoredIndex});
       continue;
     }
     Shape shape = local.shape;
@@ -320,7 +321,7 @@ void Trainer::prepare() {
         std::make_unique<uint8_t[]>(local.getBytes() * program.dp));
     inputs.push_back({input.slot.name,
                       Tensor(globalBatch.back().get(), local.dtype, shape),
-                      input.indexBound});
+                      input.indexBound, input.ignoredIndex});
   }
   data = options.data.empty()
              ? makeSyntheticDataSource(program.seed, inputs, options.ownValues)

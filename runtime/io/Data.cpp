@@ -185,12 +185,17 @@ public:
         continue;
       for (int64_t i = 0, e = input.tensor.getNumElements(); i < e; ++i) {
         int64_t value = loadIndex(input.tensor, i);
-        if (value < 0 || value >= input.indexBound)
+        if ((value < 0 || value >= input.indexBound) &&
+            value != input.ignoredIndex)
           throw Error(reader.getPath() + ": value " + std::to_string(value) +
                       " at index " + std::to_string(i) + " of batch " +
                       std::to_string(batch) + " of " + describeInput(input) +
                       " is outside the vocabulary (" +
-                      std::to_string(input.indexBound) + ")");
+                      std::to_string(input.indexBound) + ")" +
+                      (input.ignoredIndex
+                           ? " and not the ignored index " +
+                                 std::to_string(*input.ignoredIndex)
+                           : std::string()));
       }
     }
   }

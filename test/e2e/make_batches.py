@@ -19,6 +19,9 @@ forward's arguments, in order.  Values by dtype:
   i64 i32 i8         uniform in [0, BOUND): the spec's `:BOUND` suffix, else --vocab
                      (an integer input with neither is an error)
   i1                 bool, uniform 0 / 1
+--padding NAME=VALUE ends every row of integer input NAME (along its last dim) in VALUE from a
+random position on, keeping at least its first element: padded labels, as Hugging Face's -100
+that the loss ignores.
 Values are reproducible: one torch.Generator seeded with --seed draws the whole [S, ...] tensor
 of each input, input by input in flag order.
 """
@@ -73,8 +76,8 @@ def check_against_model(model_path, specs):
                                              ", ".join(names)))
 
 
-def make_batches(specs, steps, seed, vocab):
-    """{name: tensor [steps, *shape]} for every spec, drawn in spec order."""
+def make_batches(specs, steps, seed, vocab, padding=()):
+    """{name: tensor [steps, *shape]} for every spec, drawn in spec order, then padded."""
     gen = torch.Generator().manual_seed(seed)
     batches = {}
     for spec in specs:
@@ -89,7 +92,24 @@ def make_batches(specs, steps, seed, vocab):
                 raise ValueError("integer input %s needs a bound: --input %s=...:BOUND or --vocab V"
                                  % (spec.name, spec.name))
             batches[spec.name] = torch.randint(0, bound, shape, generator=gen, dtype=spec.dtype)
+    for name, value in padding:
+        batch = batches.get(name)
+        if batch is None or batch.dtype.is_floating_point or batch.dtype == torch.bool \
+                or batch.dim() < 2:
+            raise ValueError("--padding %s=%d: %s is not an integer input of rank >= 1"
+                             % (name, value, name))
+        length = batch.shape[-1]
+        starts = torch.randint(1, length + 1, batch.shape[:-1] + (1,), generator=gen)
+        batch[torch.arange(length).expand_as(batch) >= starts] = value
     return batches
+
+
+def parse_padding(text):
+    name, _, value = text.partition("=")
+    try:
+        return name, int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("bad --padding %r: expected NAME=INTEGER" % text)
 
 
 def main(argv=None):
@@ -105,6 +125,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     parser.add_argument("--vocab", type=int,
                         help="bound of the integer inputs without :BOUND: values in [0, V)")
+    parser.add_argument("--padding", type=parse_padding, action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="end each row of NAME in VALUE from a random position on")
     parser.add_argument("-o", "--out", required=True, help="output .safetensors file")
     args = parser.parse_args(argv)
     if args.steps < 1:
@@ -118,7 +141,7 @@ def main(argv=None):
     try:
         if args.model is not None:
             check_against_model(args.model, args.inputs)
-        batches = make_batches(args.inputs, args.steps, args.seed, args.vocab)
+        batches = make_batches(args.inputs, args.steps, args.seed, args.vocab, args.padding)
     except (ValueError, RuntimeError) as e:
         print("make_batches.py: error: %s" % e, file=sys.stderr)
         return 1

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/FunctionInterfaces.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
@@ -65,14 +66,25 @@ std::optional<BroadcastIndexing>
 getBroadcastIndexing(llvm::ArrayRef<int64_t> shape,
                      llvm::ArrayRef<int64_t> loop);
 
-/// The number of rows of the smallest table the integer `value` indexes
-/// (embedding rows, cross-entropy classes), following it through ops that
-/// only move or reshape data; none if it indexes no table. Valid values of
-/// such an input lie in [0, rows). A function argument's
-/// `slapo.index_bound` attribute says it when a rewrite has hidden the
-/// tables (tensor parallelism splits them and offsets the indices).
-std::optional<int64_t> getSmallestIndexedTable(mlir::Value value);
+/// The values an integer that indexes tables may hold: [0, rows) of its
+/// smallest table (embedding rows, cross-entropy classes), and `ignored` too
+/// where every table it indexes skips that value (cross-entropy's
+/// ignore_index: -100 in Hugging Face's labels).
+struct IndexRange {
+  int64_t rows;
+  std::optional<int64_t> ignored;
+};
+
+/// The range of the integer `value`, followed through ops that only move or
+/// reshape data; none if it indexes no table. A function argument's
+/// `slapo.index_bound` (and `slapo.index_ignored`) attributes say it when a
+/// rewrite has hidden the tables (tensor parallelism splits them and offsets
+/// the indices); setIndexRange writes them.
+std::optional<IndexRange> getIndexRange(mlir::Value value);
+void setIndexRange(mlir::FunctionOpInterface function, unsigned argument,
+                   const IndexRange &range);
 constexpr llvm::StringLiteral kIndexBoundAttrName = "slapo.index_bound";
+constexpr llvm::StringLiteral kIndexIgnoredAttrName = "slapo.index_ignored";
 
 /// The operand whose bytes `op`'s result is, unchanged (a reshape's input,
 /// a grad_all_reduce's input), or null: such a result needs no buffer and

@@ -36,17 +36,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace slapo::rt {
 
 /// A forward input to fill. `indexBound` > 0: the values index a table of
-/// that many rows, and data outside [0, indexBound) is an error.
+/// that many rows, and data outside [0, indexBound) is an error, but for
+/// `ignoredIndex`, which the tables skip.
 struct DataInput {
   std::string name;
   Tensor tensor;
   int64_t indexBound;
+  std::optional<int64_t> ignoredIndex;
 };
 
 class DataSource {

@@ -17,6 +17,7 @@
 #include "slapo/runtime/Tensor.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace slapo::rt {
 
@@ -36,10 +37,13 @@ struct ArenaSlot {
 /// A forward input: filled by the driver from the data source before each
 /// step. `indexBound` > 0 says the values index a table of that many rows
 /// (embedding, cross-entropy classes): synthetic data stays below it and file
-/// data is checked against it.
+/// data is checked against it, `ignoredIndex` allowed too where every table
+/// the values index skips it (cross-entropy's ignore_index, -100 in Hugging
+/// Face's labels).
 struct InputSlot {
   ArenaSlot slot;
   int64_t indexBound;
+  std::optional<int64_t> ignoredIndex;
 };
 
 /// Bytes of the arena by what they hold: the persistent tensors, then the
