@@ -387,9 +387,17 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
   const std::string hostArch = "-march=x86-64";
   BuildCommand command;
   if (build.target == "cpu") {
-    command.compiler = {SLAPO_HOST_CXX, "-std=c++17",
-                        "-O2",          hostArch,
-                        "-fopenmp",     "-I" SLAPO_RUNTIME_INCLUDE_DIR};
+    // As the runtime's loops are built (runtime/CMakeLists.txt): the fused
+    // loops (FusedLoop.h) must round as the kernels they replace, so no
+    // contraction into fused multiply-adds in their AVX2 and AVX-512 builds.
+    command.compiler = {SLAPO_HOST_CXX,
+                        "-std=c++17",
+                        "-O2",
+                        hostArch,
+                        "-fno-trapping-math",
+                        "-ffp-contract=off",
+                        "-fopenmp",
+                        "-I" SLAPO_RUNTIME_INCLUDE_DIR};
     command.libraries = {SLAPO_RUNTIME_CPU_LIBRARY, SLAPO_RUNTIME_LIBRARY,
                          SLAPO_FORMAT_LIBRARY, SLAPO_DNNL_LIBRARY};
   } else {

@@ -40,6 +40,13 @@ std::string InputSpec::str() const {
          "]";
 }
 
+std::string InputSpec::declaredStr() const {
+  InputSpec declared = *this;
+  if (!declared.shape.empty())
+    declared.shape[0] *= dataParallelRanks;
+  return declared.str();
+}
+
 static llvm::Error specError(llvm::StringRef text, const llvm::Twine &problem) {
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),

@@ -110,7 +110,13 @@ ModuleIndex::getParameterNames(llvm::StringRef path) const {
 //===----------------------------------------------------------------------===//
 
 std::string PipelineEntry::getPassName() const {
+  // fuse() without a kind is elementwise fusion; each named kind would be a
+  // pass of its own (slapo-fuse-bias-gelu), none of which exists yet.
+  if (kind == PrimitiveKind::Fuse && options.empty())
+    return "slapo-fuse-elementwise";
   std::string name = getPrimitiveName(kind).str();
+  if (kind == PrimitiveKind::Fuse)
+    name += "_" + options.front().second;
   std::replace(name.begin(), name.end(), '_', '-');
   return "slapo-" + name;
 }
@@ -619,15 +625,21 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
   options.lrSchedule = train.lrSchedule;
   options.warmupSteps = train.warmupSteps;
   options.memoryBudget = train.memoryBudget;
+  options.fusion = train.fusion;
   if (!plan)
     return;
   std::vector<std::string> primitives;
-  std::vector<ModelName> checkpointed;
+  std::vector<ModelName> checkpointed, fused;
   for (const PipelineEntry &entry : plan->pipeline) {
-    // Checkpointing runs on the training step, after the optimizer.
+    // Checkpointing and fusion run on the training step, after the
+    // optimizer.
     if (entry.kind == PrimitiveKind::Checkpoint) {
       checkpointed.insert(checkpointed.end(), entry.modules.begin(),
                           entry.modules.end());
+      continue;
+    }
+    if (entry.kind == PrimitiveKind::Fuse && entry.hasPass()) {
+      fused.insert(fused.end(), entry.modules.begin(), entry.modules.end());
       continue;
     }
     if (!entry.hasPass())
@@ -636,6 +648,7 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
   }
   options.primitives = primitives;
   options.checkpoint = checkpointed;
+  options.fuse = fused;
   options.checkpointCandidates = std::vector<ModelName>(
       plan->checkpointCandidates.begin(), plan->checkpointCandidates.end());
 }
@@ -669,6 +682,8 @@ void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
     os << " warmup_steps=" << train.warmupSteps;
   if (train.memoryBudget)
     os << " memory_budget=" << train.memoryBudget << "B";
+  if (train.fusion != "none")
+    os << " fusion=" << train.fusion;
   os << "\n";
 
   for (const PipelineEntry &entry : plan.pipeline) {
@@ -689,9 +704,14 @@ rejectUnimplementedPrimitives(const Plan &plan, DiagnosticReporter &reporter) {
   for (const PipelineEntry &entry : plan.pipeline) {
     if (entry.hasPass())
       continue;
-    reporter.error(entry.loc, "'" + getPrimitiveName(entry.kind) +
-                                  "' is not implemented yet; --emit=schedule "
-                                  "prints the plan without running it");
+    std::string what = "'" + getPrimitiveName(entry.kind).str() + "'";
+    if (entry.kind == PrimitiveKind::Fuse)
+      what = "fuse(\"" + entry.options.front().second +
+             "\") (fuse() without a kind fuses the module's elementwise "
+             "chains)";
+    reporter.error(entry.loc, what + " is not implemented yet; "
+                                     "--emit=schedule prints the plan without "
+                                     "running it");
     ok = false;
   }
   return mlir::success(ok);

@@ -35,6 +35,7 @@ const llvm::StringLiteral optimizers[] = {"sgd", "adamw"};
 const llvm::StringLiteral precisions[] = {"fp32", "bf16"};
 const llvm::StringLiteral losses[] = {"forward", "cross_entropy"};
 const llvm::StringLiteral lrSchedules[] = {"constant", "warmup_cosine"};
+const llvm::StringLiteral fusions[] = {"none", "auto"};
 const Parameter trainParameters[] = {
     Parameter::choice("optimizer", optimizers),
     Parameter::number("lr").above(0),
@@ -50,6 +51,7 @@ const Parameter trainParameters[] = {
     Parameter::choice("lr_schedule", lrSchedules),
     Parameter::integer("warmup_steps").atLeast(0),
     Parameter::string("memory_budget"),
+    Parameter::choice("fusion", fusions),
 };
 const Signature trainSignature{"train", trainParameters};
 
@@ -292,6 +294,7 @@ void ScheduleBuilder::buildTrain(const ast::Statement &statement) {
   options.lrSchedule = arguments->getString("lr_schedule", options.lrSchedule);
   options.warmupSteps =
       arguments->getInteger("warmup_steps", options.warmupSteps);
+  options.fusion = arguments->getString("fusion", options.fusion);
 
   bool ok = true;
   if (const ast::Argument *budget = arguments->lookup("memory_budget")) {
@@ -494,6 +497,7 @@ splitBatchOverDataParallel(const Schedule &schedule,
       continue;
     }
     input.shape[0] /= dp;
+    input.dataParallelRanks = dp;
   }
   if (!ok)
     return std::nullopt;

@@ -154,6 +154,58 @@ bool hasCpuKernelOnly(Operation *op) {
              MaxPool2dGradOp>(op);
 }
 
+/// An op of the runtime's unary or binary kernel: the kernel, and the
+/// kind's enumerator (UnaryKind::Exp).
+struct ElementwiseKind {
+  StringRef kernel;
+  StringRef kind;
+};
+
+/// The kernel and kind that compute `op`, or none for other ops. Fused loops
+/// apply the same kinds' scalar math (ElementMath.h) to each element.
+std::optional<ElementwiseKind> getElementwiseKind(Operation *op) {
+  auto unary = [](StringRef kind) { return ElementwiseKind{"Unary", kind}; };
+  auto binary = [](StringRef kind) { return ElementwiseKind{"Binary", kind}; };
+  using Kind = std::optional<ElementwiseKind>;
+  return llvm::TypeSwitch<Operation *, Kind>(op)
+      .Case([&](NegOp) { return unary("Neg"); })
+      .Case([&](AbsOp) { return unary("Abs"); })
+      .Case([&](ExpOp) { return unary("Exp"); })
+      .Case([&](LogOp) { return unary("Log"); })
+      .Case([&](SqrtOp) { return unary("Sqrt"); })
+      .Case([&](RsqrtOp) { return unary("Rsqrt"); })
+      .Case([&](TanhOp) { return unary("Tanh"); })
+      .Case([&](SigmoidOp) { return unary("Sigmoid"); })
+      .Case([&](ReluOp) { return unary("Relu"); })
+      .Case([&](SiluOp) { return unary("Silu"); })
+      .Case([&](SinOp) { return unary("Sin"); })
+      .Case([&](CosOp) { return unary("Cos"); })
+      .Case([&](GeluOp gelu) {
+        return unary(gelu.getApproximation() == GeluApproximation::tanh
+                         ? "GeluTanh"
+                         : "GeluErf");
+      })
+      .Case([&](GeluGradOp grad) {
+        return binary(grad.getApproximation() == GeluApproximation::tanh
+                          ? "GeluTanhGrad"
+                          : "GeluErfGrad");
+      })
+      .Case([&](AddOp) { return binary("Add"); })
+      .Case([&](SubOp) { return binary("Sub"); })
+      .Case([&](MulOp) { return binary("Mul"); })
+      .Case([&](DivOp) { return binary("Div"); })
+      .Case([&](PowOp) { return binary("Pow"); })
+      .Case([&](MaximumOp) { return binary("Maximum"); })
+      .Case([&](MinimumOp) { return binary("Minimum"); })
+      .Default([](Operation *) -> Kind { return std::nullopt; });
+}
+
+/// The C++ element type of a fused loop's values.
+StringRef getScalarType(Type type) {
+  return type.cast<RankedTensorType>().getElementType().isF64() ? "double"
+                                                                : "float";
+}
+
 /// The communicator of a process group in the generated code.
 StringRef groupOf(ProcessGroup group) {
   return group == ProcessGroup::dp ? "mesh.getDataParallel()"
@@ -251,6 +303,9 @@ private:
                                        SmallVector<int64_t> &slotValues);
   /// The call of `op`'s kernel, without the trailing ";".
   FailureOr<std::string> getKernelCall(Operation *op);
+  /// The call of the loop that computes `fused`, written first if no group
+  /// before it computes the same.
+  FailureOr<std::string> getFusedLoopCall(FusedOp fused);
   /// The phase function's `step` argument, which `value` (an operand of `op`
   /// that kernels take as a number on the host) must be: the step number
   /// lives in the arena too, but in the device's memory.
@@ -293,6 +348,10 @@ private:
   std::string pendingViews;
   /// Non-splat constant data, written before the functions.
   std::string constantData;
+  /// The fused loops' definitions, and their names by the text of their
+  /// body: groups that compute the same (those of each block) share one.
+  std::string fusedLoops;
+  llvm::StringMap<std::string> fusedLoopNames;
   /// Symbols' offsets and the step's persistent slots.
   DenseMap<StringAttr, int64_t> symbolOffsets;
 };
@@ -462,15 +521,14 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
   auto optional = [&](Value value) {
     return value ? use(value) : std::string("Tensor()");
   };
-  auto unary = [&](StringRef kind) -> std::string {
-    return llvm::formatv("unary(ctx, UnaryKind::{0}, {1}, {2})", kind,
-                         use(op->getOperand(0)), out());
-  };
-  auto binary = [&](StringRef kind) -> std::string {
-    return llvm::formatv(
-        "binary(ctx, BinaryKind::{0}, {1}, {2}, {3})", kind,
-        use(op->getOperand(0)), use(op->getOperand(1)), out());
-  };
+  if (std::optional<ElementwiseKind> kind = getElementwiseKind(op)) {
+    std::string operands;
+    for (Value operand : op->getOperands())
+      operands += use(operand) + ", ";
+    return llvm::formatv("{0}(ctx, {1}Kind::{2}, {3}{4})", kind->kernel.lower(),
+                         kind->kernel, kind->kind, operands, out())
+        .str();
+  }
   auto reduce = [&](StringRef kind, ArrayRef<int64_t> dims) -> std::string {
     return llvm::formatv("reduce(ctx, ReduceKind::{0}, {1}, {2}, "
                          "{3}u)",
@@ -484,40 +542,12 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
            << "): only the CPU runtime has its kernel; compile with "
               "--target=cpu";
   return llvm::TypeSwitch<Operation *, Call>(op)
-      .Case([&](NegOp) { return unary("Neg"); })
-      .Case([&](AbsOp) { return unary("Abs"); })
-      .Case([&](ExpOp) { return unary("Exp"); })
-      .Case([&](LogOp) { return unary("Log"); })
-      .Case([&](SqrtOp) { return unary("Sqrt"); })
-      .Case([&](RsqrtOp) { return unary("Rsqrt"); })
-      .Case([&](TanhOp) { return unary("Tanh"); })
-      .Case([&](SigmoidOp) { return unary("Sigmoid"); })
-      .Case([&](ReluOp) { return unary("Relu"); })
-      .Case([&](SiluOp) { return unary("Silu"); })
-      .Case([&](SinOp) { return unary("Sin"); })
-      .Case([&](CosOp) { return unary("Cos"); })
-      .Case([&](GeluOp gelu) {
-        return unary(gelu.getApproximation() == GeluApproximation::tanh
-                         ? "GeluTanh"
-                         : "GeluErf");
-      })
-      .Case([&](GeluGradOp grad) {
-        return binary(grad.getApproximation() == GeluApproximation::tanh
-                          ? "GeluTanhGrad"
-                          : "GeluErfGrad");
-      })
+      .Case([&](FusedOp fused) { return getFusedLoopCall(fused); })
       .Case([&](CastOp) -> Call {
         return llvm::formatv("cast(ctx, {0}, {1})", use(op->getOperand(0)),
                              out())
             .str();
       })
-      .Case([&](AddOp) { return binary("Add"); })
-      .Case([&](SubOp) { return binary("Sub"); })
-      .Case([&](MulOp) { return binary("Mul"); })
-      .Case([&](DivOp) { return binary("Div"); })
-      .Case([&](PowOp) { return binary("Pow"); })
-      .Case([&](MaximumOp) { return binary("Maximum"); })
-      .Case([&](MinimumOp) { return binary("Minimum"); })
       .Case([&](CompareOp compare) -> Call {
         return llvm::formatv(
                    "compare(ctx, CompareKind::{0}, {1}, {2}, {3})",
@@ -796,6 +826,83 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       });
 }
 
+FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
+  if (info.target != "cpu")
+    return fused.emitError("code generation for --target=")
+           << info.target
+           << " does not support fusion groups yet: compile it with "
+              "train(fusion=\"none\") and without fuse()";
+  Block &body = fused.getBody().front();
+  ArrayRef<int64_t> loop = fused.getLoopShape();
+  int64_t numElements =
+      fused.getResult(0).getType().cast<RankedTensorType>().getNumElements();
+  StringRef scalar = getScalarType(fused.getResult(0).getType());
+  // The loop reads each operand's element once, computes every op's in a
+  // register and writes the results'.
+  std::string pointers, loads, computes, stores, ops;
+  DenseMap<Value, std::string> elements;
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned n = arg.getArgNumber();
+    BroadcastIndexing indexing = *getBroadcastIndexing(
+        arg.getType().cast<RankedTensorType>().getShape(), loop);
+    std::string index =
+        indexing.count == 1             ? std::string("0")
+        : indexing.count == numElements ? std::string("i")
+        : indexing.inner == 1
+            ? llvm::formatv("i % {0}", indexing.count).str()
+            : llvm::formatv("i / {0} % {1}", indexing.inner, indexing.count)
+                  .str();
+    pointers += llvm::formatv("  const {0} *__restrict in{1} = static_cast<"
+                              "const {0} *>(data[{1}]);\n",
+                              scalar, n);
+    loads +=
+        llvm::formatv("    const {0} a{1} = in{1}[{2}];\n", scalar, n, index);
+    elements[arg] = "a" + std::to_string(n);
+  }
+  int computed = 0;
+  for (Operation &op : body.without_terminator()) {
+    ElementwiseKind kind = *getElementwiseKind(&op);
+    std::string name = "v" + std::to_string(computed++);
+    std::string arguments;
+    for (Value operand : op.getOperands())
+      arguments += (arguments.empty() ? "" : ", ") + elements[operand];
+    computes += llvm::formatv("    const {0} {1} = cpu::apply{2}<{2}Kind::{3}>"
+                              "({4});\n",
+                              scalar, name, kind.kernel, kind.kind, arguments);
+    elements[op.getResult(0)] = name;
+    ops += (ops.empty() ? "" : ", ") + op.getName().stripDialect().str();
+  }
+  for (auto [n, result] :
+       llvm::enumerate(body.getTerminator()->getOperands())) {
+    pointers += llvm::formatv(
+        "  {0} *__restrict out{1} = static_cast<{0} *>(data[{2}]);\n", scalar,
+        n, body.getNumArguments() + n);
+    stores += llvm::formatv("    out{0}[i] = {1};\n", n, elements[result]);
+  }
+  std::string text = "(void *const *data, int64_t begin, int64_t end) {\n" +
+                     pointers + "  for (int64_t i = begin; i < end; ++i) {\n" +
+                     loads + computes + stores + "  }\n}\n";
+  auto [it, inserted] = fusedLoopNames.try_emplace(
+      text, "FusedLoop" + std::to_string(fusedLoopNames.size()));
+  std::string name = it->second;
+  if (inserted)
+    fusedLoops += "/// " + ops + ", one element at a time.\n" +
+                  "SLAPO_VECTOR_INLINE void " + name + "Body" + text +
+                  "SLAPO_CPU_FUSED_LOOP(k" + name + ", " + name + "Body)\n\n";
+
+  std::string data;
+  for (Value value : fused.getInputs())
+    data += use(value) + ".data, ";
+  for (Value value : fused.getResults())
+    data += use(value) + ".data, ";
+  data.resize(data.size() - 2);
+  return llvm::formatv("runFusedLoop(ctx, k{0}, std::array<void *, {1}>{{{2}}"
+                       ".data(), {3})",
+                       name, fused.getNumOperands() + fused.getNumResults(),
+                       data, numElements)
+      .str();
+}
+
 LogicalResult Emitter::emitOp(Operation *op, std::string &body) {
   pendingViews.clear();
   FailureOr<std::string> call = getKernelCall(op);
@@ -812,8 +919,16 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &body) {
   // slapo-checkpoint's clones say so: the forward op computed again.
   if (op->hasAttr(kRecomputedAttrName))
     comment += " (recomputed)";
-  body += "\n  // " + comment + ": " + op->getName().stripDialect().str() +
-          "\n" + pendingViews + "  " + *call + ";\n";
+  std::string what = op->getName().stripDialect().str();
+  if (auto fused = dyn_cast<FusedOp>(op)) {
+    what += " (";
+    for (Operation &inner : fused.getBody().front().without_terminator())
+      what += (&inner == &fused.getBody().front().front() ? "" : ", ") +
+              inner.getName().stripDialect().str();
+    what += ")";
+  }
+  body += "\n  // " + comment + ": " + what + "\n" + pendingViews + "  " +
+          *call + ";\n";
   return success();
 }
 
@@ -1071,8 +1186,10 @@ FailureOr<std::vector<SourceFile>> Emitter::emit() {
       "#include \"slapo/runtime/Collectives.h\"\n"
       "#include \"slapo/runtime/Program.h\"\n"
       "#include \"slapo/runtime/" +
-      info.target +
-      "/Kernels.h\"\n\n"
+      info.target + "/Kernels.h\"\n" +
+      (fusedLoops.empty() ? ""
+                          : "#include \"slapo/runtime/cpu/FusedLoop.h\"\n") +
+      "\n"
       "#include <array>\n#include <cstdint>\n#include <limits>\n\n";
   std::string definitions =
       "using namespace slapo::rt;\n"
@@ -1087,6 +1204,10 @@ FailureOr<std::vector<SourceFile>> Emitter::emit() {
   std::string viewFunction =
       "Tensor view(uint8_t *arena, int64_t offset, DType dtype, Shape shape) "
       "{\n  return Tensor(arena + offset, dtype, shape);\n}\n\n";
+  // The fused loops are inline: blocks.cpp's functions call them too.
+  if (!fusedLoops.empty())
+    viewFunction +=
+        "// The loops of the fusion groups (slapo.fused).\n" + fusedLoops;
   std::string program = programText + "\n} // namespace\n\n" +
                         "int main(int argc, char **argv) {\n"
                         "  return slapo::rt::runTrainingMain(kProgram, argc, "

@@ -27,6 +27,10 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
            << "'\n";
     return failure();
   }
+  if (options.fusion != "none" && options.fusion != "auto") {
+    errors << "fusion must be none or auto, not '" << options.fusion << "'\n";
+    return failure();
+  }
   // The model's spelled-out activations, before anything else sees them.
   pm.addPass(createRecognizeGelu());
   bool shards = options.tp > 1;
@@ -70,6 +74,16 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
     checkpoint.candidates = candidates;
     pm.addPass(createCheckpoint(checkpoint));
   }
+  // On the final step, recomputation included; before the plan, so that
+  // the values a group keeps to itself get no bytes.
+  if (options.fusion == "auto") {
+    pm.addPass(createFuseElementwise());
+  } else if (!options.fuse.empty()) {
+    std::vector<ModelName> modules(options.fuse.begin(), options.fuse.end());
+    FuseElementwiseOptions fuse;
+    fuse.modules = modules;
+    pm.addPass(createFuseElementwise(fuse));
+  }
   pm.addPass(createPlanMemoryPass());
   return success();
 }
@@ -106,7 +120,8 @@ void registerTrainingPipeline() {
   registerPassPipeline(
       "slapo-training",
       "the imported forward to the planned training step: the schedule's "
-      "primitives, autodiff, the optimizer, checkpointing, the memory plan",
+      "primitives, autodiff, the optimizer, checkpointing, fusion, the "
+      "memory plan",
       [](OpPassManager &pm, llvm::StringRef text,
          llvm::function_ref<LogicalResult(const llvm::Twine &)> onError) {
         TrainingPipelineOptions options;

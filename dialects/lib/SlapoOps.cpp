@@ -32,6 +32,34 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
   return result;
 }
 
+std::optional<BroadcastIndexing> getBroadcastIndexing(ArrayRef<int64_t> shape,
+                                                      ArrayRef<int64_t> loop) {
+  if (shape.size() > loop.size())
+    return std::nullopt;
+  size_t pad = loop.size() - shape.size();
+  // Dims of size 1 in the loop index nothing: only the others decide.
+  int64_t inner = 1, count = 1;
+  bool kept = false, keptEnded = false;
+  for (size_t d = loop.size(); d-- > 0;) {
+    int64_t size = d < pad ? 1 : shape[d - pad];
+    if (loop[d] == 1 && size != 1)
+      return std::nullopt;
+    if (loop[d] == 1 || (size == 1 && !kept)) {
+      inner *= kept ? 1 : loop[d];
+      continue;
+    }
+    if (size == 1) {
+      keptEnded = true;
+      continue;
+    }
+    if (size != loop[d] || keptEnded)
+      return std::nullopt;
+    kept = true;
+    count *= size;
+  }
+  return BroadcastIndexing{kept ? inner : 1, count};
+}
+
 Value getSameBytesSource(Operation *op) {
   if (isa<ReshapeOp, GradAllReduceOp>(op))
     return op->getOperand(0);
@@ -888,6 +916,40 @@ LogicalResult SgdUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (auto buffer = getMomentumBufferAttr())
     states.push_back(buffer);
   return verifyUpdateSymbols(*this, symbols, getParamAttr(), getGrad(), states);
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion groups.
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedOp::verify() {
+  if (getResults().empty())
+    return emitOpError("needs at least one result");
+  ArrayRef<int64_t> loop = getLoopShape();
+  Block &body = getBody().front();
+  if (body.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError("the region's arguments must have the operands' types");
+  for (auto [index, input] : llvm::enumerate(getInputs())) {
+    ArrayRef<int64_t> shape = tensorType(input).getShape();
+    if (!getBroadcastIndexing(shape, loop))
+      return emitOpError("operand #")
+             << index << " shape " << shapeString(shape)
+             << " does not broadcast to the loop's " << shapeString(loop)
+             << " as one block of its dims";
+  }
+  for (Operation &op : body.without_terminator()) {
+    if (!op.hasTrait<OpTrait::FusibleElementwise>())
+      return emitOpError("holds '")
+             << op.getName() << "', which is not a fusible elementwise op";
+    if (tensorType(op.getResult(0)).getShape() != loop)
+      return emitOpError("holds '")
+             << op.getName() << "' of shape "
+             << shapeString(tensorType(op.getResult(0)).getShape())
+             << ", not the loop's " << shapeString(loop);
+  }
+  if (body.getTerminator()->getOperandTypes() != getResultTypes())
+    return emitOpError("yields values whose types are not its results'");
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,9 +1,9 @@
 //===- Elementwise.cpp - generators and elementwise kernels ---------------===//
 #include "KernelSupport.h"
 #include "KernelVariant.h"
-#include "VectorMath.h"
 
 #include "slapo/runtime/Random.h"
+#include "slapo/runtime/cpu/ElementMath.h"
 
 SLAPO_CPU_VARIANT_ISA_BEGIN
 namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
@@ -47,51 +47,6 @@ namespace {
 constexpr int kUnaryKindCount = static_cast<int>(UnaryKind::GeluTanh) + 1;
 constexpr int kBinaryKindCount = static_cast<int>(BinaryKind::GeluTanhGrad) + 1;
 constexpr int kCompareKindCount = static_cast<int>(CompareKind::Ge) + 1;
-
-/// The kinds defined on integer tensors too.
-constexpr bool isIntegerUnary(UnaryKind kind) {
-  return kind == UnaryKind::Neg || kind == UnaryKind::Abs ||
-         kind == UnaryKind::Relu;
-}
-
-// The constants of gelu and its tanh approximation, as PyTorch spells them.
-constexpr double kSqrtHalf = 0.70710678118654752440;
-constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
-constexpr double kGeluCubic = 0.044715;
-/// 1 / sqrt(2 pi), the normal density's scale.
-constexpr double kNormalDensityScale = 0.39894228040143267794;
-
-template <UnaryKind Kind, typename C> SLAPO_VECTOR_INLINE C applyUnary(C x) {
-  if constexpr (Kind == UnaryKind::Neg)
-    return static_cast<C>(-x);
-  else if constexpr (Kind == UnaryKind::Abs)
-    return static_cast<C>(x < C(0) ? -x : x);
-  else if constexpr (Kind == UnaryKind::Relu)
-    return x < C(0) ? C(0) : x; // NaN stays NaN
-  else if constexpr (Kind == UnaryKind::Exp)
-    return vexp(x);
-  else if constexpr (Kind == UnaryKind::Log)
-    return std::log(x);
-  else if constexpr (Kind == UnaryKind::Sqrt)
-    return std::sqrt(x);
-  else if constexpr (Kind == UnaryKind::Rsqrt)
-    return C(1) / std::sqrt(x);
-  else if constexpr (Kind == UnaryKind::Tanh)
-    return vtanh(x);
-  else if constexpr (Kind == UnaryKind::Sigmoid)
-    return C(1) / (C(1) + vexp(-x));
-  else if constexpr (Kind == UnaryKind::Silu)
-    return x / (C(1) + vexp(-x));
-  else if constexpr (Kind == UnaryKind::Sin)
-    return std::sin(x);
-  else if constexpr (Kind == UnaryKind::Cos)
-    return std::cos(x);
-  else if constexpr (Kind == UnaryKind::GeluErf)
-    return x * C(0.5) * (C(1) + std::erf(x * C(kSqrtHalf)));
-  else
-    return C(0.5) * x *
-           (C(1) + vtanh(C(kSqrtTwoOverPi) * (x + C(kGeluCubic) * x * x * x)));
-}
 
 } // namespace
 
@@ -137,72 +92,6 @@ void cast(Context &ctx, const Tensor &input, const Tensor &out) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// gelu'(x), term by term as PyTorch's GeluBackward computes it.
-template <bool Tanh, typename C> SLAPO_VECTOR_INLINE C geluDerivative(C x) {
-  if constexpr (Tanh) {
-    const C beta = C(kSqrtTwoOverPi), kappa = C(kGeluCubic);
-    C square = x * x;
-    C tanhInner = vtanh(beta * (x + kappa * square * x));
-    C leftDerivative = C(0.5) * (C(1) + tanhInner);
-    C innerDerivative = beta * (C(1) + C(3) * kappa * square);
-    C rightDerivative =
-        C(0.5) * x * (C(1) - tanhInner * tanhInner) * innerDerivative;
-    return leftDerivative + rightDerivative;
-  } else {
-    C cdf = C(0.5) * (C(1) + std::erf(x * C(kSqrtHalf)));
-    C pdf = C(kNormalDensityScale) * vexp(C(-0.5) * x * x);
-    return cdf + x * pdf;
-  }
-}
-
-/// base^exponent by squaring, as PyTorch computes integer powers; a negative
-/// exponent gives 0 unless the base is 1 or -1.
-inline int64_t integerPow(int64_t base, int64_t exponent) {
-  if (exponent < 0)
-    return base == 1 ? 1 : base == -1 ? (exponent % 2 ? -1 : 1) : 0;
-  int64_t result = 1;
-  for (; exponent; exponent >>= 1, base *= base)
-    if (exponent & 1)
-      result *= base;
-  return result;
-}
-
-template <BinaryKind Kind, typename C>
-SLAPO_VECTOR_INLINE auto applyBinary(C a, C b) {
-  if constexpr (Kind == BinaryKind::Add)
-    return a + b;
-  else if constexpr (Kind == BinaryKind::Sub)
-    return a - b;
-  else if constexpr (Kind == BinaryKind::Mul)
-    return a * b;
-  else if constexpr (Kind == BinaryKind::Div) {
-    if constexpr (std::is_integral_v<C>)
-      return b == 0 ? int64_t(0) : int64_t(a) / int64_t(b); // no trap on /0
-    else
-      return a / b;
-  } else if constexpr (Kind == BinaryKind::Pow) {
-    if constexpr (std::is_integral_v<C>) {
-      return integerPow(a, b);
-    } else {
-      // As ATen's pow with a scalar exponent: squares and cubes (gelu's
-      // tanh approximation) are products, several times faster than pow.
-      if (b == C(2))
-        return a * a;
-      if (b == C(3))
-        return a * a * a;
-      return std::pow(a, b);
-    }
-  } else if constexpr (Kind == BinaryKind::Maximum) {
-    return maxPropagatingNaN(a, b);
-  } else if constexpr (Kind == BinaryKind::Minimum) {
-    return minPropagatingNaN(a, b);
-  } else if constexpr (std::is_integral_v<C>) {
-    return C(0); // binary() refuses integer gelu gradients
-  } else {
-    return a * geluDerivative<Kind == BinaryKind::GeluTanhGrad>(b);
-  }
-}
 
 template <CompareKind Kind, typename C> bool applyCompare(C a, C b) {
   if constexpr (Kind == CompareKind::Eq)

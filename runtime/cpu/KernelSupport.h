@@ -10,9 +10,10 @@
 #ifndef SLAPO_RUNTIME_CPU_KERNELSUPPORT_H
 #define SLAPO_RUNTIME_CPU_KERNELSUPPORT_H
 
-#include "slapo/runtime/cpu/Context.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/Tensor.h"
+#include "slapo/runtime/cpu/Context.h"
+#include "slapo/runtime/cpu/ElementMath.h"
 
 #include <algorithm>
 #include <array>
@@ -116,14 +117,6 @@ template <typename T, typename V> inline T store(V value) {
     return T::fromFloat(static_cast<float>(value));
   else
     return static_cast<T>(value);
-}
-
-/// max and min that propagate NaN, as torch.maximum and torch.max do.
-template <typename C> inline C maxPropagatingNaN(C a, C b) {
-  return (a != a || a > b) ? a : b;
-}
-template <typename C> inline C minPropagatingNaN(C a, C b) {
-  return (a != a || a < b) ? a : b;
 }
 
 //===----------------------------------------------------------------------===//

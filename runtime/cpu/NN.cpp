@@ -1,7 +1,8 @@
 //===- NN.cpp - embedding, normalization, softmax and losses --------------===//
 #include "KernelSupport.h"
 #include "KernelVariant.h"
-#include "VectorMath.h"
+
+#include "slapo/runtime/cpu/VectorMath.h"
 
 #include <vector>
 

@@ -207,6 +207,7 @@ SPECS = [
                    vocab_size=128, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
                    num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
                    dropout=0.1),
+    own_names_spec("hf_llama_own", "LlamaForCausalLM", "LlamaConfig", "int", **DECODER_CONFIG),
     own_names_spec("hf_qwen2_own", "Qwen2ForCausalLM", "Qwen2Config", "int", **DECODER_CONFIG),
     own_names_spec("hf_mistral_own", "MistralForCausalLM", "MistralConfig", "int",
                    sliding_window=8, **DECODER_CONFIG),

@@ -1,6 +1,6 @@
 // vexp and vtanh against the C library's double exp and tanh: within 2 ulp
 // of the f32 result over the whole range, and IEEE's special values.
-#include "VectorMath.h"
+#include "slapo/runtime/cpu/VectorMath.h"
 
 #include <catch2/catch.hpp>
 

@@ -1074,10 +1074,14 @@ void Importer::lowerTensorOp(jit::Node *node, Frame &frame) {
     mlir::InFlightDiagnostic diagnostic =
         mlir::emitError(loc) << "cannot infer the result shape of '" << kind
                              << "' for these static input shapes: " << why;
-    for (const InputSpec &input : inputs)
-      diagnostic.attachNote(input.declaration)
-          << "input " << input.str()
-          << (input.declaration ? " declared here" : " given by --input");
+    for (const InputSpec &input : inputs) {
+      mlir::Diagnostic &note = diagnostic.attachNote(input.declaration);
+      note << "input " << input.declaredStr()
+           << (input.declaration ? " declared here" : " given by --input");
+      if (input.dataParallelRanks > 1)
+        note << "; each of the dp=" << input.dataParallelRanks
+             << " ranks takes " << input.str();
+    }
     return frame.poisonOutputs(node);
   }
   for (const Known &shadow : shadowsOf(run->results))

@@ -23,10 +23,15 @@ struct InputSpec {
   /// The schedule's input() that declares it, for notes on errors its shape
   /// causes; none for an --input flag.
   std::optional<mlir::Location> declaration;
+  /// How many data-parallel ranks share the declared batch: `shape` is one
+  /// rank's share, dim 0 divided by this.
+  int64_t dataParallelRanks = 1;
 
   mlir::RankedTensorType getType(mlir::MLIRContext &context) const;
   /// The spec in the syntax parseInputSpec reads.
   std::string str() const;
+  /// The spec as declared, the whole batch of every data-parallel rank.
+  std::string declaredStr() const;
 };
 
 /// The dtype spellings accepted in specs, in the order they are listed to

@@ -50,6 +50,9 @@ struct TrainOptions {
   int64_t warmupSteps = 0; // warmup_cosine
   /// The limit of each rank's planned arena in bytes; 0: none.
   int64_t memoryBudget = 0;
+  /// "none": one kernel per op, but in the modules of fuse(); "auto": every
+  /// module's elementwise chains fused (slapo-fuse-elementwise).
+  std::string fusion = "none";
   llvm::SMLoc loc;             // of the declaration; invalid if there is none
   llvm::SMLoc lossLoc;         // of the loss argument, or loc
   llvm::SMLoc memoryBudgetLoc; // of the memory_budget argument, if given

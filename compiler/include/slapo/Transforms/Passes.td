@@ -341,6 +341,33 @@ def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
   ];
 }
 
+def FuseElementwise : Pass<"slapo-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "fusion: chains of elementwise ops of @train_step as slapo.fused groups";
+  let description = [{
+    Runs on the training step (after slapo-optimizer and slapo-checkpoint,
+    before slapo-plan-memory, so that the values a group keeps to itself get
+    no bytes). In program order, each FusibleElementwise op of `modules`
+    (every module if none is given) with f32 or f64 elements joins the group
+    of the latest of its operands' producers that is one: of the same shape
+    (the loop's), phase and recomputation, its operands broadcasting to that
+    shape as one block of its dims (a bias row, a column, a scalar), and
+    only if no op outside the group that reads a value of the group comes
+    before it. Groups of two ops or more become a `slapo.fused` at the
+    place of their last op; the values read outside a group are its
+    results.
+
+    So a group never spans an op that is not fusible: a reduction or a
+    collective between two elementwise ops reads the first, before the
+    second, and keeps them apart. The group's module path is the longest
+    one that holds all of its ops; its location fuses theirs.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    ListOption<"modules", "modules", "::slapo::ModelName",
+               "module paths whose ops are fused; none: every module">,
+  ];
+}
+
 def PlanMemory : Pass<"slapo-plan-memory", "::mlir::ModuleOp"> {
   let summary = "places every tensor of @train_step at an offset of one arena";
   let description = [{

@@ -77,6 +77,16 @@ struct TrainingPipelineOptions
   ListOption<ModelName> checkpointCandidates{
       *this, "checkpoint-candidates",
       llvm::cl::desc("modules the memory budget may checkpoint")};
+
+  // slapo-fuse-elementwise's: train(fusion=) and fuse().
+  Option<std::string> fusion{
+      *this, "fusion",
+      llvm::cl::desc("none, or auto: every module's elementwise chains "
+                     "fused (slapo-fuse-elementwise)"),
+      llvm::cl::init("none")};
+  ListOption<ModelName> fuse{
+      *this, "fuse",
+      llvm::cl::desc("modules whose elementwise chains are fused")};
 };
 
 /// Adds the passes of `options` to `pm` (anchored on builtin.module); fails,

@@ -7,6 +7,7 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -25,6 +26,10 @@ namespace slapo::OpTrait {
 /// so they are never evaluated or checked one process alone.
 template <typename ConcreteType>
 class Collective : public mlir::OpTrait::TraitBase<ConcreteType, Collective> {};
+/// Elementwise ops a fusion group may hold (SlapoOps.td).
+template <typename ConcreteType>
+class FusibleElementwise
+    : public mlir::OpTrait::TraitBase<ConcreteType, FusibleElementwise> {};
 } // namespace slapo::OpTrait
 
 #define GET_OP_CLASSES
@@ -42,6 +47,23 @@ std::string shapeString(llvm::ArrayRef<int64_t> shape);
 /// broadcast.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+
+/// How element i of a loop over the shape `loop` reads an operand of shape
+/// `shape` that broadcasts to it: the operand's element (i / inner) % count.
+/// An operand of the loop's shape has inner 1 and count the loop's size, a
+/// scalar count 1, a bias row [N] of a [M, N] loop inner 1 and count N, a
+/// column [M, 1] inner N and count M.
+struct BroadcastIndexing {
+  int64_t inner;
+  int64_t count;
+};
+
+/// The indexing of `shape` in a loop over `loop`, or none where it does not
+/// broadcast to it or the dims it keeps are not one contiguous block of the
+/// loop's (a [M, 1, K] operand of a [M, N, K] loop).
+std::optional<BroadcastIndexing>
+getBroadcastIndexing(llvm::ArrayRef<int64_t> shape,
+                     llvm::ArrayRef<int64_t> loop);
 
 /// The number of rows of the smallest table the integer `value` indexes
 /// (embedding rows, cross-entropy classes), following it through ops that

@@ -16,6 +16,7 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 // An op with a vector-Jacobian rule (in dialects/lib/Vjp*.cpp, by op family).
 def Slapo_Differentiable : DeclareOpInterfaceMethods<Slapo_VjpOpInterface>;
@@ -26,6 +27,14 @@ def Slapo_Shardable : DeclareOpInterfaceMethods<Slapo_ShardingRuleOpInterface>;
 def Slapo_ShardableTakingPendingBiases
     : DeclareOpInterfaceMethods<Slapo_ShardingRuleOpInterface,
                                 ["takesPendingBiases"]>;
+
+// Marks the ops whose result element i is a function of the elements their
+// operands broadcast to i, with scalar math in the runtime's ElementMath.h:
+// slapo-fuse-elementwise groups chains of them into slapo.fused, and the C++
+// emitter writes each group as one loop.
+def Slapo_FusibleElementwise : NativeOpTrait<"FusibleElementwise"> {
+  let cppNamespace = "::slapo::OpTrait";
+}
 
 // Tensors of the element types with arithmetic: every type but i1. PyTorch
 // rejects neg, abs and sub on bool tensors and never sums them as bool.
@@ -125,7 +134,8 @@ def Slapo_ArangeOp : Slapo_Op<"arange", [Pure, Slapo_Shardable]> {
 class Slapo_UnaryOp<string mnemonic, Type tensor = Slapo_FloatTensor,
                     list<Trait> traits = []>
     : Slapo_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
-                                      Slapo_Differentiable, Slapo_Shardable],
+                                      Slapo_Differentiable, Slapo_Shardable,
+                                      Slapo_FusibleElementwise],
                                      traits)> {
   let arguments = (ins tensor:$input);
   let results = (outs tensor:$result);
@@ -150,7 +160,8 @@ def Slapo_SinOp : Slapo_UnaryOp<"sin"> { let summary = "sine"; }
 def Slapo_CosOp : Slapo_UnaryOp<"cos"> { let summary = "cosine"; }
 
 def Slapo_GeluOp : Slapo_Op<"gelu", [Pure, SameOperandsAndResultType,
-                                    Slapo_Differentiable, Slapo_Shardable]> {
+                                    Slapo_Differentiable, Slapo_Shardable,
+                                    Slapo_FusibleElementwise]> {
   let summary = "gelu, exact (erf) or with the tanh approximation";
   let arguments = (ins Slapo_FloatTensor:$input,
                        Slapo_GeluApproximationAttr:$approximation);
@@ -158,7 +169,8 @@ def Slapo_GeluOp : Slapo_Op<"gelu", [Pure, SameOperandsAndResultType,
   let assemblyFormat = "$input $approximation attr-dict `:` type($result)";
 }
 
-def Slapo_GeluGradOp : Slapo_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def Slapo_GeluGradOp : Slapo_Op<"gelu_grad", [Pure, SameOperandsAndResultType,
+                                             Slapo_FusibleElementwise]> {
   let summary = "grad * gelu'(input): slapo.gelu's gradient, one pass";
   let description = [{
     The derivative of the approximation given, as PyTorch's GeluBackward
@@ -183,7 +195,8 @@ def Slapo_CastOp : Slapo_Op<"cast", [Pure, Slapo_Differentiable,
 
 class Slapo_BinaryOp<string mnemonic, Type tensor = Slapo_Tensor,
                      Trait shardingRule = Slapo_Shardable>
-    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable, shardingRule]> {
+    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable, shardingRule,
+                          Slapo_FusibleElementwise]> {
   let arguments = (ins tensor:$lhs, tensor:$rhs);
   let results = (outs tensor:$result);
   let assemblyFormat =
@@ -287,6 +300,53 @@ def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType
   let results = (outs Slapo_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion groups (built by slapo-fuse-elementwise).
+//===----------------------------------------------------------------------===//
+
+def Slapo_FusedOp : Slapo_Op<"fused", [IsolatedFromAbove,
+                                      RecursiveMemoryEffects]> {
+  let summary = "elementwise ops computed as one loop over their shape";
+  let description = [{
+    The region's ops (each FusibleElementwise) run on the block's
+    arguments, which are the operands; `slapo.yield` names the values the
+    group gives to ops outside it, the results. Every op of the region and
+    every result has the group's shape, the loop's; an operand has it too,
+    or broadcasts to it. Values of the region that are not results are
+    never in memory: the emitted loop keeps them in registers, so the memory
+    plan gives them no bytes.
+
+    ```mlir
+    %r = slapo.fused %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<8xf32>):
+      %0 = slapo.add %a0, %a1 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %1 = slapo.gelu %0 <tanh> : tensor<4x8xf32>
+      slapo.yield %1 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Slapo_Tensor>:$inputs);
+  let results = (outs Variadic<Slapo_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, "
+                       "results) $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The shape every op of the group computes: the loop's.
+    ::llvm::ArrayRef<int64_t> getLoopShape() {
+      return getResult(0).getType().cast<::mlir::RankedTensorType>()
+          .getShape();
+    }
+  }];
+}
+
+def Slapo_YieldOp : Slapo_Op<"yield", [Pure, Terminator, ReturnLike,
+                                      HasParent<"FusedOp">]> {
+  let summary = "the values of a fusion group that are its results";
+  let arguments = (ins Variadic<Slapo_Tensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
 }
 
 //===----------------------------------------------------------------------===//

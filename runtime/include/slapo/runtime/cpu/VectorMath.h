@@ -6,7 +6,8 @@
 // Cephes library's expf and tanhf coefficients, errors within 2 ulp) so
 // that the kernels' loops over them vectorize; f64 keeps the C library's.
 //
-// Private to runtime/cpu.
+// Public for ElementMath.h, whose scalar math the generated fused loops
+// inline too.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_CPU_VECTORMATH_H

@@ -1,0 +1,186 @@
+//===- FuseElementwise.cpp - elementwise chains as fusion groups ----------===//
+//
+// Each elementwise op alone is a pass over memory: it reads its operands and
+// writes its result. A chain of them computed as one loop reads the chain's
+// inputs and writes what others read, once. The groups are found on the
+// whole training step, forward, backward and optimizer, where every reader
+// of every value is known, and before the memory plan, which then gives the
+// values a group keeps to itself no bytes at all.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+
+#include "slapo/Dialect/ModulePath.h"
+#include "slapo/Dialect/SlapoOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace slapo {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+RankedTensorType tensorType(Value value) {
+  return value.getType().cast<RankedTensorType>();
+}
+
+/// Ops of one phase and recomputation, computing one shape.
+struct Group {
+  SmallVector<Operation *> ops;
+  llvm::SmallPtrSet<Operation *, 8> members;
+};
+
+/// The longest module path that holds `a` and `b`: whole components only.
+StringRef getCommonModule(StringRef a, StringRef b) {
+  size_t common = 0;
+  for (size_t i = 0; i <= std::min(a.size(), b.size()); ++i) {
+    bool endA = i == a.size() || a[i] == '.';
+    bool endB = i == b.size() || b[i] == '.';
+    if (endA && endB)
+      common = i;
+    if (i == a.size() || i == b.size() || a[i] != b[i])
+      break;
+  }
+  return a.take_front(common);
+}
+
+struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
+  using FuseElementwiseBase::FuseElementwiseBase;
+
+  void runOnOperation() override {
+    auto step = getOperation().lookupSymbol<func::FuncOp>(kTrainStepName);
+    if (!step) {
+      getOperation().emitError("slapo-fuse-elementwise needs @")
+          << kTrainStepName << " (run slapo-optimizer first)";
+      return signalPassFailure();
+    }
+    std::vector<Group> groups = findGroups(step.getBody().front());
+    for (Group &group : groups)
+      if (group.ops.size() > 1)
+        buildFusedOp(group);
+  }
+
+  /// Whether `op` may be in a group at all.
+  bool isCandidate(Operation *op) {
+    if (!op->hasTrait<OpTrait::FusibleElementwise>())
+      return false;
+    // The emitted loops compute in the element type: f32 and f64 only, until
+    // they convert bf16 and f16 as the kernels do.
+    Type element = tensorType(op->getResult(0)).getElementType();
+    if (!element.isF32() && !element.isF64())
+      return false;
+    ArrayRef<int64_t> loop = tensorType(op->getResult(0)).getShape();
+    if (llvm::any_of(op->getOperands(), [&](Value operand) {
+          return !getBroadcastIndexing(tensorType(operand).getShape(), loop);
+        }))
+      return false;
+    return modules.empty() || llvm::any_of(modules, [&](StringRef module) {
+             return isInModule(op, module);
+           });
+  }
+
+  /// Whether `op` may join `group`: same loop, phase and recomputation, and
+  /// no reader of the group's values outside it before `op` (the group is
+  /// built where its last op is, and its results must be there before they
+  /// are read).
+  bool canJoin(Group &group, Operation *op) {
+    Operation *first = group.ops.front();
+    if (tensorType(first->getResult(0)).getShape() !=
+            tensorType(op->getResult(0)).getShape() ||
+        first->getAttr(kPhaseAttrName) != op->getAttr(kPhaseAttrName) ||
+        first->hasAttr(kRecomputedAttrName) != op->hasAttr(kRecomputedAttrName))
+      return false;
+    for (Operation *member : group.ops)
+      for (Operation *user : member->getUsers())
+        if (user != op && !group.members.contains(user) &&
+            !op->isBeforeInBlock(user))
+          return false;
+    return true;
+  }
+
+  std::vector<Group> findGroups(Block &block) {
+    std::vector<Group> groups;
+    DenseMap<Operation *, size_t> groupOf;
+    for (Operation &op : block) {
+      if (!isCandidate(&op))
+        continue;
+      // The latest producer's group: the one a chain continues.
+      std::optional<size_t> chosen;
+      for (Value operand : op.getOperands()) {
+        auto it = groupOf.find(operand.getDefiningOp());
+        if (it == groupOf.end() || (chosen && *chosen >= it->second))
+          continue;
+        if (canJoin(groups[it->second], &op))
+          chosen = it->second;
+      }
+      if (!chosen) {
+        chosen = groups.size();
+        groups.emplace_back();
+      }
+      groups[*chosen].ops.push_back(&op);
+      groups[*chosen].members.insert(&op);
+      groupOf[&op] = *chosen;
+    }
+    return groups;
+  }
+
+  void buildFusedOp(Group &group) {
+    Operation *last = group.ops.back();
+    llvm::SetVector<Value> inputs;
+    SmallVector<Value> results;
+    SmallVector<Location> locations;
+    StringRef module = getModulePath(group.ops.front());
+    for (Operation *op : group.ops) {
+      for (Value operand : op->getOperands())
+        if (!group.members.contains(operand.getDefiningOp()))
+          inputs.insert(operand);
+      for (Value result : op->getResults())
+        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+              return !group.members.contains(user);
+            }))
+          results.push_back(result);
+      locations.push_back(op->getLoc());
+      module = getCommonModule(module, getModulePath(op));
+    }
+    // Values nobody reads (none after CSE) need no loop.
+    if (results.empty())
+      return;
+
+    OpBuilder builder(last);
+    builder.setInsertionPointAfter(last);
+    auto fused = builder.create<FusedOp>(
+        FusedLoc::get(&getContext(), locations), ValueRange(results).getTypes(),
+        inputs.getArrayRef());
+    setModulePath(fused, module);
+    for (StringRef name : {kPhaseAttrName, kRecomputedAttrName})
+      if (Attribute value = last->getAttr(name))
+        fused->setAttr(name, value);
+
+    Block *body = builder.createBlock(&fused.getBody());
+    IRMapping mapping;
+    for (Value input : inputs)
+      mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
+    for (Operation *op : group.ops)
+      builder.clone(*op, mapping);
+    SmallVector<Value> yielded;
+    for (Value result : results)
+      yielded.push_back(mapping.lookup(result));
+    builder.create<YieldOp>(last->getLoc(), yielded);
+
+    for (auto [result, replacement] : llvm::zip(results, fused.getResults()))
+      result.replaceAllUsesExcept(replacement, group.members);
+    for (Operation *op : llvm::reverse(group.ops))
+      op->erase();
+  }
+};
+
+} // namespace
+} // namespace slapo

@@ -1,0 +1,16 @@
+//===- FusedLoop.cpp - running the generated fused loops ------------------===//
+#include "slapo/runtime/cpu/FusedLoop.h"
+
+#include "KernelSupport.h"
+
+namespace slapo::rt::cpu {
+
+void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
+                  int64_t numElements) {
+  FusedLoopBuild build = loop.builds[static_cast<int>(ctx.getPaths().kernels)];
+  detail::parallelFor(
+      ctx, numElements, detail::kGrain,
+      [&](int64_t begin, int64_t end) { build(data, begin, end); });
+}
+
+} // namespace slapo::rt::cpu

@@ -1,0 +1,57 @@
+//===- FusedLoop.h - the loops slapoc generates for fusion groups -*- C++
+//-*-===//
+//
+// A fusion group (slapo.fused) becomes one loop in the generated program:
+// element by element, the group's ops with ElementMath.h's scalar math,
+// their intermediate values in registers. Like the runtime's own loops, each
+// is compiled for every KernelIsa and run with the build that the context
+// chose at start-up, so one program runs on every x86-64 CPU.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_CPU_FUSEDLOOP_H
+#define SLAPO_RUNTIME_CPU_FUSEDLOOP_H
+
+#include "slapo/runtime/cpu/Context.h"
+#include "slapo/runtime/cpu/ElementMath.h"
+
+#include <cstdint>
+
+namespace slapo::rt::cpu {
+
+/// One build of a fused loop: elements [begin, end) of the group's loop,
+/// reading its operands and writing its results at `data`, operands first.
+using FusedLoopBuild = void (*)(void *const *data, int64_t begin, int64_t end);
+
+/// A fused loop built for each KernelIsa, in the enum's order.
+struct FusedLoop {
+  FusedLoopBuild builds[3];
+};
+
+/// Runs the build of `loop` that ctx's kernels use over `numElements`
+/// elements, split over ctx's threads as the elementwise kernels are.
+void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
+                  int64_t numElements);
+
+} // namespace slapo::rt::cpu
+
+/// Defines the FusedLoop `NAME` from `BODY`, an always-inline function of
+/// FusedLoopBuild's signature: one build of it for each KernelIsa. The
+/// builds target x86-64-vN levels, which share the baseline's arch, so GCC
+/// inlines BODY and ElementMath.h's math into each and vectorizes for its
+/// instruction set.
+#define SLAPO_CPU_FUSED_LOOP(NAME, BODY)                                       \
+  inline void BODY##X86_64(void *const *data, int64_t begin, int64_t end) {    \
+    BODY(data, begin, end);                                                    \
+  }                                                                            \
+  __attribute__((target("arch=x86-64-v3"))) inline void BODY##Avx2(            \
+      void *const *data, int64_t begin, int64_t end) {                         \
+    BODY(data, begin, end);                                                    \
+  }                                                                            \
+  __attribute__((target("arch=x86-64-v4"))) inline void BODY##Avx512(          \
+      void *const *data, int64_t begin, int64_t end) {                         \
+    BODY(data, begin, end);                                                    \
+  }                                                                            \
+  inline const ::slapo::rt::cpu::FusedLoop NAME = {                            \
+      {BODY##X86_64, BODY##Avx2, BODY##Avx512}};
+
+#endif // SLAPO_RUNTIME_CPU_FUSEDLOOP_H

@@ -1,0 +1,107 @@
+// RUN: slapo-opt --slapo-fuse-elementwise %s | FileCheck %s
+// RUN: slapo-opt --slapo-fuse-elementwise=modules=m.chain %s | FileCheck %s --check-prefix=MODULE
+// RUN: slapo-opt --slapo-fuse-elementwise --slapo-plan-memory %s | FileCheck %s --check-prefix=PLAN
+// RUN: echo 'module {}' | not slapo-opt --slapo-fuse-elementwise 2>&1 | FileCheck %s --check-prefix=NO-STEP
+
+// Each case starts from the step's arguments and ends in the concat that
+// the loss sums, so that the groups of one case do not reach into another.
+module {
+  func.func @train_step(%x: tensor<2x4xf32>, %y: tensor<2x4xf32>, %b: tensor<4xf32>, %c: tensor<2x1xf32>, %w: tensor<4x4xf32>, %step: tensor<i64>, %total: tensor<i64>) -> (tensor<f32>, tensor<f64>) {
+    // A chain with a bias row, a column and a scalar: one group, one result.
+    // Its module path is the longest that holds all its ops.
+    // CHECK-LABEL: func.func @train_step
+    // CHECK: %[[CHAIN:.*]] = slapo.fused %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {slapo.module = "m.chain"} : (tensor<2x4xf32>, tensor<4xf32>, tensor<2x1xf32>, tensor<f32>) -> tensor<2x4xf32> {
+    // CHECK-NEXT: ^bb0(%[[A0:.*]]: tensor<2x4xf32>, %[[A1:.*]]: tensor<4xf32>, %[[A2:.*]]: tensor<2x1xf32>, %[[A3:.*]]: tensor<f32>):
+    // CHECK-NEXT: %[[V0:.*]] = slapo.add %[[A0]], %[[A1]] {slapo.module = "m.chain"}
+    // CHECK-NEXT: %[[V1:.*]] = slapo.gelu %[[V0]] <tanh> {slapo.module = "m.chain.act"}
+    // CHECK-NEXT: %[[V2:.*]] = slapo.mul %[[V1]], %[[A2]] {slapo.module = "m.chain"}
+    // CHECK-NEXT: %[[V3:.*]] = slapo.div %[[V2]], %[[A3]] {slapo.module = "m.chain"}
+    // CHECK-NEXT: slapo.yield %[[V3]] : tensor<2x4xf32>
+    // CHECK-NEXT: }
+    %half = slapo.constant dense<5.000000e-01> : tensor<f32>
+    %0 = slapo.add %x, %b {slapo.module = "m.chain"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %1 = slapo.gelu %0 <tanh> {slapo.module = "m.chain.act"} : tensor<2x4xf32>
+    %2 = slapo.mul %1, %c {slapo.module = "m.chain"} : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+    %3 = slapo.div %2, %half {slapo.module = "m.chain"} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+
+    // A reduction in the middle: the sum reads %4 before the mul that reads
+    // both, so the mul does not join the exp: nothing fuses.
+    // CHECK: %[[R4:.*]] = slapo.exp %[[X:arg0]] {slapo.module = "m.reduce"}
+    // CHECK-NEXT: %[[R5:.*]] = slapo.sum %[[R4]]
+    // CHECK-NEXT: %[[R6:.*]] = slapo.mul %[[R4]], %[[R5]] {slapo.module = "m.reduce"}
+    %4 = slapo.exp %x {slapo.module = "m.reduce"} : tensor<2x4xf32>
+    %5 = slapo.sum %4 {dims = array<i64: 1>, keepdim = true, slapo.module = "m.reduce"} : tensor<2x4xf32> -> tensor<2x1xf32>
+    %6 = slapo.mul %4, %5 {slapo.module = "m.reduce"} : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+
+    // A collective in the middle: the all-reduce reads %7 before the add, so
+    // the groups end at it: {neg, tanh} before, {sqrt, add} after.
+    // CHECK: %[[G1:.*]] = slapo.fused %[[Y:arg1]] {slapo.module = "m.sync"}
+    // CHECK: slapo.neg
+    // CHECK-NEXT: slapo.tanh
+    // CHECK: %[[AR:.*]] = slapo.all_reduce %[[G1]] <tp>
+    // CHECK-NEXT: %[[G2:.*]] = slapo.fused %[[AR]], %[[G1]] {slapo.module = "m.sync"}
+    // CHECK: slapo.sqrt
+    // CHECK-NEXT: slapo.add
+    %n7 = slapo.neg %y {slapo.module = "m.sync"} : tensor<2x4xf32>
+    %7 = slapo.tanh %n7 {slapo.module = "m.sync"} : tensor<2x4xf32>
+    %8 = slapo.all_reduce %7 <tp> {slapo.module = "m.sync"} : tensor<2x4xf32>
+    %9 = slapo.sqrt %8 {slapo.module = "m.sync"} : tensor<2x4xf32>
+    %10 = slapo.add %9, %7 {slapo.module = "m.sync"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+
+    // A value read by two groups: the linear reads %12 before the second
+    // group's mul, which reads %11: the first group gives both as results.
+    // CHECK: %[[T:.*]]:2 = slapo.fused %[[X]], %[[Y]] {slapo.module = "m.two"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+    // CHECK: slapo.yield %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2x4xf32>
+    // CHECK: %[[LIN:.*]] = slapo.linear %[[T]]#1, %{{.*}}
+    // CHECK-NEXT: %[[U:.*]] = slapo.fused %[[LIN]], %[[T]]#0 {slapo.module = "m.two.b"}
+    %11 = slapo.sub %x, %y {slapo.module = "m.two.a"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %12 = slapo.relu %11 {slapo.module = "m.two.b"} : tensor<2x4xf32>
+    %13 = slapo.linear %12, %w {slapo.module = "m.two"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %14 = slapo.mul %13, %11 {slapo.module = "m.two.b"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %15 = slapo.sigmoid %14 {slapo.module = "m.two.b"} : tensor<2x4xf32>
+
+    // Phases do not mix: the backward's ops are a group of their own, and
+    // the optimizer's maximum joins none.
+    // CHECK: %[[BWD:.*]] = slapo.fused %[[X]] {slapo.module = "m.phase", slapo.phase = "backward"}
+    // CHECK: slapo.maximum %[[BWD]], %[[X]] {slapo.module = "m.phase", slapo.phase = "optimizer"}
+    %16 = slapo.silu %x {slapo.module = "m.phase", slapo.phase = "backward"} : tensor<2x4xf32>
+    %17 = slapo.abs %16 {slapo.module = "m.phase", slapo.phase = "backward"} : tensor<2x4xf32>
+    %18 = slapo.maximum %17, %x {slapo.module = "m.phase", slapo.phase = "optimizer"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+
+    // Not fusible: a [2,1,4] operand of a [2,3,4] loop (the dims it keeps
+    // are not one block of the loop's), and bf16 values (the loops compute
+    // in f32 or f64).
+    // CHECK: slapo.broadcast
+    // CHECK-NEXT: slapo.add {{.*}} : (tensor<2x3x4xf32>, tensor<2x1x4xf32>)
+    // CHECK-NEXT: slapo.exp
+    // CHECK: slapo.cast
+    // CHECK-NEXT: slapo.log {{.*}} : tensor<2x4xbf16>
+    // CHECK-NEXT: slapo.cos {{.*}} : tensor<2x4xbf16>
+    %r = slapo.reshape %y : tensor<2x4xf32> -> tensor<2x1x4xf32>
+    %19 = slapo.broadcast %r : tensor<2x1x4xf32> -> tensor<2x3x4xf32>
+    %20 = slapo.add %19, %r : (tensor<2x3x4xf32>, tensor<2x1x4xf32>) -> tensor<2x3x4xf32>
+    %21 = slapo.exp %20 : tensor<2x3x4xf32>
+    %22 = slapo.cast %y : tensor<2x4xf32> -> tensor<2x4xbf16>
+    %23 = slapo.log %22 : tensor<2x4xbf16>
+    %24 = slapo.cos %23 : tensor<2x4xbf16>
+    %25 = slapo.cast %24 : tensor<2x4xbf16> -> tensor<2x4xf32>
+    %26 = slapo.reshape %21 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+
+    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>) -> tensor<18x4xf32>
+    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<18x4xf32> -> tensor<f32>
+    %lr = slapo.constant dense<1.000000e-03> : tensor<f64>
+    return %loss, %lr : tensor<f32>, tensor<f64>
+  }
+}
+
+// fuse() of one module fuses only its ops.
+// MODULE: slapo.fused {{.*}}{slapo.module = "m.chain"}
+// MODULE-NOT: slapo.fused
+
+// Values a group keeps to itself are not planned: the chain's add, gelu
+// and mul get no bytes, only its result does.
+// PLAN: slapo.fused {{.*}} {slapo.module = "m.chain", slapo.offsets = array<i64: {{[0-9]+}}>}
+// PLAN-NEXT: ^bb0
+// PLAN-NEXT: slapo.add %{{.*}}, %{{.*}} {slapo.module = "m.chain"} :
+
+// NO-STEP: error: slapo-fuse-elementwise needs @train_step (run slapo-optimizer first)
