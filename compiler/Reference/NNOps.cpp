@@ -8,6 +8,34 @@
 
 namespace slapo::reference::detail {
 
+namespace {
+
+/// Whether a pooling with `op`'s window gives `outShape` from `input` only
+/// with ceil_mode: the ops carry no flag, their result's size says it.
+template <typename OpT>
+bool isCeilMode(OpT op, const at::Tensor &input,
+                llvm::ArrayRef<int64_t> outShape) {
+  for (int d = 0; d < 2; ++d) {
+    int64_t span = input.size(2 + d) + 2 * op.getPadding()[d] -
+                   op.getDilation()[d] * (op.getKernelSize()[d] - 1) - 1;
+    if (outShape[2 + d] != span / op.getStride()[d] + 1)
+      return true;
+  }
+  return false;
+}
+
+/// The maxima and their indices of a max pooling with `op`'s window.
+template <typename OpT>
+std::tuple<at::Tensor, at::Tensor> maxPool2d(OpT op, const at::Tensor &input,
+                                             llvm::ArrayRef<int64_t> outShape) {
+  return at::max_pool2d_with_indices(
+      input, toVector(op.getKernelSize()), toVector(op.getStride()),
+      toVector(op.getPadding()), toVector(op.getDilation()),
+      isCeilMode(op, input, outShape));
+}
+
+} // namespace
+
 void registerNNOps(OpTable &table) {
   add<LinearOp>(table, [](LinearOp op, Operands x, EvalContext &) {
     c10::optional<at::Tensor> bias;
@@ -25,6 +53,51 @@ void registerNNOps(OpTable &table) {
                                     permuted(x[1], op.getRhsPermutation()));
     return permuted(product, op.getResultPermutation());
   });
+
+  add<Conv2dOp>(table, [](Conv2dOp op, Operands x, EvalContext &) {
+    c10::optional<at::Tensor> bias;
+    if (op.getBias())
+      bias = x[2];
+    return at::conv2d(x[0], x[1], bias, toVector(op.getStride()),
+                      toVector(op.getPadding()), toVector(op.getDilation()),
+                      static_cast<int64_t>(op.getGroups()));
+  });
+  // The two products of convolution_backward, one per op: the gradient of
+  // the input needs only its shape.
+  auto convolutionBackward = [](auto op, const at::Tensor &grad,
+                                const at::Tensor &input,
+                                const at::Tensor &weight, bool ofInput) {
+    auto grads = at::convolution_backward(
+        grad, input, weight, /*bias_sizes=*/c10::nullopt,
+        toVector(op.getStride()), toVector(op.getPadding()),
+        toVector(op.getDilation()), /*transposed=*/false,
+        /*output_padding=*/{0, 0}, static_cast<int64_t>(op.getGroups()),
+        {ofInput, !ofInput, false});
+    return ofInput ? std::get<0>(grads) : std::get<1>(grads);
+  };
+  add<Conv2dGradInputOp>(
+      table, [=](Conv2dGradInputOp op, Operands x, EvalContext &) {
+        at::Tensor input = at::zeros(shapeOf(op.getType()), x[0].options());
+        return convolutionBackward(op, x[0], input, x[1], /*ofInput=*/true);
+      });
+  add<Conv2dGradWeightOp>(
+      table, [=](Conv2dGradWeightOp op, Operands x, EvalContext &) {
+        at::Tensor weight = at::zeros(shapeOf(op.getType()), x[0].options());
+        return convolutionBackward(op, x[0], x[1], weight, /*ofInput=*/false);
+      });
+
+  add<MaxPool2dOp>(table, [](MaxPool2dOp op, Operands x, EvalContext &) {
+    return std::get<0>(maxPool2d(op, x[0], shapeOf(op.getType())));
+  });
+  add<MaxPool2dGradOp>(
+      table, [](MaxPool2dGradOp op, Operands x, EvalContext &) {
+        std::vector<int64_t> outShape = shapeOf(op.getGrad().getType());
+        at::Tensor indices = std::get<1>(maxPool2d(op, x[1], outShape));
+        return at::max_pool2d_with_indices_backward(
+            x[0], x[1], toVector(op.getKernelSize()), toVector(op.getStride()),
+            toVector(op.getPadding()), toVector(op.getDilation()),
+            isCeilMode(op, x[1], outShape), indices);
+      });
 
   add<EmbeddingOp>(table, [](EmbeddingOp op, Operands x, EvalContext &) {
     // padding_idx only changes the gradient; the forward is a plain gather.

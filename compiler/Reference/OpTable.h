@@ -77,6 +77,11 @@ void registerShapeOps(OpTable &table);
 /// OpFailure) for unsupported element types.
 at::ScalarType scalarTypeOf(::mlir::Type tensorType);
 
+/// An attribute's dims or sizes, as LibTorch takes them.
+inline std::vector<int64_t> toVector(::llvm::ArrayRef<int64_t> values) {
+  return {values.begin(), values.end()};
+}
+
 /// The static shape of a ranked tensor type.
 std::vector<int64_t> shapeOf(::mlir::Type tensorType);
 

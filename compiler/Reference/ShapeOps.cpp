@@ -6,10 +6,6 @@
 namespace slapo::reference::detail {
 namespace {
 
-std::vector<int64_t> toVector(llvm::ArrayRef<int64_t> values) {
-  return {values.begin(), values.end()};
-}
-
 at::Tensor getParam(GetParamOp op, EvalContext &context) {
   std::string name = op.getName().str();
   auto it = context.params.find(name);
@@ -41,6 +37,11 @@ void registerShapeOps(OpTable &table) {
   add<GetParamOp>(table, [](GetParamOp op, Operands, EvalContext &context) {
     return getParam(op, context);
   });
+  // The interpreter computes the step's values from the state it is given:
+  // the state a buffer's update writes is none of them.
+  table.try_emplace(UpdateBufferOp::getOperationName(),
+                    [](mlir::Operation *, Operands,
+                       llvm::SmallVectorImpl<at::Tensor> &, EvalContext &) {});
   add<ConstantOp>(table, [](ConstantOp op, Operands, EvalContext &) {
     mlir::FailureOr<at::Tensor> tensor = toTensor(op.getValue());
     if (mlir::failed(tensor))

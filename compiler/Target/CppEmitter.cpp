@@ -127,6 +127,34 @@ uint32_t dimMask(ArrayRef<int64_t> dims) {
   return mask;
 }
 
+/// "Window2d{{3, 3}, {1, 1}, {1, 1}, {1, 1}}": the runtime's Window2d.
+std::string window2d(ArrayRef<int64_t> kernel, ArrayRef<int64_t> stride,
+                     ArrayRef<int64_t> padding, ArrayRef<int64_t> dilation) {
+  return llvm::formatv("Window2d{{{0}, {1}, {2}, {3}}",
+                       shapeInitializer(kernel), shapeInitializer(stride),
+                       shapeInitializer(padding), shapeInitializer(dilation))
+      .str();
+}
+
+/// The [kH, kW] of a convolution's weight [O, C/groups, kH, kW].
+ArrayRef<int64_t> kernelOf(Value weight) {
+  return weight.getType().cast<RankedTensorType>().getShape().drop_front(2);
+}
+
+/// "module 'a.b'" or "the root module", for diagnostics.
+std::string describeModule(Operation *op) {
+  StringRef path = getModulePath(op);
+  return path.empty() ? std::string("the root module")
+                      : "module '" + path.str() + "'";
+}
+
+/// Ops whose kernels only the CPU runtime has (runtime/include/slapo/
+/// runtime/cpu/Kernels.h).
+bool hasCpuKernelOnly(Operation *op) {
+  return isa<Conv2dOp, Conv2dGradInputOp, Conv2dGradWeightOp, MaxPool2dOp,
+             MaxPool2dGradOp>(op);
+}
+
 /// An op of the runtime's unary or binary kernel: the kernel, and the
 /// kind's enumerator (UnaryKind::Exp).
 struct ElementwiseKind {
@@ -520,6 +548,12 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                          kind, use(op->getOperand(0)), out(), dimMask(dims));
   };
   using Call = FailureOr<std::string>;
+  if (info.target != "cpu" && hasCpuKernelOnly(op))
+    return op->emitError("code generation for --target=")
+           << info.target << " does not support '" << op->getName()
+           << "' yet (in " << describeModule(op)
+           << "): only the CPU runtime has its kernel; compile with "
+              "--target=cpu";
   return llvm::TypeSwitch<Operation *, Call>(op)
       .Case([&](FusedOp fused) { return getFusedLoopCall(fused); })
       .Case([&](CastOp) -> Call {
@@ -623,6 +657,43 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    doubleLiteral(norm.getEps().convertToDouble()))
             .str();
       })
+      .Case([&](Conv2dOp conv) -> Call {
+        return llvm::formatv("conv2d(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
+                             use(conv.getInput()), use(conv.getWeight()),
+                             optional(conv.getBias()), out(),
+                             window2d(kernelOf(conv.getWeight()),
+                                      conv.getStride(), conv.getPadding(),
+                                      conv.getDilation()),
+                             int64_t(conv.getGroups()))
+            .str();
+      })
+      .Case<Conv2dGradInputOp, Conv2dGradWeightOp>([&](auto grad) -> Call {
+        // (grad, weight) -> input, or (grad, input) -> weight.
+        bool ofInput = isa<Conv2dGradInputOp>(grad.getOperation());
+        Value weight = ofInput ? grad->getOperand(1) : grad->getResult(0);
+        return llvm::formatv("{0}(ctx, {1}, {2}, {3}, {4}, {5})",
+                             ofInput ? "conv2dGradInput" : "conv2dGradWeight",
+                             use(grad->getOperand(0)), use(grad->getOperand(1)),
+                             out(),
+                             window2d(kernelOf(weight), grad.getStride(),
+                                      grad.getPadding(), grad.getDilation()),
+                             int64_t(grad.getGroups()))
+            .str();
+      })
+      .Case([&](MaxPool2dOp pool) -> Call {
+        return llvm::formatv("maxPool2d(ctx, {0}, {1}, {2})",
+                             use(pool.getInput()), out(),
+                             window2d(pool.getKernelSize(), pool.getStride(),
+                                      pool.getPadding(), pool.getDilation()))
+            .str();
+      })
+      .Case([&](MaxPool2dGradOp grad) -> Call {
+        return llvm::formatv("maxPool2dGrad(ctx, {0}, {1}, {2}, {3})",
+                             use(grad.getGrad()), use(grad.getInput()), out(),
+                             window2d(grad.getKernelSize(), grad.getStride(),
+                                      grad.getPadding(), grad.getDilation()))
+            .str();
+      })
       .Case([&](SoftmaxOp softmax) -> Call {
         return llvm::formatv("softmax(ctx, {0}, {1}, {2})",
                              use(softmax.getInput()), out(),
@@ -723,6 +794,12 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                              groupOf(rank.getGroup()))
             .str();
       })
+      .Case([&](UpdateBufferOp update) -> Call {
+        Value value = update.getValue();
+        return llvm::formatv("copy(ctx, {0}, {1})", use(value),
+                             useSymbol(update.getBufferAttr(), value.getType()))
+            .str();
+      })
       .Case([&](SgdUpdateOp update) -> Call {
         Type type = update.getGrad().getType();
         std::string param = useSymbol(update.getParamAttr(), type);
@@ -757,12 +834,8 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Default([&](Operation *op) -> Call {
-        StringRef path = getModulePath(op);
         return op->emitError("code generation does not support '")
-               << op->getName() << "' yet (in "
-               << (path.empty() ? std::string("the root module")
-                                : "module '" + path.str() + "'")
-               << ")";
+               << op->getName() << "' yet (in " << describeModule(op) << ")";
       });
 }
 

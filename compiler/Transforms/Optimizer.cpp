@@ -212,7 +212,15 @@ void OptimizerPass::runOnOperation() {
                              grad)
         ->setAttr(kPhaseAttrName, builder.getStringAttr("backward"));
   }
-  Operation *lastModelOp = body->empty() ? nullptr : &body->back();
+  // Buffers take their new values once the step is done (below), after
+  // every read of their old ones, recomputations included.
+  SmallVector<UpdateBufferOp> bufferUpdates(body->getOps<UpdateBufferOp>());
+  Operation *lastModelOp = nullptr;
+  for (Operation &op : llvm::reverse(*body))
+    if (!isa<UpdateBufferOp>(op)) {
+      lastModelOp = &op;
+      break;
+    }
   TensorBuilder tb(builder, forwardBackward.getLoc());
   if (gradClip > 0 && !grads.empty())
     clipGradients(tb, grads, params);
@@ -248,6 +256,8 @@ void OptimizerPass::runOnOperation() {
                                 builder.getF64FloatAttr(momentum),
                                 builder.getF64FloatAttr(weightDecay));
   }
+  for (UpdateBufferOp update : bufferUpdates)
+    update->moveBefore(body, body->end());
   builder.create<func::ReturnOp>(forwardBackward.getLoc(),
                                  ValueRange{loss, lrValue});
   auto optimizerPhase = builder.getStringAttr("optimizer");

@@ -549,6 +549,158 @@ LogicalResult CrossEntropyGradOp::verify() {
                      tensorType(getLogits()).getShape(), "logits' shape");
 }
 
+/// The output size along one spatial dim of a window `kernel` wide sliding
+/// over `in` elements padded by `padding` on both sides: PyTorch's floor, or
+/// with `ceil` its ceil_mode (whose last window must start inside the input
+/// or its left padding).
+static int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                                int64_t padding, int64_t dilation, bool ceil) {
+  int64_t span = in + 2 * padding - dilation * (kernel - 1) - 1;
+  if (span < 0)
+    return 0;
+  int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil && (out - 1) * stride >= in + padding)
+    --out;
+  return out;
+}
+
+/// Checks the 2-d window of a convolution or pooling that reads `input`
+/// [N, C, H, W] with `kernel` [kH, kW] and writes `output` [N, C', H', W']:
+/// two positive strides and dilations, two non-negative paddings, and H', W'
+/// as PyTorch computes them (floor, or with `ceilAllowed` also ceil_mode's).
+static LogicalResult
+verifyWindow2d(Operation *op, Value input, ArrayRef<int64_t> kernel,
+               ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
+               ArrayRef<int64_t> dilation, Value output, bool ceilAllowed) {
+  if (failed(verifyRank(op, input, "input", 4)) ||
+      failed(verifyRank(op, output, "result", 4)))
+    return failure();
+  for (auto [name, values] :
+       {std::pair<StringRef, ArrayRef<int64_t>>{"kernel_size", kernel},
+        {"stride", stride},
+        {"padding", padding},
+        {"dilation", dilation}}) {
+    if (values.size() != 2)
+      return op->emitOpError()
+             << name << " must have 2 values (height, width), got "
+             << values.size();
+    bool ok = llvm::all_of(
+        values, [&](int64_t v) { return name == "padding" ? v >= 0 : v >= 1; });
+    if (!ok)
+      return op->emitOpError()
+             << name << " " << shapeString(values) << " must be "
+             << (name == "padding" ? "non-negative" : "positive");
+  }
+  ArrayRef<int64_t> in = tensorType(input).getShape(),
+                    out = tensorType(output).getShape();
+  for (int d = 0; d < 2; ++d) {
+    int64_t floor = windowOutputSize(in[2 + d], kernel[d], stride[d],
+                                     padding[d], dilation[d], false);
+    int64_t ceil = windowOutputSize(in[2 + d], kernel[d], stride[d], padding[d],
+                                    dilation[d], true);
+    if (out[2 + d] != floor && !(ceilAllowed && out[2 + d] == ceil))
+      return op->emitOpError("result ")
+             << shapeString(out) << " has " << out[2 + d] << " "
+             << (d ? "columns" : "rows") << ", the window over the input "
+             << shapeString(in) << " gives " << floor
+             << (ceilAllowed && ceil != floor
+                     ? " (" + std::to_string(ceil) + " with ceil_mode)"
+                     : std::string());
+  }
+  return success();
+}
+
+/// Checks a convolution of `input` [N, C, H, W] by `weight`
+/// [O, C/groups, kH, kW] giving `output` [N, O, H', W'].
+static LogicalResult verifyConv2d(Operation *op, Value input, Value weight,
+                                  Value output, ArrayRef<int64_t> stride,
+                                  ArrayRef<int64_t> padding,
+                                  ArrayRef<int64_t> dilation, int64_t groups) {
+  if (failed(verifyRank(op, weight, "weight", 4)) ||
+      failed(verifySameElementType(op, input, "input", weight, "weight")) ||
+      failed(verifySameElementType(op, input, "input", output, "result")))
+    return failure();
+  ArrayRef<int64_t> w = tensorType(weight).getShape();
+  if (failed(verifyWindow2d(op, input, w.drop_front(2), stride, padding,
+                            dilation, output, /*ceilAllowed=*/false)))
+    return failure();
+  ArrayRef<int64_t> in = tensorType(input).getShape(),
+                    out = tensorType(output).getShape();
+  if (groups < 1 || in[1] % groups || w[0] % groups)
+    return op->emitOpError("groups ")
+           << groups << " must divide the input's " << in[1]
+           << " channels and the weight's " << w[0] << " outputs";
+  if (w[1] * groups != in[1])
+    return op->emitOpError("weight ")
+           << shapeString(w) << " expects " << w[1] * groups
+           << " input channels in " << groups << " groups, input "
+           << shapeString(in) << " has " << in[1];
+  if (out[0] != in[0] || out[1] != w[0])
+    return op->emitOpError("result ")
+           << shapeString(out) << " must have the input's batch " << in[0]
+           << " and the weight's " << w[0] << " channels";
+  return success();
+}
+
+LogicalResult Conv2dOp::verify() {
+  if (failed(verifyConv2d(*this, getInput(), getWeight(), getResult(),
+                          getStride(), getPadding(), getDilation(),
+                          getGroups())))
+    return failure();
+  if (Value bias = getBias())
+    return verifyShape(*this, bias, "bias",
+                       {tensorType(getWeight()).getDimSize(0)},
+                       "weight's output channels");
+  return success();
+}
+
+LogicalResult Conv2dGradInputOp::verify() {
+  return verifyConv2d(*this, getResult(), getWeight(), getGrad(), getStride(),
+                      getPadding(), getDilation(), getGroups());
+}
+
+LogicalResult Conv2dGradWeightOp::verify() {
+  return verifyConv2d(*this, getInput(), getResult(), getGrad(), getStride(),
+                      getPadding(), getDilation(), getGroups());
+}
+
+/// Checks a pooling of `input` [N, C, H, W] giving `output` [N, C, H', W'].
+static LogicalResult verifyPool2d(Operation *op, Value input, Value output,
+                                  ArrayRef<int64_t> kernel,
+                                  ArrayRef<int64_t> stride,
+                                  ArrayRef<int64_t> padding,
+                                  ArrayRef<int64_t> dilation) {
+  if (failed(verifySameElementType(op, input, "input", output, "result")) ||
+      failed(verifyWindow2d(op, input, kernel, stride, padding, dilation,
+                            output, /*ceilAllowed=*/true)))
+    return failure();
+  for (int d = 0; d < 2; ++d)
+    if (2 * padding[d] > kernel[d])
+      return op->emitOpError("padding ")
+             << shapeString(padding) << " exceeds half the kernel "
+             << shapeString(kernel);
+  ArrayRef<int64_t> in = tensorType(input).getShape(),
+                    out = tensorType(output).getShape();
+  if (out.take_front(2) != in.take_front(2))
+    return op->emitOpError("result ")
+           << shapeString(out) << " must have the batch and channels of "
+           << shapeString(in);
+  return success();
+}
+
+LogicalResult MaxPool2dOp::verify() {
+  return verifyPool2d(*this, getInput(), getResult(), getKernelSize(),
+                      getStride(), getPadding(), getDilation());
+}
+
+LogicalResult MaxPool2dGradOp::verify() {
+  if (failed(verifyPool2d(*this, getInput(), getGrad(), getKernelSize(),
+                          getStride(), getPadding(), getDilation())))
+    return failure();
+  return verifyShape(*this, getResult(), "result",
+                     tensorType(getInput()).getShape(), "input's shape");
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions.
 //===----------------------------------------------------------------------===//
@@ -751,6 +903,21 @@ static LogicalResult verifyHyperparameter(Operation *op, StringRef name,
 
 LogicalResult ParamGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyUpdateSymbols(*this, symbols, getParamAttr(), getGrad(), {});
+}
+
+LogicalResult UpdateBufferOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto param = dyn_cast_or_null<ParamOp>(
+      symbols.lookupNearestSymbolFrom(*this, getBufferAttr().getAttr()));
+  if (!param)
+    return emitOpError("there is no 'slapo.param' named ") << getBufferAttr();
+  if (!param.getBuffer())
+    return emitOpError() << getBufferAttr()
+                         << " is a trained parameter, not a buffer";
+  if (param.getType() != getValue().getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " differs from the type "
+           << param.getType() << " of " << getBufferAttr();
+  return success();
 }
 
 LogicalResult SgdUpdateOp::verify() {

@@ -1,7 +1,8 @@
 //===- VjpNN.cpp - gradient rules of contractions and neural-network ops --===//
 //
 // The formulas are PyTorch's (linear and matmul through their mm/bmm
-// decompositions, native_layer_norm_backward, softmax_backward_data,
+// decompositions, convolution_backward, max_pool2d_with_indices_backward,
+// native_layer_norm_backward, softmax_backward_data,
 // nll_loss_backward), so that gradients agree with autograd to rounding.
 //
 //===----------------------------------------------------------------------===//
@@ -59,6 +60,35 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
       g.sumToShape(g.matmul(grad, g.transpose(rhs)), tensorType(lhs)));
   operandGrads.push_back(
       g.sumToShape(g.matmul(g.transpose(lhs), grad), tensorType(rhs)));
+  return success();
+}
+
+LogicalResult Conv2dOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  // input' is the transposed convolution of grad by the weight, weight' the
+  // correlation of the input with grad (convolution_backward's two
+  // products), bias' the sums of grad over batch and space.
+  TensorBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads);
+  operandGrads.push_back(builder.create<Conv2dGradInputOp>(
+      getLoc(), getInput().getType(), grad, getWeight(), getStrideAttr(),
+      getPaddingAttr(), getDilationAttr(), getGroupsAttr()));
+  operandGrads.push_back(builder.create<Conv2dGradWeightOp>(
+      getLoc(), getWeight().getType(), grad, getInput(), getStrideAttr(),
+      getPaddingAttr(), getDilationAttr(), getGroupsAttr()));
+  if (getBias())
+    operandGrads.push_back(g.sum(grad, {0, 2, 3}, /*keepdim=*/false));
+  return success();
+}
+
+LogicalResult MaxPool2dOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // Each window's gradient goes to the element it took the maximum from,
+  // found again from the input.
+  operandGrads.push_back(builder.create<MaxPool2dGradOp>(
+      getLoc(), getInput().getType(), singleResultGrad(resultGrads), getInput(),
+      getKernelSizeAttr(), getStrideAttr(), getPaddingAttr(),
+      getDilationAttr()));
   return success();
 }
 

@@ -85,7 +85,7 @@ std::unique_ptr<Device> createDevice(const DeviceOptions &options) {
 size_t getCachedPrimitiveCount(Context &ctx) {
   Context::Impl &impl = ctx.getImpl();
   std::lock_guard<std::mutex> lock(impl.mutex);
-  return impl.matmuls.size();
+  return impl.matmuls.size() + impl.primitives.size();
 }
 
 } // namespace slapo::rt::cpu

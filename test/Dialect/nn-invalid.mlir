@@ -320,3 +320,59 @@ func.func @cross_entropy_grad_result_shape(%l: tensor<10x50xf32>, %t: tensor<10x
   %0 = slapo.cross_entropy_grad %l, %t, %w : (tensor<10x50xf32>, tensor<10xi64>, tensor<10xf32>) -> tensor<10xf32>
   return
 }
+
+// -----
+
+func.func @conv2d_channels(%x: tensor<2x4x8x8xf32>, %w: tensor<6x3x3x3xf32>) {
+  // expected-error @+1 {{weight [6, 3, 3, 3] expects 3 input channels in 1 groups, input [2, 4, 8, 8] has 4}}
+  %0 = slapo.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<6x3x3x3xf32>) -> tensor<2x6x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv2d_groups(%x: tensor<2x4x8x8xf32>, %w: tensor<6x2x3x3xf32>) {
+  // expected-error @+1 {{groups 4 must divide the input's 4 channels and the weight's 6 outputs}}
+  %0 = slapo.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 4} : (tensor<2x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<2x6x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv2d_output_size(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+1 {{result [2, 6, 8, 8] has 8 rows, the window over the input [2, 4, 8, 8] gives 4}}
+  %0 = slapo.conv2d %x, %w {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<2x6x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @conv2d_stride(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+1 {{stride [0, 1] must be positive}}
+  %0 = slapo.conv2d %x, %w {stride = array<i64: 0, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : (tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<2x6x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool2d_padding(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{padding [2, 2] exceeds half the kernel [3, 3]}}
+  %0 = slapo.max_pool2d %x {kernel_size = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 2, 2>, dilation = array<i64: 1, 1>} : tensor<2x3x8x8xf32> -> tensor<2x3x10x10xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool2d_channels(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{result [2, 4, 4, 4] must have the batch and channels of [2, 3, 8, 8]}}
+  %0 = slapo.max_pool2d %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<2x3x8x8xf32> -> tensor<2x4x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool2d_rank(%x: tensor<3x8x8xf32>) {
+  // expected-error @+1 {{input must have rank 4, got shape [3, 8, 8]}}
+  %0 = slapo.max_pool2d %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<3x8x8xf32> -> tensor<3x4x4xf32>
+  return
+}

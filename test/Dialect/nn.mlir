@@ -68,3 +68,33 @@ func.func @cross_entropy_grad(%logits: tensor<10x50xf32>, %target: tensor<10xi32
   %0 = slapo.cross_entropy_grad %logits, %target, %w : (tensor<10x50xf32>, tensor<10xi32>, tensor<10xf32>) -> tensor<10x50xf32>
   return
 }
+
+// conv2d (with and without bias), its two gradients, max_pool2d and its
+// gradient.
+
+// CHECK-LABEL: func.func @convolution
+func.func @convolution(%x: tensor<2x4x8x8xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>,
+                       %g: tensor<2x6x4x4xf32>) {
+  // CHECK-NEXT: slapo.conv2d %{{.*}}, %{{.*}}, %{{.*}} {dilation = array<i64: 1, 1>, groups = 2 : i64, padding = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<2x4x8x8xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<2x6x4x4xf32>
+  // CHECK-NEXT: slapo.conv2d %{{.*}}, %{{.*}} {dilation = array<i64: 2, 2>, groups = 2 : i64, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<2x6x4x4xf32>
+  // CHECK-NEXT: slapo.conv2d_grad_input %{{.*}}, %{{.*}} {{.*}} : (tensor<2x6x4x4xf32>, tensor<6x2x3x3xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK-NEXT: slapo.conv2d_grad_weight %{{.*}}, %{{.*}} {{.*}} : (tensor<2x6x4x4xf32>, tensor<2x4x8x8xf32>) -> tensor<6x2x3x3xf32>
+  // GENERIC: "slapo.conv2d"(%{{.*}}, %{{.*}}, %{{.*}}) {dilation = array<i64: 1, 1>, groups = 2 : i64, padding = array<i64: 1, 1>, stride = array<i64: 2, 2>}
+  %0 = slapo.conv2d %x, %w, %b {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 2} : (tensor<2x4x8x8xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<2x6x4x4xf32>
+  %1 = slapo.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 2, 2>, groups = 2} : (tensor<2x4x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<2x6x4x4xf32>
+  %2 = slapo.conv2d_grad_input %g, %w {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 2} : (tensor<2x6x4x4xf32>, tensor<6x2x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %3 = slapo.conv2d_grad_weight %g, %x {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 2} : (tensor<2x6x4x4xf32>, tensor<2x4x8x8xf32>) -> tensor<6x2x3x3xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @pooling
+func.func @pooling(%x: tensor<2x3x5x5xf32>, %g: tensor<2x3x2x2xf32>, %h: tensor<2x3x3x3xf32>) {
+  // Floor and ceil_mode output sizes.
+  // CHECK-NEXT: slapo.max_pool2d %{{.*}} {dilation = array<i64: 1, 1>, kernel_size = array<i64: 2, 2>, padding = array<i64: 0, 0>, stride = array<i64: 2, 2>} : tensor<2x3x5x5xf32> -> tensor<2x3x2x2xf32>
+  // CHECK-NEXT: slapo.max_pool2d %{{.*}} {{.*}} : tensor<2x3x5x5xf32> -> tensor<2x3x3x3xf32>
+  // CHECK-NEXT: slapo.max_pool2d_grad %{{.*}}, %{{.*}} {{.*}} : (tensor<2x3x2x2xf32>, tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xf32>
+  %0 = slapo.max_pool2d %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<2x3x5x5xf32> -> tensor<2x3x2x2xf32>
+  %1 = slapo.max_pool2d %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<2x3x5x5xf32> -> tensor<2x3x3x3xf32>
+  %2 = slapo.max_pool2d_grad %g, %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : (tensor<2x3x2x2xf32>, tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xf32>
+  return
+}

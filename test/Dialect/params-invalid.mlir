@@ -201,3 +201,22 @@ func.func @arange_missing_step() {
   %0 = slapo.arange {start = 0.0} : tensor<4xf32>
   return
 }
+
+// -----
+
+// Only buffers are updated this way: parameters are the optimizer's.
+slapo.param @w : tensor<4xf32>
+func.func @update_parameter(%v: tensor<4xf32>) {
+  // expected-error @+1 {{@w is a trained parameter, not a buffer}}
+  slapo.update_buffer @w, %v : tensor<4xf32>
+  return
+}
+
+// -----
+
+slapo.param buffer @m : tensor<4xf32>
+func.func @update_buffer_type(%v: tensor<2xf32>) {
+  // expected-error @+1 {{value type 'tensor<2xf32>' differs from the type 'tensor<4xf32>' of @m}}
+  slapo.update_buffer @m, %v : tensor<2xf32>
+  return
+}

@@ -60,3 +60,12 @@ func.func @arange() -> (tensor<16xi64>, tensor<5xf32>, tensor<4xbf16>, tensor<0x
   %3 = slapo.arange {start = 3.0, step = 1.0} : tensor<0xi32>
   return %0, %1, %2, %3 : tensor<16xi64>, tensor<5xf32>, tensor<4xbf16>, tensor<0xi32>
 }
+
+// A buffer's new value, written by the step.
+// CHECK-LABEL: func.func @update_buffer
+func.func @update_buffer(%m: tensor<i64>) {
+  // CHECK: slapo.update_buffer @step, %{{.*}} : tensor<i64>
+  // GENERIC: "slapo.update_buffer"(%{{.*}}) {buffer = @step} : (tensor<i64>) -> ()
+  slapo.update_buffer @step, %m : tensor<i64>
+  return
+}

@@ -3,13 +3,15 @@
 
   compare.py --reference REF.json --run LOG.json [--rtol 1e-4] [--steps A:B] [--exact]
       [--grads REF.safetensors RUN.safetensors [--grad-rtol 1e-4]]
+      [--weights REF.safetensors RUN.safetensors]
 
 REF.json is torch_train.py's {"losses": [...], "lrs": [...]}, or another run's --log-json
 file (one JSON object per line); LOG.json is a --log-json file.  Losses and learning rates of
 the steps both cover (or --steps A:B, 1-based and inclusive) must agree within relative
 --rtol, or bit for bit with --exact.  Gradients agree when, for every tensor,
 max|run - ref| <= rtol * max(max|ref|, 1e-4 * the largest max|ref| of all tensors): an error
-relative to the tensor's scale, so that entries near zero do not dominate.  Prints the worst offender; exit status 1 on any mismatch.
+relative to the tensor's scale, so that entries near zero do not dominate.  --weights compares
+two files of final parameters and buffers (--save-weights) the same way, within --grad-rtol.  Prints the worst offender; exit status 1 on any mismatch.
 """
 
 import argparse
@@ -61,12 +63,12 @@ def compare_losses(args):
     return ok
 
 
-def compare_grads(ref_path, run_path, rtol):
+def compare_grads(ref_path, run_path, rtol, what="gradient"):
     from safetensors.numpy import load_file
     reference, run = load_file(ref_path), load_file(run_path)
     if set(reference) != set(run):
-        print("gradient names differ: only in reference %s, only in run %s"
-              % (sorted(set(reference) - set(run)), sorted(set(run) - set(reference))))
+        print("%s names differ: only in reference %s, only in run %s"
+              % (what, sorted(set(reference) - set(run)), sorted(set(run) - set(reference))))
         return False
     # Some gradients are zero but for rounding (attention's key bias: softmax ignores a shift
     # shared by all keys); they are judged against 1e-4 of the largest gradient.
@@ -75,15 +77,15 @@ def compare_grads(ref_path, run_path, rtol):
     for name, ref in reference.items():
         got = run[name]
         if got.shape != ref.shape:
-            print("gradient %s: shape %s vs %s" % (name, got.shape, ref.shape))
+            print("%s %s: shape %s vs %s" % (what, name, got.shape, ref.shape))
             return False
         scale = max(float(abs(ref).max()), floor)
         error = float(abs(got.astype("float64") - ref.astype("float64")).max()) / scale
         if error > worst:
             worst_name, worst = name, error
     good = worst <= rtol
-    print("gradients: %d tensors, worst %s with relative error %.2e (tolerance %.0e) %s"
-          % (len(reference), worst_name, worst, rtol, "ok" if good else "MISMATCH"))
+    print("%ss: %d tensors, worst %s with relative error %.2e (tolerance %.0e) %s"
+          % (what, len(reference), worst_name, worst, rtol, "ok" if good else "MISMATCH"))
     return good
 
 
@@ -97,11 +99,15 @@ def main():
     parser.add_argument("--grads", nargs=2, metavar=("REF", "RUN"),
                         help="gradient files of step 1 (reference, run)")
     parser.add_argument("--grad-rtol", type=float, default=1e-4,
-                        help="relative tolerance of gradients")
+                        help="relative tolerance of gradients (and weights)")
+    parser.add_argument("--weights", nargs=2, metavar=("REF", "RUN"),
+                        help="final parameters and buffers (reference, run)")
     args = parser.parse_args()
     ok = compare_losses(args)
     if args.grads:
         ok = compare_grads(args.grads[0], args.grads[1], args.grad_rtol) and ok
+    if args.weights:
+        ok = compare_grads(args.weights[0], args.weights[1], args.grad_rtol, "weight") and ok
     sys.exit(0 if ok else 1)
 
 

@@ -6,7 +6,7 @@
       [--momentum F] [--weight-decay F] [--beta1 F --beta2 F --eps F] [--grad-clip F] \\
       [--lr-schedule constant|warmup_cosine] [--warmup-steps W] [--threads T] \\
       [--load-weights W.safetensors] [--save-grads G.safetensors] [--save-weights W.safetensors] \\
-      --out-json FILE
+      [--dp N] --out-json FILE
 
 This is the reference the compiled program's losses, learning rates, gradients and weights are
 compared against.  The contract, step by step:
@@ -27,6 +27,11 @@ Step s = 1..N:
   loss = model(*inputs)          a 0-d float tensor; of a tuple, element 0
   record loss.item()             before the update
   loss.backward()
+  (with --dp N: as PyTorch DDP trains N replicas without SyncBatchNorm, each on its 1/N of the
+  batch's rows: the forward and backward run on each share in turn, the recorded loss is the
+  mean of their losses and the gradients are the mean of theirs.  A forward in training mode
+  updates buffers (BatchNorm's running statistics) from its own share alone; as DDP broadcasts
+  rank 0's buffers before each forward, the model keeps those of share 0.)
   --save-grads (step 1 only)     every parameter's .grad, unclipped (zeros if it has none)
   clip_grad_norm_(params, C)     if --grad-clip C > 0: grads *= min(1, C / (norm + 1e-6))
   record the lr of the step      optimizer.param_groups[0]["lr"]
@@ -151,6 +156,26 @@ def as_loss(output):
     return output
 
 
+def replica_steps(model, inputs, replicas):
+    """Forward and backward of `replicas` data-parallel replicas, each on its share of the
+    inputs' rows, as DDP runs them: the gradients averaged, the buffers of replica 0 kept.
+    Returns the mean loss."""
+    if any(tensor.dim() == 0 or tensor.shape[0] % replicas for tensor in inputs):
+        raise TrainError("--dp %d does not divide the batch dim of every input" % replicas)
+    shares = zip(*[tensor.chunk(replicas) for tensor in inputs])
+    total, kept = 0.0, None
+    for replica, share in enumerate(shares):
+        loss = as_loss(model(*share))
+        total += loss.item()
+        (loss / replicas if replicas > 1 else loss).backward()
+        if replica == 0:
+            kept = {name: buffer.clone() for name, buffer in model.named_buffers()}
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            buffer.copy_(kept[name])
+    return total / replicas
+
+
 def make_optimizer(args, params):
     if args.optimizer == "sgd":
         return torch.optim.SGD(params, lr=args.lr, momentum=args.momentum or 0.0,
@@ -182,9 +207,8 @@ def train(args):
     losses, lrs = [], []
     for step in range(1, args.steps + 1):
         batch = (step - 1) % num_batches
-        loss = as_loss(model(*[batches[name][batch] for name in names]))
-        losses.append(loss.item())
-        loss.backward()
+        inputs = [batches[name][batch] for name in names]
+        losses.append(replica_steps(model, inputs, args.dp))
         if step == 1 and args.save_grads:
             save_file({n: (p.grad if p.grad is not None else torch.zeros_like(p))
                        .detach().clone().contiguous() for n, p in named}, args.save_grads)
@@ -214,6 +238,8 @@ def check_options(parser, args):
         parser.error("--grad-clip and --weight-decay must not be negative")
     if args.threads < 1:
         parser.error("--threads must be >= 1")
+    if args.dp < 1:
+        parser.error("--dp must be >= 1")
     if args.optimizer == "adamw" and args.momentum is not None:
         parser.error("--momentum is an sgd option")
     if args.optimizer == "sgd" and (args.beta1, args.beta2, args.eps) != (None, None, None):
@@ -252,6 +278,9 @@ def main(argv=None):
                         help="write step 1's gradients (before clipping), by parameter name")
     parser.add_argument("--save-weights", metavar="FILE.safetensors",
                         help="write the final parameters and buffers (tied ones once)")
+    parser.add_argument("--dp", type=int, default=1,
+                        help="train as N data-parallel replicas would, each on its share of "
+                             "every batch (default 1)")
     parser.add_argument("--out-json", required=True, help="where to write losses, lrs, params")
     args = parser.parse_args(argv)
     check_options(parser, args)

@@ -45,8 +45,8 @@ class DataDependent(nn.Module):
 #                  alone imports: zoo_ops.py's size_from_positions).
 # In-place writes slapoc cannot model exactly, each an error naming the op, its module and
 # its Python line rather than a model that computes something else:
-# writes_buffer:   updates a buffer in forward (BatchNorm's num_batches_tracked does in
-#                  training): model state the forward changes.
+# writes_parameter: updates a trained parameter in forward (buffers may be written: the step
+#                  updates them; parameters only the optimizer updates).
 # writes_diagonal: writes run-time values through diagonal(), a view that slicing, indexing,
 #                  view, reshape, permute and expand do not describe.
 # stale_diagonal:  reads a diagonal() view after its tensor was written at run time.
@@ -60,14 +60,14 @@ class TracedSize(nn.Module):
         return torch.zeros(x.shape[0], length) + x.sum()
 
 
-class WritesBuffer(nn.Module):
+class WritesParameter(nn.Module):
     def __init__(self):
         super().__init__()
-        self.register_buffer("calls", torch.zeros(1))
+        self.scale = nn.Parameter(torch.ones(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.calls.add_(1)
-        return x * self.calls
+        self.scale.add_(1)
+        return x * self.scale
 
 
 class WritesDiagonal(nn.Module):
@@ -101,7 +101,9 @@ SPECS = [
               "would freeze its data-dependent branch"),
     ModelSpec("traced_size", TracedSize, X, modes=("trace",),
               mode_error="traced_size is traced only: it is about nodes the tracer adds"),
-    ModelSpec("writes_buffer", WritesBuffer, X),
+    ModelSpec("writes_parameter", WritesParameter, X, modes=("script",),
+              mode_error="writes_parameter is scripted only: tracing runs its forward, and "
+              "PyTorch refuses the in-place write of a leaf that requires grad"),
     ModelSpec("writes_diagonal", WritesDiagonal, X),
     ModelSpec("stale_diagonal", StaleDiagonal, X),
     ModelSpec("writes_out", WritesOut, X, modes=("script",),

@@ -34,10 +34,12 @@ import inplace  # noqa: E402
 import llama  # noqa: E402
 import mlp  # noqa: E402
 import weird_names  # noqa: E402
+import wideresnet  # noqa: E402
 import zoo_ops  # noqa: E402
 
 SPECS = {spec.name: spec
-         for module in (mlp, gpt2, bert, llama, weird_names, hf, inplace, bad, zoo_ops)
+         for module in (mlp, gpt2, bert, llama, weird_names, hf, inplace, bad, zoo_ops,
+                        wideresnet)
          for spec in module.SPECS}
 
 INSTALL_HINT = ("install it with `/usr/bin/python3 -m pip install --no-deps --target "

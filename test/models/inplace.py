@@ -12,6 +12,9 @@ padded_causal_mask: the same mask expanded to [B, 1, T, T], cloned, and the colu
                     masked_fill).
 list_writes:        lists written in place: appended to by a submodule, and a shape list
                     assigned by index (scripted only; a trace keeps no lists).
+writes_buffer:      updates a buffer in forward, as BatchNorm's num_batches_tracked in
+                    training, and reads it after: model state the step updates
+                    (slapo.update_buffer), read as written.
 """
 
 from typing import List
@@ -91,7 +94,18 @@ class ListWrites(nn.Module):
         return torch.cat(outputs, 0).reshape(shape)
 
 
+class WritesBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return x * self.calls
+
+
 SPECS = [
+    ModelSpec("writes_buffer", WritesBuffer, [InputSpec("x", torch.float32, [2, 4])]),
     ModelSpec("scales_input", ScalesInput, [InputSpec("x", torch.float32, [2, 3])]),
     ModelSpec("causal_mask", CausalMask, [
         InputSpec("scores", torch.float32, [2, T, T]),

@@ -17,10 +17,11 @@ which runs the imported IR and the TorchScript forward on the same random inputs
   rejected  exit status 1, and every error is at a line of the generated programs and names
             the op that slapoc cannot model.
 Anything else is WRONG: a different value, an error without a Python line, a crash.
-The generator knows which patterns slapoc must reject (a write into a buffer, a view no view
-steps describe (diagonal) read or written after a runtime write, an `out=` argument, a
-boolean-mask assignment or an in-place reshape of a runtime tensor); a program with one ends
-right after it and expects that op's error at that line. Every other program expects a match,
+The generator knows which patterns slapoc must reject (a view no view steps describe
+(diagonal) read or written after a runtime write, an `out=` argument, a boolean-mask
+assignment or an in-place reshape of a runtime tensor); a program with one ends right after it
+and expects that op's error at that line. A write into a buffer, once refused, is model state
+the step updates: read as written, it must match. Every other program expects a match,
 so rejecting what can be modelled fails the test as surely as a wrong value does.
 
 Prints a line per program that did not meet its expectation, then
@@ -53,7 +54,7 @@ class Storage:
 
     def __init__(self, runtime, buffer=False):
         self.runtime = runtime  # holds a value computed at run time
-        self.buffer = buffer  # the module's buffer: slapoc refuses writes into it
+        self.buffer = buffer  # the module's buffer, model state that writes update
 
 
 class Var:
@@ -334,9 +335,7 @@ class ProgramGenerator:
         # refuse it.
         storage = target.storage
         runtime = runtime or storage.runtime
-        if storage.buffer:
-            self.pending = "buffer 'buf'"
-        elif target.opaque and runtime:
+        if target.opaque and runtime:
             self.pending = "aten::diagonal"
         if self.run(line, target):
             storage.runtime = runtime
@@ -348,14 +347,15 @@ class ProgramGenerator:
                     Storage(var.storage.runtime))
 
     def unmodelled(self):
-        """One of the writes slapoc refuses."""
+        """One of the writes slapoc refuses, or a write into the module's buffer (once refused,
+        now model state the step updates: the program goes on, and must match)."""
         rng = self.rng
         kind = rng.choice(["buffer", "mask_assign", "unsqueeze_"] +
                           (["out"] if self.mode == "script" else []))
         if kind == "buffer":
             var = self.define("self.buf[1:]", Storage(True, buffer=True))
-            self.pending = "buffer 'buf'"
             self.run("%s.add_(%s)" % (var.name, self.runtime_values(self.shape(var))), var)
+            return
         runtime = [v for v in self.vars if v.storage.runtime and not v.opaque]
         target = rng.choice(runtime) if runtime else self.define("a * 1.0", Storage(True))
         self.pending = {"out": "'out'", "mask_assign": "aten::index_put_",

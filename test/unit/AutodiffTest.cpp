@@ -355,6 +355,33 @@ std::vector<RuleCase> ruleCases() {
        "%y = slapo.layer_norm %x {eps = 1.0e-05 : f64, normalized_rank = 2 : "
        "i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>",
        "tensor<2x3x4xf32>"},
+      {"conv2d with bias, stride, padding, dilation and groups",
+       {{"x", "tensor<2x4x7x6xf32>"},
+        {"w", "tensor<6x2x3x3xf32>"},
+        {"b", "tensor<6xf32>"}},
+       "%y = slapo.conv2d %x, %w, %b {dilation = array<i64: 2, 1>, groups = "
+       "2 : i64, padding = array<i64: 1, 2>, stride = array<i64: 2, 1>} : "
+       "(tensor<2x4x7x6xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> "
+       "tensor<2x6x3x8xf32>",
+       "tensor<2x6x3x8xf32>"},
+      {"conv2d without bias",
+       {{"x", "tensor<2x3x5x5xf32>"}, {"w", "tensor<4x3x1x1xf32>"}},
+       "%y = slapo.conv2d %x, %w {dilation = array<i64: 1, 1>, groups = 1 : "
+       "i64, padding = array<i64: 0, 0>, stride = array<i64: 2, 2>} : "
+       "(tensor<2x3x5x5xf32>, tensor<4x3x1x1xf32>) -> tensor<2x4x3x3xf32>",
+       "tensor<2x4x3x3xf32>"},
+      {"max_pool2d with padding and dilation",
+       {{"x", "tensor<2x3x6x6xf32>"}},
+       "%y = slapo.max_pool2d %x {dilation = array<i64: 1, 2>, kernel_size = "
+       "array<i64: 3, 2>, padding = array<i64: 1, 1>, stride = array<i64: 1, "
+       "2>} : tensor<2x3x6x6xf32> -> tensor<2x3x6x3xf32>",
+       "tensor<2x3x6x3xf32>"},
+      {"max_pool2d with ceil_mode's last window cut at the edge",
+       {{"x", "tensor<1x2x4x5xf32>"}},
+       "%y = slapo.max_pool2d %x {dilation = array<i64: 1, 1>, kernel_size = "
+       "array<i64: 3, 3>, padding = array<i64: 0, 0>, stride = array<i64: 2, "
+       "2>} : tensor<1x2x4x5xf32> -> tensor<1x2x2x2xf32>",
+       "tensor<1x2x2x2xf32>"},
       {"softmax",
        {{"a", "tensor<2x3x4xf32>"}},
        "%y = slapo.softmax %a {dim = 1 : i64} : tensor<2x3x4xf32>",

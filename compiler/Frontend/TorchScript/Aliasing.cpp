@@ -242,10 +242,10 @@ mlir::LogicalResult Importer::write(const Known &target, mlir::Value value,
     error(loc, describe(node, frame) + " " + message);
     return mlir::failure();
   };
-  if (!storage.parameter.empty())
-    return fail("writes parameter or buffer '" + storage.parameter +
-                "' in place; slapoc cannot update model state from the "
-                "forward");
+  if (!storage.parameter.empty() && !storage.buffer)
+    return fail("writes trained parameter '" + storage.parameter +
+                "' in place; slapoc updates parameters only in the "
+                "optimizer step");
   if (!target.opaqueView.empty())
     return fail("writes in place through a view made by " + target.opaqueView +
                 "; slapoc models views made by slicing, indexing with "
@@ -288,6 +288,15 @@ mlir::LogicalResult Importer::write(const Known &target, mlir::Value value,
   storage.value = value;
   ++storage.version;
   storage.lastWrite = describeAt(node, frame);
+  if (storage.buffer) {
+    auto written = llvm::find_if(bufferWrites, [&](const BufferWrite &w) {
+      return w.storage == target.storage;
+    });
+    if (written == bufferWrites.end())
+      bufferWrites.push_back({target.storage, frame.modulePath, loc});
+    else
+      *written = {target.storage, frame.modulePath, loc};
+  }
   return mlir::success();
 }
 

@@ -36,14 +36,15 @@ mlir::LogicalResult checkImport(mlir::ModuleOp module, TorchScriptModel &model,
     for (const at::Tensor &input : inputs)
       arguments.push_back(input.clone());
     at::manual_seed(seed);
+    KeepBuffers keep(model.getImpl().module);
     c10::IValue output = model.getImpl().module.forward(arguments);
     std::function<void(const c10::IValue &)> flatten =
         [&](const c10::IValue &value) {
           if (value.isTuple())
             for (const c10::IValue &element : value.toTupleRef().elements())
               flatten(element);
-          else
-            expected.push_back(value.toTensor());
+          else // a copy: the buffers an output may view are restored
+            expected.push_back(value.toTensor().clone());
         };
     flatten(output);
   } catch (const std::exception &e) {

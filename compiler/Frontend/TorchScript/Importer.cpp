@@ -452,6 +452,12 @@ Importer::run(llvm::ArrayRef<InputSpec> inputs) {
     addResult(output, value);
   if (failed)
     return nullptr;
+  // The model state the forward wrote, updated once the step is done.
+  for (const BufferWrite &write : bufferWrites) {
+    ModulePathScope inModule(builder, write.modulePath);
+    builder.create<UpdateBufferOp>(
+        write.loc, write.storage->buffer.getSymName(), write.storage->value);
+  }
   builder.create<mlir::func::ReturnOp>(fileLoc, results);
   func.setType(
       builder.getFunctionType(argTypes, mlir::ValueRange(results).getTypes()));
@@ -627,10 +633,21 @@ Known Importer::paramAccess(const at::Tensor &value,
              .first;
   }
   ParamOp param = it->second;
+  // A buffer written already is read as written, like the memory it is.
+  auto written = llvm::find_if(bufferWrites, [&](const BufferWrite &w) {
+    return w.storage->buffer == param;
+  });
+  if (written != bufferWrites.end()) {
+    Known known = Known::ofTensor(written->storage->value, metaLike(value));
+    known.storage = written->storage;
+    return known;
+  }
   auto get = builder.create<GetParamOp>(loc, param.getTensorType(),
                                         param.getSymName());
   Known known = Known::ofTensor(get.getResult(), metaLike(value));
   known.storage->parameter = fullName;
+  if (param.getBuffer())
+    known.storage->buffer = param;
   return known;
 }
 

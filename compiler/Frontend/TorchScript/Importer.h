@@ -30,6 +30,25 @@ struct TorchScriptModel::Impl {
   torch::jit::Module module;
 };
 
+/// Keeps a module's buffers as they are while it lives: a forward in
+/// training mode writes some (BatchNorm's running statistics), and the
+/// model's state must stay as saved for what reads it after a check.
+class KeepBuffers {
+public:
+  explicit KeepBuffers(torch::jit::Module &module) {
+    for (const auto &buffer : module.named_buffers(/*recurse=*/true))
+      saved.emplace_back(buffer.value, buffer.value.clone());
+  }
+  ~KeepBuffers() {
+    at::NoGradGuard noGrad;
+    for (auto &[buffer, value] : saved)
+      buffer.copy_(value);
+  }
+
+private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved;
+};
+
 /// Checks that the archive at `path`, which torch::jit::load read into
 /// `module`, holds every byte of each tensor attribute of the module and its
 /// submodules (parameters, buffers): LibTorch 1.13 sizes a storage by the
@@ -84,9 +103,11 @@ struct TensorStorage {
   mlir::Value value;
   /// Counts runtime writes; a view read before a write is read again after.
   unsigned version = 0;
-  /// The parameter or buffer held, if any (written, it would be model state
-  /// that the forward updates).
+  /// The name of the parameter or buffer held, if any, and the buffer's
+  /// symbol if it is one. A buffer may be written: the step then updates it
+  /// (slapo.update_buffer); a trained parameter may not.
   std::string parameter;
+  ParamOp buffer;
   /// The op, module and Python line of the last runtime write, for messages.
   std::string lastWrite;
 };
@@ -207,6 +228,9 @@ public:
 
   void setOutput(size_t j, mlir::Value value);
   void setOutput(size_t j, Known known);
+  /// Writes `value` into tensor input i in place (see Importer::write), as
+  /// batch_norm writes its running statistics.
+  mlir::LogicalResult writeInput(size_t i, mlir::Value value);
   /// Reports `message` at the node.
   void report(const llvm::Twine &message);
   mlir::LogicalResult error(const llvm::Twine &message) {
@@ -283,6 +307,16 @@ public:
   /// null for a view no steps describe.
   mlir::Value read(const Known &known, mlir::Location loc,
                    llvm::StringRef reader);
+  /// Writes `value` into tensor `target` in place, as `node` does: the new
+  /// value of its storage is the old one with `target`'s part replaced, so
+  /// that every tensor sharing the storage reads the update. `uniform` says
+  /// every element of `value` is the same (fill_, zero_): PyTorch lets such
+  /// a write reach one memory element through several of its copies in an
+  /// expanded view.
+  /// A written buffer is model state the step updates: later reads of it
+  /// read the written value, and the forward ends in its update.
+  mlir::LogicalResult write(const Known &target, mlir::Value value,
+                            bool uniform, jit::Node *node, const Frame &frame);
   /// The `stream` of the next dropout: the model's dropouts are numbered in
   /// program order, so the numbers stay the same whatever passes run later.
   int64_t takeRandomStream() { return nextRandomStream++; }
@@ -296,14 +330,6 @@ private:
   /// describe() followed by the Python file and line, for messages about a
   /// node other than the one reported.
   std::string describeAt(jit::Node *node, const Frame &frame);
-  /// Writes `value` into tensor `target` in place, as `node` does: the new
-  /// value of its storage is the old one with `target`'s part replaced, so
-  /// that every tensor sharing the storage reads the update. `uniform` says
-  /// every element of `value` is the same (fill_, zero_): PyTorch lets such
-  /// a write reach one memory element through several of its copies in an
-  /// expanded view.
-  mlir::LogicalResult write(const Known &target, mlir::Value value,
-                            bool uniform, jit::Node *node, const Frame &frame);
   void importBlock(jit::Block *block, Frame &frame);
   void importNode(jit::Node *node, Frame &frame);
   void importControlFlow(jit::Node *node, Frame &frame);
@@ -357,6 +383,15 @@ private:
   /// The symbol of each parameter and buffer, by tensor identity (tied
   /// weights are one symbol).
   llvm::DenseMap<const c10::TensorImpl *, slapo::ParamOp> params;
+  /// The buffers the forward writes, in the order first written: the
+  /// storage that later reads share, and where (module and source) it was
+  /// last written.
+  struct BufferWrite {
+    std::shared_ptr<TensorStorage> storage;
+    std::string modulePath;
+    mlir::Location loc;
+  };
+  std::vector<BufferWrite> bufferWrites;
   bool failed = false;
   std::set<std::string> reportedUnsupported;
   int64_t nextRandomStream = 0;

@@ -24,6 +24,10 @@ bool NodeLowering::isNone(size_t i) const {
   return known.is(Known::Kind::Constant) && known.constant.isNone();
 }
 
+mlir::LogicalResult NodeLowering::writeInput(size_t i, mlir::Value value) {
+  return importer.write(input(i), value, /*uniform=*/false, node, frame);
+}
+
 void NodeLowering::report(const llvm::Twine &message) {
   importer.error(loc, Importer::describe(node, frame) + ": " + message);
 }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
 
+#include "slapo/Dialect/TensorBuilder.h"
 #include "slapo/Reference/Interpreter.h"
 
 #include <ATen/ATen.h>
@@ -523,6 +524,266 @@ LogicalResult lowerCrossEntropy(NodeLowering &lower) {
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution, pooling and batch norm.
+//===----------------------------------------------------------------------===//
+
+/// Input i, a list of one or two integers, as [height, width] (PyTorch
+/// repeats a single value); an empty list gives `ifEmpty` (pooling's stride
+/// defaults to the kernel). nullopt after an error.
+std::optional<llvm::SmallVector<int64_t, 2>>
+pair2d(NodeLowering &lower, size_t i,
+       llvm::ArrayRef<int64_t> ifEmpty = std::nullopt) {
+  std::optional<std::vector<int64_t>> values = lower.intListConstant(i);
+  if (!values)
+    return std::nullopt;
+  if (values->empty() && ifEmpty.size() == 2)
+    return llvm::SmallVector<int64_t, 2>(ifEmpty);
+  if (values->size() == 1)
+    return llvm::SmallVector<int64_t, 2>{values->front(), values->front()};
+  if (values->size() == 2)
+    return llvm::SmallVector<int64_t, 2>(values->begin(), values->end());
+  lower.report("input " + std::to_string(i) +
+               " must list one or two sizes of a 2-d window, not " +
+               std::to_string(values->size()));
+  return std::nullopt;
+}
+
+/// `input` [C, H, W] of an op on an unbatched image as [1, C, H, W]; the
+/// result's reshape (finish) drops the dim again. Null for other ranks.
+mlir::Value batched4d(NodeLowering &lower, mlir::Value input,
+                      llvm::StringRef op) {
+  if (!input)
+    return nullptr;
+  llvm::ArrayRef<int64_t> shape = typeOf(input).getShape();
+  if (shape.size() == 4)
+    return input;
+  if (shape.size() != 3) {
+    lower.report(op +
+                 " is supported on [N, C, H, W] and [C, H, W] inputs, "
+                 "not rank " +
+                 std::to_string(shape.size()));
+    return nullptr;
+  }
+  llvm::SmallVector<int64_t> batched{1};
+  batched.append(shape.begin(), shape.end());
+  return lower.create<ReshapeOp>(typeOf(input).clone(batched), input);
+}
+
+/// The 4-d result type of a 2-d window op on the batched `input`: the
+/// output's, with the batch dim of an unbatched one.
+mlir::RankedTensorType batchedOutputType(NodeLowering &lower,
+                                         mlir::Value input) {
+  mlir::RankedTensorType type = lower.outputType();
+  if (type.getRank() == 4)
+    return type;
+  llvm::SmallVector<int64_t> shape{typeOf(input).getDimSize(0)};
+  shape.append(type.getShape().begin(), type.getShape().end());
+  return mlir::RankedTensorType::get(shape, type.getElementType());
+}
+
+/// aten::conv2d(input, weight, bias, stride, padding, dilation, groups) and
+/// the traced aten::_convolution(input, weight, bias, stride, padding,
+/// dilation, transposed, output_padding, groups, ...) of a 2-d convolution.
+LogicalResult lowerConvolution(NodeLowering &lower) {
+  bool traced = llvm::StringRef(lower.getNode()->kind().toUnqualString()) ==
+                "_convolution";
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value weight = lower.tensor(1, elementType);
+  if (!weight)
+    return failure();
+  if (typeOf(weight).getRank() != 4)
+    return lower.error("only 2-d convolutions (4-d weights) are supported; "
+                       "this weight has rank " +
+                       std::to_string(typeOf(weight).getRank()));
+  if (traced) {
+    std::optional<c10::IValue> transposed = lower.constant(6);
+    if (!transposed)
+      return failure();
+    if (transposed->toBool())
+      return lower.error("transposed convolutions are not supported");
+  }
+  mlir::Value input =
+      batched4d(lower, lower.tensor(0, elementType), "convolution");
+  mlir::Value bias = lower.optionalTensor(2, elementType);
+  auto stride = pair2d(lower, 3), padding = pair2d(lower, 4),
+       dilation = pair2d(lower, 5);
+  std::optional<int64_t> groups = lower.intConstant(traced ? 8 : 6);
+  if (!input || !stride || !padding || !dilation || !groups)
+    return failure();
+  mlir::OpBuilder &b = lower.getBuilder();
+  return finish(lower, lower.create<Conv2dOp>(batchedOutputType(lower, input),
+                                              input, weight, bias,
+                                              b.getDenseI64ArrayAttr(*stride),
+                                              b.getDenseI64ArrayAttr(*padding),
+                                              b.getDenseI64ArrayAttr(*dilation),
+                                              b.getI64IntegerAttr(*groups)));
+}
+
+/// max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode):
+/// ceil_mode is in the output's size.
+LogicalResult lowerMaxPool2d(NodeLowering &lower) {
+  mlir::Value input = batched4d(
+      lower, lower.tensor(0, lower.outputElementType()), "max_pool2d");
+  auto kernel = pair2d(lower, 1);
+  if (!input || !kernel)
+    return failure();
+  auto stride = pair2d(lower, 2, *kernel), padding = pair2d(lower, 3),
+       dilation = pair2d(lower, 4);
+  if (!stride || !padding || !dilation)
+    return failure();
+  mlir::OpBuilder &b = lower.getBuilder();
+  return finish(
+      lower, lower.create<MaxPool2dOp>(batchedOutputType(lower, input), input,
+                                       b.getDenseI64ArrayAttr(*kernel),
+                                       b.getDenseI64ArrayAttr(*stride),
+                                       b.getDenseI64ArrayAttr(*padding),
+                                       b.getDenseI64ArrayAttr(*dilation)));
+}
+
+/// The mean of each `window` [kH, kW] of the last two dims of `input` when
+/// the windows tile them (as a reshape that splits each dim and a mean over
+/// the window dims, exactly the average PyTorch takes); nullopt where they
+/// do not.
+std::optional<mlir::Value> tiledMean(NodeLowering &lower, mlir::Value input,
+                                     llvm::ArrayRef<int64_t> window) {
+  llvm::ArrayRef<int64_t> shape = typeOf(input).getShape();
+  int64_t rank = shape.size();
+  if (rank < 2 || window[0] < 1 || window[1] < 1 ||
+      shape[rank - 2] % window[0] || shape[rank - 1] % window[1])
+    return std::nullopt;
+  llvm::SmallVector<int64_t> split(shape.drop_back(2));
+  split.append({shape[rank - 2] / window[0], window[0],
+                shape[rank - 1] / window[1], window[1]});
+  TensorBuilder g(lower.getBuilder(), lower.getLoc());
+  return g.mean(g.reshape(input, split), {rank - 1, rank + 1},
+                /*keepdim=*/false);
+}
+
+/// avg_pool2d(input, kernel_size, stride, padding, ceil_mode,
+/// count_include_pad, divisor_override), where the windows tile the input.
+LogicalResult lowerAvgPool2d(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0, lower.outputElementType());
+  auto kernel = pair2d(lower, 1);
+  if (!input || !kernel)
+    return failure();
+  auto stride = pair2d(lower, 2, *kernel), padding = pair2d(lower, 3);
+  if (!stride || !padding)
+    return failure();
+  bool divisorOverridden = lower.numInputs() > 6 && !lower.isNone(6);
+  std::optional<mlir::Value> mean;
+  if (*stride == *kernel &&
+      llvm::all_of(*padding, [](int64_t p) { return p == 0; }) &&
+      !divisorOverridden)
+    mean = tiledMean(lower, input, *kernel);
+  if (!mean)
+    return lower.error(
+        "slapoc supports avg_pool2d only where its windows tile the input "
+        "(stride equal to the kernel, no padding, no divisor_override, and "
+        "sizes the kernel divides): here kernel " +
+        shapeString(*kernel) + ", stride " + shapeString(*stride) +
+        ", padding " + shapeString(*padding) + " on an input of shape " +
+        shapeString(typeOf(input).getShape()));
+  return finish(lower, *mean);
+}
+
+/// adaptive_avg_pool2d(input, output_size), where the output size divides
+/// the input's (then PyTorch's adaptive windows tile it).
+LogicalResult lowerAdaptiveAvgPool2d(NodeLowering &lower) {
+  mlir::Value input = lower.tensor(0, lower.outputElementType());
+  auto outputSize = pair2d(lower, 1);
+  if (!input || !outputSize)
+    return failure();
+  llvm::ArrayRef<int64_t> shape = typeOf(input).getShape();
+  std::optional<mlir::Value> mean;
+  if (shape.size() >= 2 && (*outputSize)[0] > 0 && (*outputSize)[1] > 0 &&
+      shape[shape.size() - 2] % (*outputSize)[0] == 0 &&
+      shape.back() % (*outputSize)[1] == 0)
+    mean = tiledMean(lower, input,
+                     {shape[shape.size() - 2] / (*outputSize)[0],
+                      shape.back() / (*outputSize)[1]});
+  if (!mean)
+    return lower.error(
+        "slapoc supports adaptive_avg_pool2d only where the output size "
+        "divides the input's (equal windows that tile it): output " +
+        shapeString(*outputSize) + " from an input of shape " +
+        shapeString(shape));
+  return finish(lower, *mean);
+}
+
+/// batch_norm(input, weight, bias, running_mean, running_var, training,
+/// momentum, eps, cudnn_enabled) over dim 1 of input [N, C, ...], as
+/// PyTorch's CPU kernel: in training, the batch's mean and biased variance
+/// normalize, and the running statistics (if any) become (1 - momentum) of
+/// theirs plus momentum times the batch's, with the unbiased variance;
+/// otherwise the running statistics normalize.
+LogicalResult lowerBatchNorm(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  mlir::Value input = lower.tensor(0, elementType);
+  mlir::Value weight = lower.optionalTensor(1, elementType);
+  mlir::Value bias = lower.optionalTensor(2, elementType);
+  std::optional<c10::IValue> training = lower.constant(5);
+  std::optional<double> momentum = lower.doubleConstant(6);
+  std::optional<double> eps = lower.doubleConstant(7);
+  if (!input || !training || !momentum || !eps)
+    return failure();
+  llvm::ArrayRef<int64_t> shape = typeOf(input).getShape();
+  int64_t rank = shape.size();
+  if (rank < 2)
+    return lower.error("batch_norm needs an input [N, C, ...], not rank " +
+                       std::to_string(rank));
+  int64_t channels = shape[1];
+  // Per-channel vectors broadcast along the dims after the channels.
+  llvm::SmallVector<int64_t> channelShape(rank - 1, 1);
+  channelShape[0] = channels;
+  llvm::SmallVector<int64_t> reduced{0};
+  for (int64_t d = 2; d < rank; ++d)
+    reduced.push_back(d);
+  TensorBuilder g(lower.getBuilder(), lower.getLoc());
+  bool tracked = !lower.isNone(3) && !lower.isNone(4);
+
+  mlir::Value mean, variance;
+  if (training->toBool()) {
+    int64_t count = product(shape) / std::max<int64_t>(channels, 1);
+    if (count < 2)
+      return lower.error("batch_norm in training mode needs more than one "
+                         "value per channel, the input " +
+                         shapeString(shape) + " has " + std::to_string(count));
+    mean = g.mean(input, reduced, /*keepdim=*/true);
+    mlir::Value centered = g.sub(input, mean);
+    variance = g.mean(g.mul(centered, centered), reduced, /*keepdim=*/true);
+    if (tracked) {
+      mlir::Value runningMean = lower.tensor(3, elementType);
+      mlir::Value runningVar = lower.tensor(4, elementType);
+      if (!runningMean || !runningVar)
+        return failure();
+      auto update = [&](mlir::Value running, mlir::Value batch, double unbias) {
+        return g.add(g.scale(g.reshape(batch, {channels}), *momentum * unbias),
+                     g.scale(running, 1 - *momentum));
+      };
+      double unbias = double(count) / double(count - 1);
+      if (failed(lower.writeInput(3, update(runningMean, mean, 1))) ||
+          failed(lower.writeInput(4, update(runningVar, variance, unbias))))
+        return failure();
+    }
+  } else {
+    mean = lower.tensor(3, elementType);
+    variance = lower.tensor(4, elementType);
+    if (!mean || !variance)
+      return failure();
+    mean = g.reshape(mean, channelShape);
+    variance = g.reshape(variance, channelShape);
+  }
+  mlir::Value result =
+      g.mul(g.sub(input, mean),
+            g.unary<RsqrtOp>(g.add(variance, g.scalar(*eps, elementType))));
+  if (weight)
+    result = g.mul(result, g.reshape(weight, channelShape));
+  if (bias)
+    result = g.add(result, g.reshape(bias, channelShape));
+  return finish(lower, result);
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions.
 //===----------------------------------------------------------------------===//
 
@@ -958,6 +1219,12 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::index", lowerIndex},
       {"aten::gather", lowerGather},
       {"aten::layer_norm", lowerLayerNorm},
+      {"aten::batch_norm", lowerBatchNorm},
+      {"aten::conv2d", lowerConvolution},
+      {"aten::_convolution", lowerConvolution},
+      {"aten::max_pool2d", lowerMaxPool2d},
+      {"aten::avg_pool2d", lowerAvgPool2d},
+      {"aten::adaptive_avg_pool2d", lowerAdaptiveAvgPool2d},
       {"aten::softmax", lowerSoftmax<SoftmaxOp>},
       {"aten::log_softmax", lowerSoftmax<LogSoftmaxOp>},
       {"aten::cross_entropy_loss", lowerCrossEntropy},

@@ -102,6 +102,7 @@ mlir::LogicalResult verifyTraining(TorchScriptModel &model,
       parameters.emplace_back(param.name, param.value);
     }
     std::vector<c10::IValue> arguments(inputs.begin(), inputs.end());
+    KeepBuffers keep(module);
     torchLoss = module.forward(arguments).toTensor();
     torchLoss.backward();
   } catch (const std::exception &e) {

@@ -485,6 +485,92 @@ def Slapo_CrossEntropyGradOp : Slapo_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+// The window of a 2-d convolution or pooling: one stride, padding (on both
+// sides) and dilation per spatial dim, [height, width]. The output's spatial
+// size is the result type's (PyTorch's floor, or ceil_mode's ceil, of
+// (in + 2 padding - dilation (kernel - 1) - 1) / stride + 1).
+def Slapo_Window2d {
+  dag args = (ins DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                    DenseI64ArrayAttr:$dilation);
+}
+
+def Slapo_Conv2dOp : Slapo_Op<"conv2d", [Pure, Slapo_Differentiable]> {
+  let summary = "2-d convolution of input[N, C, H, W] by weight[O, C/groups, kH, kW]";
+  let description = [{
+    torch.nn.functional.conv2d: output channel o sees the input channels of
+    its group (`groups` groups of C/groups channels, O/groups outputs each),
+    zero padding, plus bias[O] when given.
+  }];
+  let arguments = !con((ins Slapo_FloatTensor:$input, Slapo_FloatTensor:$weight,
+                            Optional<Slapo_FloatTensor>:$bias),
+                       Slapo_Window2d.args, (ins I64Attr:$groups));
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_Conv2dGradInputOp : Slapo_Op<"conv2d_grad_input", [Pure]> {
+  let summary = "the gradient of a conv2d's input";
+  let description = [{
+    The input gradient of slapo.conv2d with these attributes, from the
+    gradient of its result and its weight (a transposed convolution); the
+    result has the input's type.
+  }];
+  let arguments = !con((ins Slapo_FloatTensor:$grad, Slapo_FloatTensor:$weight),
+                       Slapo_Window2d.args, (ins I64Attr:$groups));
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $weight attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_Conv2dGradWeightOp : Slapo_Op<"conv2d_grad_weight", [Pure]> {
+  let summary = "the gradient of a conv2d's weight";
+  let description = [{
+    The weight gradient of slapo.conv2d with these attributes, from the
+    gradient of its result and its input; the result has the weight's type.
+  }];
+  let arguments = !con((ins Slapo_FloatTensor:$grad, Slapo_FloatTensor:$input),
+                       Slapo_Window2d.args, (ins I64Attr:$groups));
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_MaxPool2dOp : Slapo_Op<"max_pool2d", [Pure, Slapo_Differentiable]> {
+  let summary = "maximum over windows of input[N, C, H, W]";
+  let description = [{
+    torch.nn.functional.max_pool2d: each output element is the maximum of
+    its window, padding excluded (PyTorch pads with -inf), NaN if any
+    element is NaN. Windows that ceil_mode lets run past the input are cut
+    at its edge.
+  }];
+  let arguments = !con((ins Slapo_FloatTensor:$input,
+                            DenseI64ArrayAttr:$kernel_size),
+                       Slapo_Window2d.args);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Slapo_MaxPool2dGradOp : Slapo_Op<"max_pool2d_grad", [Pure]> {
+  let summary = "the gradient of a max_pool2d's input";
+  let description = [{
+    Each element of `grad` (the gradient of slapo.max_pool2d's result) is
+    added to the input element its window took the maximum from: the first
+    in row-major order among equals, as PyTorch's CPU kernel picks it.
+  }];
+  let arguments = !con((ins Slapo_FloatTensor:$grad, Slapo_FloatTensor:$input,
+                            DenseI64ArrayAttr:$kernel_size),
+                       Slapo_Window2d.args);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions.
 //===----------------------------------------------------------------------===//
@@ -771,6 +857,26 @@ def Slapo_ParamGradOp : Slapo_Op<"param_grad",
   let arguments = (ins FlatSymbolRefAttr:$param,
                        StaticShapeTensorOf<[F32]>:$grad);
   let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
+}
+
+def Slapo_UpdateBufferOp : Slapo_Op<"update_buffer",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "writes a buffer's new value (model state the step updates)";
+  let description = [{
+    Gives the buffer `buffer` (a slapo.param marked `buffer`, never trained)
+    the value `value` once the step is done: what the forward writes into
+    model state in place, as BatchNorm's running statistics and
+    num_batches_tracked. slapo-optimizer moves it after the parameter
+    updates, so that every read of the buffer in the step sees its value
+    from before the step. The new value is saved in checkpoints with the
+    parameters. Not Pure, so that it stays.
+
+    ```mlir
+    slapo.update_buffer @"bn.running_mean", %m : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$buffer, Slapo_Tensor:$value);
+  let assemblyFormat = "$buffer `,` $value attr-dict `:` type($value)";
 }
 
 // Updates write their parameter and state in place: they have no results and

@@ -77,6 +77,16 @@ struct MatmulPermutations {
   const int64_t *result = nullptr;
 };
 
+/// The window of a 2-d convolution or pooling over [N, C, H, W] tensors, as
+/// the slapo ops' attributes of the same names: [height, width] each; the
+/// padding is on both sides, and a convolution's kernel is its weight's.
+struct Window2d {
+  int64_t kernel[2];
+  int64_t stride[2];
+  int64_t padding[2];
+  int64_t dilation[2];
+};
+
 enum class Reduction { None, Sum, Mean };
 
 enum class ReduceKind { Sum, Mean, Max };
