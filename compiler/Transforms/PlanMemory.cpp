@@ -112,8 +112,8 @@ void Planner::collectBuffers() {
   }
   // Categories of transient buffers, from what their root is.
   int64_t lastForward = 0;
-  for (Operation &op : block)
-    if (isForwardOp(&op))
+  for (Operation &op : block.without_terminator())
+    if (isForwardOp(&op) && !isa<ConstantOp>(op))
       lastForward = index[&op];
   for (auto &[root, buffer] : buffers) {
     Operation *def = root.getDefiningOp();
