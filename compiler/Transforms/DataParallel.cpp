@@ -4,8 +4,18 @@
 // PyTorch DDP's do, so that a runtime with asynchronous collectives can
 // reduce a bucket while the backward computes the next one.
 //
+// Averaging the ranks' losses and gradients is the whole batch's mean only
+// when every rank's loss is a mean over equally many rows. A mean over the
+// targets a cross-entropy does not ignore is not (labels padded with
+// ignore_index differ between ranks), so each rank first weighs its loss and
+// gradients by its share of the group's counted targets: the average of the
+// weighted parts is then the mean over all counted targets, as one device on
+// the whole batch computes it (and as PyTorch DDP does not).
+//
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
+
+#include "LossWeighting.h"
 
 #include "slapo/Dialect/SlapoOps.h"
 
@@ -21,6 +31,28 @@ using namespace mlir;
 
 namespace slapo {
 namespace {
+
+/// A rank's weight among the group's ranks: its count of counted targets
+/// over the group's mean count.
+struct RankWeight {
+  Value count;
+  Value share;
+};
+
+/// Builds the rank's weight right after the loss, in the loss's phase.
+RankWeight buildRankWeight(OpBuilder &builder, Value loss) {
+  Operation *lossOp = loss.getDefiningOp();
+  builder.setInsertionPointAfter(lossOp);
+  PhaseScope inLossPhase(builder, lossOp->getAttr(kPhaseAttrName));
+  TensorBuilder g(builder, loss.getLoc());
+  Value count = buildCountedTargets(g, loss);
+  Value meanCount =
+      builder
+          .create<AllReduceOp>(loss.getLoc(), count, ProcessGroup::dp,
+                               /*mean=*/true)
+          .getResult(0);
+  return {count, g.div(count, meanCount)};
+}
 
 struct DataParallelPass : impl::DataParallelBase<DataParallelPass> {
   using DataParallelBase::DataParallelBase;
@@ -54,20 +86,26 @@ struct DataParallelPass : impl::DataParallelBase<DataParallelPass> {
     });
 
     OpBuilder builder(&getContext());
-    auto reduce = [&](ArrayRef<unsigned> operands, Operation *after) {
-      if (after)
-        builder.setInsertionPointAfter(after);
-      else
-        builder.setInsertionPoint(backwardStart);
+    std::optional<RankWeight> weight;
+    if (getLossWeighting(ret.getOperand(0)) == LossWeighting::CountedTargets)
+      weight = buildRankWeight(builder, ret.getOperand(0));
+    Attribute backward = builder.getStringAttr("backward");
+    PhaseScope inBackward(builder, backward);
+    TensorBuilder g(builder, ret.getLoc());
+    // The rank's part of the group's mean, weighted where ranks weigh alike.
+    auto reduce = [&](ArrayRef<unsigned> operands) {
       SmallVector<Value> inputs;
-      for (unsigned operand : operands)
-        inputs.push_back(ret.getOperand(operand));
+      for (unsigned operand : operands) {
+        Value part = ret.getOperand(operand);
+        inputs.push_back(
+            weight ? weighPart(g, part, weight->share, weight->count) : part);
+      }
       auto allReduce = builder.create<AllReduceOp>(
           ret.getLoc(), inputs, ProcessGroup::dp, /*mean=*/true);
-      allReduce->setAttr(kPhaseAttrName, builder.getStringAttr("backward"));
       for (auto [operand, result] : llvm::zip(operands, allReduce.getResults()))
         ret.setOperand(operand, result);
     };
+    Operation *weightReady = weight ? weight->share.getDefiningOp() : nullptr;
     SmallVector<unsigned> bucket;
     int64_t bytes = 0;
     for (unsigned operand : grads) {
@@ -76,17 +114,25 @@ struct DataParallelPass : impl::DataParallelBase<DataParallelPass> {
       bytes += type.getNumElements() * type.getElementTypeBitWidth() / 8;
       if (bytes < bucketBytes && operand != grads.back())
         continue;
-      Operation *last = ret.getOperand(operand).getDefiningOp();
-      reduce(bucket, finishedAt(operand) ? last : nullptr);
+      Operation *last = finishedAt(operand)
+                            ? ret.getOperand(operand).getDefiningOp()
+                            : nullptr;
+      // Not before the rank's weight exists: with microbatches, gradients
+      // finish before the last microbatch's loss, in the backward.
+      if (weightReady && !weightReady->isBeforeInBlock(backwardStart) &&
+          (!last || last->isBeforeInBlock(weightReady)))
+        last = weightReady;
+      if (last)
+        builder.setInsertionPointAfter(last);
+      else
+        builder.setInsertionPoint(backwardStart);
+      reduce(bucket);
       bucket.clear();
       bytes = 0;
     }
     // The loss last: reporting it needs no gradient to wait.
     builder.setInsertionPoint(ret);
-    auto loss = builder.create<AllReduceOp>(ret.getLoc(), ret.getOperand(0),
-                                            ProcessGroup::dp, /*mean=*/true);
-    loss->setAttr(kPhaseAttrName, builder.getStringAttr("backward"));
-    ret.setOperand(0, loss.getResult(0));
+    reduce({0});
   }
 };
 

@@ -10,6 +10,8 @@
 #include "slapo/Transforms/Passes.h"
 #include "slapo/Transforms/Pipeline.h"
 
+#include "LossWeighting.h"
+
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Dialect/TensorBuilder.h"
@@ -26,36 +28,6 @@ using namespace mlir;
 
 namespace slapo {
 namespace {
-
-/// How the whole batch's loss follows from the microbatches' losses.
-enum class LossWeighting {
-  /// A mean-reduced cross-entropy is the mean over the targets not ignored:
-  /// each microbatch's loss counts as many times as it has such targets.
-  CountedTargets,
-  /// A sum-reduced cross-entropy, or a sum, adds the microbatches' losses.
-  Sum,
-  /// Any other loss is taken for a mean over equally many rows per
-  /// microbatch (as data parallelism takes it of its ranks' shares).
-  MeanOfEqualShares,
-};
-
-LossWeighting getLossWeighting(Value loss) {
-  if (auto crossEntropy = loss.getDefiningOp<CrossEntropyOp>())
-    return crossEntropy.getReduction() == Reduction::mean
-               ? LossWeighting::CountedTargets
-               : LossWeighting::Sum;
-  if (loss.getDefiningOp<SumOp>())
-    return LossWeighting::Sum;
-  return LossWeighting::MeanOfEqualShares;
-}
-
-/// Puts the ops a builder inserts in the backward phase: the sums of the
-/// microbatches follow their backward.
-struct MarkBackward : OpBuilder::Listener {
-  void notifyOperationInserted(Operation *op) override {
-    op->setAttr(kPhaseAttrName, StringAttr::get(op->getContext(), "backward"));
-  }
-};
 
 struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
   using MicrobatchBase::MicrobatchBase;
@@ -129,7 +101,8 @@ void MicrobatchPass::runOnOperation() {
 
   OpBuilder builder(&getContext());
   builder.setInsertionPointToEnd(step);
-  MarkBackward backward;
+  // The sums of the microbatches follow their backward.
+  Attribute backward = builder.getStringAttr("backward");
   TensorBuilder g(builder, ret.getLoc());
   LossWeighting weighting = getLossWeighting(ret.getOperand(0));
   // The microbatches' sums of their (weighted) losses and gradients, and of
@@ -145,39 +118,28 @@ void MicrobatchPass::runOnOperation() {
     }
     for (Operation &op : microbatch.without_terminator())
       builder.clone(op, rows);
-    builder.setListener(&backward);
-    Value weight, counted;
+    PhaseScope inBackward(builder, backward);
+    Value weight;
     if (weighting == LossWeighting::CountedTargets) {
-      auto loss =
-          rows.lookup(ret.getOperand(0)).getDefiningOp<CrossEntropyOp>();
-      Value kept = g.maskUnequal(loss.getTarget(),
-                                 static_cast<int64_t>(loss.getIgnoreIndex()),
-                                 elementTypeOf(loss.getResult()));
-      weight = g.sum(kept, {0}, /*keepdim=*/false);
+      weight = buildCountedTargets(g, rows.lookup(ret.getOperand(0)));
       weights = weights ? g.add(weights, weight) : weight;
-      // A microbatch whose targets are all ignored has a loss of 0 / 0;
-      // in the whole batch it adds nothing.
-      counted =
-          g.compare(ComparePredicate::gt, weight, g.scalarLike(0, weight));
     }
     for (auto [sum, result] : llvm::zip(sums, ret.getOperands())) {
       Value value = rows.lookupOrDefault(result);
       if (weight)
-        value =
-            g.where(counted, g.mul(value, g.cast(weight, elementTypeOf(value))),
-                    g.scalarLike(0, value));
+        value = weighPart(g, value, weight, weight);
       sum = sum ? g.add(sum, value) : value;
     }
-    builder.setListener(nullptr);
   }
-  builder.setListener(&backward);
-  for (Value &sum : sums) {
-    if (weighting == LossWeighting::MeanOfEqualShares)
-      sum = g.scale(sum, 1.0 / double(microbatches));
-    else if (weighting == LossWeighting::CountedTargets)
-      sum = g.div(sum, g.cast(weights, elementTypeOf(sum)));
+  {
+    PhaseScope inBackward(builder, backward);
+    for (Value &sum : sums) {
+      if (weighting == LossWeighting::MeanOfEqualShares)
+        sum = g.scale(sum, 1.0 / double(microbatches));
+      else if (weighting == LossWeighting::CountedTargets)
+        sum = buildCountedMean(g, sum, weights);
+    }
   }
-  builder.setListener(nullptr);
   builder.create<func::ReturnOp>(ret.getLoc(), sums);
 
   function.getBody().front().erase();

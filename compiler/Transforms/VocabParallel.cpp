@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "VocabParallel.h"
+#include "LossWeighting.h"
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/TensorBuilder.h"
@@ -105,7 +106,8 @@ void lowerVocabParallelCrossEntropy(CrossEntropyOp loss, int64_t tp) {
   if (loss.getReduction() != Reduction::none) {
     result = g.sum(perRow, {0}, /*keepdim=*/false);
     if (loss.getReduction() == Reduction::mean)
-      result = g.div(result, g.sum(counted, {0}, /*keepdim=*/false));
+      result =
+          buildCountedMean(g, result, g.sum(counted, {0}, /*keepdim=*/false));
   }
   loss.replaceAllUsesWith(result);
   loss.erase();

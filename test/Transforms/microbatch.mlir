@@ -46,9 +46,9 @@ module {
 // CHECK: %[[L:.*]] = slapo.add %{{.*}}, %[[LK1]] {slapo.phase = "backward"}
 // CHECK: %[[DW:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<3x4xf32>, tensor<3x4xf32>)
 // CHECK: %[[DB:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<3xf32>, tensor<3xf32>)
-// CHECK: %[[LM:.*]] = slapo.div %[[L]], %[[ALL]] {slapo.phase = "backward"}
-// CHECK: %[[DWM:.*]] = slapo.div %[[DW]], %[[ALL]] {slapo.phase = "backward"}
-// CHECK: %[[DBM:.*]] = slapo.div %[[DB]], %[[ALL]] {slapo.phase = "backward"}
+// CHECK: %[[LM:.*]] = slapo.div %[[L]], %[[ALL]] {slapo.counted_mean, slapo.phase = "backward"}
+// CHECK: %[[DWM:.*]] = slapo.div %[[DW]], %[[ALL]] {slapo.counted_mean, slapo.phase = "backward"}
+// CHECK: %[[DBM:.*]] = slapo.div %[[DB]], %[[ALL]] {slapo.counted_mean, slapo.phase = "backward"}
 // CHECK: return %[[LM]], %[[DWM]], %[[DBM]]
 
 // One microbatch changes nothing.

@@ -33,6 +33,32 @@ inline bool isForwardOp(mlir::Operation *op) {
   return !op->hasAttr(kPhaseAttrName);
 }
 
+/// While alive, gives every op that `builder` inserts the phase `phase` (a
+/// null one: the forward, no mark); the builder's own listener still hears
+/// of every insertion.
+class PhaseScope : public mlir::OpBuilder::Listener {
+public:
+  PhaseScope(mlir::OpBuilder &builder, mlir::Attribute phase)
+      : builder(builder), previous(builder.getListener()), phase(phase) {
+    builder.setListener(this);
+  }
+  ~PhaseScope() override { builder.setListener(previous); }
+  PhaseScope(const PhaseScope &) = delete;
+  PhaseScope &operator=(const PhaseScope &) = delete;
+
+  void notifyOperationInserted(mlir::Operation *op) override {
+    if (phase)
+      op->setAttr(kPhaseAttrName, phase);
+    if (previous)
+      previous->notifyOperationInserted(op);
+  }
+
+private:
+  mlir::OpBuilder &builder;
+  mlir::OpBuilder::Listener *previous;
+  mlir::Attribute phase;
+};
+
 /// Whether a forward op of `step` (a constant aside) follows an op of the
 /// backward: with microbatches each one's backward runs before the next
 /// one's forward.

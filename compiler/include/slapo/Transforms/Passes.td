@@ -229,7 +229,13 @@ def DataParallel : Pass<"slapo-data-parallel", "::mlir::ModuleOp"> {
     with `slapo.all_reduce ... <dp> mean`, and the returned loss too, so that
     every rank reports and applies the global batch's values. For a loss that
     is a mean over equally many rows per rank, the mean of the ranks' losses
-    and gradients is exactly the global batch's.
+    and gradients is exactly the global batch's. A mean over the targets a
+    cross-entropy does not ignore (its ignore_index pads labels) counts
+    different numbers of targets on different ranks: each rank first
+    multiplies its loss and gradients by its count over the group's mean
+    count (one more all_reduce, of a scalar, after the loss), or by 0 where
+    it counts none, so that the average is the mean over all counted
+    targets, as on one device.
 
     Gradients are reduced in buckets of at least `bucket-bytes` (the last
     one may be smaller), taken in the order the backward finishes them: each

@@ -1,0 +1,58 @@
+//===- LossWeighting.cpp - a loss computed in parts -----------------------===//
+#include "LossWeighting.h"
+
+#include "slapo/Dialect/SlapoOps.h"
+
+using namespace mlir;
+
+namespace slapo {
+
+/// Marks the division of buildCountedMean; the passes that combine parts run
+/// one after the other, so the mark only has to survive cloning.
+static constexpr llvm::StringLiteral kCountedMeanAttrName =
+    "slapo.counted_mean";
+
+static DivOp getCountedMean(Value loss) {
+  auto div = loss.getDefiningOp<DivOp>();
+  return div && div->hasAttr(kCountedMeanAttrName) ? div : DivOp();
+}
+
+LossWeighting getLossWeighting(Value loss) {
+  if (auto crossEntropy = loss.getDefiningOp<CrossEntropyOp>())
+    return crossEntropy.getReduction() == Reduction::mean
+               ? LossWeighting::CountedTargets
+               : LossWeighting::Sum;
+  if (getCountedMean(loss))
+    return LossWeighting::CountedTargets;
+  if (loss.getDefiningOp<SumOp>())
+    return LossWeighting::Sum;
+  return LossWeighting::MeanOfEqualShares;
+}
+
+Value buildCountedTargets(TensorBuilder &g, Value loss) {
+  if (DivOp mean = getCountedMean(loss))
+    return mean.getRhs();
+  auto crossEntropy = loss.getDefiningOp<CrossEntropyOp>();
+  assert(crossEntropy && crossEntropy.getReduction() == Reduction::mean &&
+         "not a mean over counted targets");
+  Value kept = g.maskUnequal(
+      crossEntropy.getTarget(),
+      static_cast<int64_t>(crossEntropy.getIgnoreIndex()), elementTypeOf(loss));
+  return g.sum(kept, {0}, /*keepdim=*/false);
+}
+
+Value buildCountedMean(TensorBuilder &g, Value sum, Value count) {
+  Value mean = g.div(sum, g.cast(count, elementTypeOf(sum)));
+  mean.getDefiningOp()->setAttr(kCountedMeanAttrName,
+                                g.getBuilder().getUnitAttr());
+  return mean;
+}
+
+Value weighPart(TensorBuilder &g, Value value, Value weight, Value count) {
+  Value counted =
+      g.compare(ComparePredicate::gt, count, g.scalarLike(0, count));
+  return g.where(counted, g.mul(value, g.cast(weight, elementTypeOf(value))),
+                 g.scalarLike(0, value));
+}
+
+} // namespace slapo
