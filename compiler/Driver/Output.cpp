@@ -405,10 +405,13 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
     // SASS for the architecture and its PTX, which newer GPUs compile at
     // load time. The CUDA runtime is linked statically (nvcc's default), so
     // the program needs only the driver, cuBLASLt and NCCL where it runs.
+    // No contraction into fused multiply-adds: the fused kernels must round
+    // as the runtime's elementwise kernels they replace (ElementMath.cuh).
     std::string arch = std::to_string(build.cudaArch);
     command.compiler = {SLAPO_NVCC,
                         "-std=c++17",
                         "-O2",
+                        "--fmad=false",
                         "-gencode=arch=compute_" + arch + ",code=[sm_" + arch +
                             ",compute_" + arch + "]",
                         "-Xcompiler=" + hostArch,

@@ -840,23 +840,21 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
 }
 
 FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
-  if (info.target != "cpu")
-    return fused.emitError("code generation for --target=")
-           << info.target
-           << " does not support fusion groups yet: compile it with "
-              "train(fusion=\"none\") and without fuse()";
   Block &body = fused.getBody().front();
   ArrayRef<int64_t> loop = fused.getLoopShape();
   int64_t numElements =
       fused.getResult(0).getType().cast<RankedTensorType>().getNumElements();
   StringRef scalar = getScalarType(fused.getResult(0).getType());
-  // The loop reads each operand's element once, computes every op's in a
-  // register and writes the results'. A broadcast operand is read in runs
+  bool cuda = info.target == "cuda";
+  // The CPU loop reads each operand's element once, computes every op's in
+  // a register and writes the results'. A broadcast operand is read in runs
   // in which its elements are contiguous (a row, inner 1) or one (a column),
   // so that the loop over a run vectorizes: runs of `run` elements, aligned
   // to it, `run` dividing every row's count and every column's inner size.
   // `omp simd` vectorizes it where -O2's cost model would not (a trip count
-  // known only at run time); without reductions it changes no element.
+  // known only at run time); without reductions it changes no element. The
+  // CUDA kernel is a grid-stride loop, one element per thread and step, a
+  // broadcast operand's element found by index.
   SmallVector<BroadcastIndexing> indexings;
   int64_t run = 0;
   for (BlockArgument arg : body.getArguments()) {
@@ -867,18 +865,26 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
       run =
           std::gcd(run, indexing.inner == 1 ? indexing.count : indexing.inner);
   }
+  StringRef data = cuda ? "operands.data" : "data";
+  // The element's statements: in the CUDA kernel's loop, or the CPU's inner
+  // one.
+  StringRef indent = cuda ? "    " : "      ";
   std::string pointers, constants, runStarts, loads, computes, stores, ops;
   DenseMap<Value, std::string> elements;
   for (auto [arg, indexing] : llvm::zip(body.getArguments(), indexings)) {
     unsigned n = arg.getArgNumber();
     pointers += llvm::formatv("  const {0} *__restrict in{1} = static_cast<"
-                              "const {0} *>(data[{1}]);\n",
-                              scalar, n);
+                              "const {0} *>({2}[{1}]);\n",
+                              scalar, n, data);
     elements[arg] = "a" + std::to_string(n);
     if (indexing.count == 1)
       constants += llvm::formatv("  const {0} a{1} = in{1}[0];\n", scalar, n);
     else if (indexing.count == numElements)
-      loads += llvm::formatv("      const {0} a{1} = in{1}[i];\n", scalar, n);
+      loads +=
+          llvm::formatv("{2}const {0} a{1} = in{1}[i];\n", scalar, n, indent);
+    else if (cuda)
+      loads += llvm::formatv("{4}const {0} a{1} = in{1}[i / {2} % {3}];\n",
+                             scalar, n, indexing.inner, indexing.count, indent);
     else if (indexing.inner == 1) {
       runStarts += llvm::formatv("    const int64_t at{0} = start % {1} - "
                                  "start;\n",
@@ -898,50 +904,71 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
     std::string arguments;
     for (Value operand : op.getOperands())
       arguments += (arguments.empty() ? "" : ", ") + elements[operand];
-    computes += llvm::formatv("      const {0} {1} = cpu::apply{2}<{2}Kind::"
-                              "{3}>({4});\n",
-                              scalar, name, kind.kernel, kind.kind, arguments);
+    computes += llvm::formatv("{6}const {0} {1} = {2}::apply{3}<{3}Kind::"
+                              "{4}>({5});\n",
+                              scalar, name, info.target, kind.kernel, kind.kind,
+                              arguments, indent);
     elements[op.getResult(0)] = name;
     ops += (ops.empty() ? "" : ", ") + op.getName().stripDialect().str();
   }
   for (auto [n, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {
     pointers += llvm::formatv(
-        "  {0} *__restrict out{1} = static_cast<{0} *>(data[{2}]);\n", scalar,
-        n, body.getNumArguments() + n);
-    stores += llvm::formatv("      out{0}[i] = {1};\n", n, elements[result]);
+        "  {0} *__restrict out{1} = static_cast<{0} *>({3}[{2}]);\n", scalar, n,
+        body.getNumArguments() + n, data);
+    stores +=
+        llvm::formatv("{2}out{0}[i] = {1};\n", n, elements[result], indent);
   }
-  std::string runEnd =
-      run ? llvm::formatv("std::min<int64_t>(end, (start / {0} + 1) * {0})",
-                          run)
-                .str()
-          : std::string("end");
-  std::string text = "(void *const *data, int64_t begin, int64_t end) {\n" +
-                     pointers + constants +
-                     "  for (int64_t start = begin, stop; start < end; "
-                     "start = stop) {\n    stop = " +
-                     runEnd + ";\n" + runStarts +
-                     "#pragma omp simd\n"
-                     "    for (int64_t i = start; i < stop; ++i) {\n" +
-                     loads + computes + stores + "    }\n  }\n}\n";
+  unsigned numOperands = fused.getNumOperands() + fused.getNumResults();
+  std::string text;
+  if (cuda) {
+    text = llvm::formatv(
+        "(cuda::FusedOperands<{0}> operands, int64_t numElements) "
+        "{{\n",
+        numOperands);
+    text += pointers + constants +
+            "  for (int64_t i = cuda::getFusedLoopStart(); i < numElements; "
+            "i += cuda::getFusedLoopStride()) {\n" +
+            loads + computes + stores + "  }\n}\n";
+  } else {
+    std::string runEnd =
+        run ? llvm::formatv("std::min<int64_t>(end, (start / {0} + 1) * {0})",
+                            run)
+                  .str()
+            : std::string("end");
+    text = "(void *const *data, int64_t begin, int64_t end) {\n" + pointers +
+           constants +
+           "  for (int64_t start = begin, stop; start < end; "
+           "start = stop) {\n    stop = " +
+           runEnd + ";\n" + runStarts +
+           "#pragma omp simd\n"
+           "    for (int64_t i = start; i < stop; ++i) {\n" +
+           loads + computes + stores + "    }\n  }\n}\n";
+  }
   auto [it, inserted] = fusedLoopNames.try_emplace(
       text, "FusedLoop" + std::to_string(fusedLoopNames.size()));
   std::string name = it->second;
-  if (inserted)
+  if (inserted && cuda)
+    fusedLoops += "/// " + ops + " on each element, in registers.\n" +
+                  "static __global__ void " + name + "Kernel" + text +
+                  llvm::formatv("SLAPO_CUDA_FUSED_LOOP(k{0}, {0}Kernel, {1})"
+                                "\n\n",
+                                name, numOperands)
+                      .str();
+  else if (inserted)
     fusedLoops += "/// " + ops + " on each element, in registers.\n" +
                   "SLAPO_VECTOR_INLINE void " + name + "Body" + text +
                   "SLAPO_CPU_FUSED_LOOP(k" + name + ", " + name + "Body)\n\n";
 
-  std::string data;
+  std::string pointerList;
   for (Value value : fused.getInputs())
-    data += use(value) + ".data, ";
+    pointerList += use(value) + ".data, ";
   for (Value value : fused.getResults())
-    data += use(value) + ".data, ";
-  data.resize(data.size() - 2);
+    pointerList += use(value) + ".data, ";
+  pointerList.resize(pointerList.size() - 2);
   return llvm::formatv("runFusedLoop(ctx, k{0}, std::array<void *, {1}>{{{2}}"
                        ".data(), {3})",
-                       name, fused.getNumOperands() + fused.getNumResults(),
-                       data, numElements)
+                       name, numOperands, pointerList, numElements)
       .str();
 }
 
@@ -1233,7 +1260,9 @@ FailureOr<std::vector<SourceFile>> Emitter::emit() {
       "#include \"slapo/runtime/" +
       info.target + "/Kernels.h\"\n" +
       (fusedLoops.empty() ? ""
-                          : "#include \"slapo/runtime/cpu/FusedLoop.h\"\n") +
+       : info.target == "cuda"
+           ? "#include \"slapo/runtime/cuda/FusedLoop.cuh\"\n"
+           : "#include \"slapo/runtime/cpu/FusedLoop.h\"\n") +
       "\n"
       "#include <array>\n#include <cstdint>\n#include <limits>\n\n";
   std::string definitions =

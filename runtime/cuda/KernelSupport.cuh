@@ -16,6 +16,7 @@
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/Tensor.h"
 #include "slapo/runtime/cuda/Context.h"
+#include "slapo/runtime/cuda/ElementMath.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -84,14 +85,6 @@ template <typename T, typename V> __host__ __device__ inline T store(V value) {
     return __float2half_rn(static_cast<float>(value));
   else
     return static_cast<T>(value);
-}
-
-/// max and min that propagate NaN, as torch.maximum and torch.max do.
-template <typename C> __host__ __device__ inline C maxPropagatingNaN(C a, C b) {
-  return (a != a || a > b) ? a : b;
-}
-template <typename C> __host__ __device__ inline C minPropagatingNaN(C a, C b) {
-  return (a != a || a < b) ? a : b;
 }
 
 //===----------------------------------------------------------------------===//

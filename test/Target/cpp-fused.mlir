@@ -1,6 +1,9 @@
 // RUN: slapo-opt --slapo-autodiff --slapo-optimizer --slapo-fuse-elementwise --slapo-plan-memory %s | slapo-translate --slapo-to-cpp > %t.cpp
 // RUN: FileCheck %s < %t.cpp
 // RUN: c++ -std=c++17 -fopenmp -fsyntax-only -Wall -Werror -I%runtime_include %t.cpp
+// RUN: slapo-opt --slapo-autodiff --slapo-optimizer --slapo-fuse-elementwise --slapo-plan-memory %s | slapo-translate --slapo-to-cpp --slapo-target=cuda > %t.cu
+// RUN: FileCheck %s --check-prefix=CUDA < %t.cu
+// RUN: %if cuda %{ nvcc -std=c++17 --fmad=false -x cu -c -Werror all-warnings -I%runtime_include %t.cu -o %t.o %}
 
 // A fusion group is one loop: each operand's element read once, each op's
 // scalar math (ElementMath.h) on registers, the results written. The bias
@@ -53,3 +56,27 @@ module {
 // CHECK: reduce(ctx, ReduceKind::Sum, [[GELU]],
 // CHECK: void backward(
 // CHECK: binary(ctx, BinaryKind::GeluTanhGrad, {{.*}}, [[ADD]],
+
+// On the GPU the group is one kernel: a grid-stride loop, each thread one
+// element per step, the bias row's element found by index; the same call
+// runs it (cuda::runFusedLoop sizes the grid as the runtime's elementwise
+// kernels). Static, as each translation unit of the program has its own.
+// CUDA: #include "slapo/runtime/cuda/FusedLoop.cuh"
+// CUDA: // The loops of the fusion groups (slapo.fused).
+// CUDA-NEXT: /// add, gelu on each element, in registers.
+// CUDA-NEXT: static __global__ void FusedLoop0Kernel(cuda::FusedOperands<4> operands, int64_t numElements) {
+// CUDA-NEXT:   const float *__restrict in0 = static_cast<const float *>(operands.data[0]);
+// CUDA-NEXT:   const float *__restrict in1 = static_cast<const float *>(operands.data[1]);
+// CUDA-NEXT:   float *__restrict out0 = static_cast<float *>(operands.data[2]);
+// CUDA-NEXT:   float *__restrict out1 = static_cast<float *>(operands.data[3]);
+// CUDA-NEXT:   for (int64_t i = cuda::getFusedLoopStart(); i < numElements; i += cuda::getFusedLoopStride()) {
+// CUDA-NEXT:     const float a0 = in0[i];
+// CUDA-NEXT:     const float a1 = in1[i / 1 % 4];
+// CUDA-NEXT:     const float v0 = cuda::applyBinary<BinaryKind::Add>(a0, a1);
+// CUDA-NEXT:     const float v1 = cuda::applyUnary<UnaryKind::GeluTanh>(v0);
+// CUDA-NEXT:     out0[i] = v0;
+// CUDA-NEXT:     out1[i] = v1;
+// CUDA-NEXT:   }
+// CUDA-NEXT: }
+// CUDA-NEXT: SLAPO_CUDA_FUSED_LOOP(kFusedLoop0, FusedLoop0Kernel, 4)
+// CUDA: runFusedLoop(ctx, kFusedLoop0, std::array<void *, 4>{t{{[0-9]+}}_linear.data, t{{[0-9]+}}_get_param.data, {{t[0-9]+_fused}}.data, {{t[0-9]+_fused}}.data}.data(), 8);

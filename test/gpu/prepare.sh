@@ -78,6 +78,11 @@ gpt2_flags=(--input 'input_ids=i64[8,32]' --input 'labels=i64[8,32]')
 program gpt2 fp32 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw.sched"
 program gpt2 bf16 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/bf16.sched"
 program gpt2 dp2 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw-dp2.sched"
+# Every elementwise chain a generated kernel (train(fusion="auto")).
+sed 's/warmup_steps=2)/warmup_steps=2, fusion="auto")/' "$e2e/Inputs/adamw.sched" \
+  > "$suite/cases/gpt2/fused.sched"
+grep -q 'fusion="auto"' "$suite/cases/gpt2/fused.sched"
+program gpt2 fused "${gpt2_flags[@]}" --schedule "$suite/cases/gpt2/fused.sched"
 # tp=2 with the shipped Megatron-style schedule, adamw.sched's optimizer.
 sed 's/^train(.*/train(optimizer="adamw", lr=0.003, weight_decay=0.1, grad_clip=1.0, lr_schedule="warmup_cosine", warmup_steps=2)/' \
   "$root/schedules/gpt2.sched" > "$suite/cases/gpt2/tp2.sched"

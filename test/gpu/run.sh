@@ -8,6 +8,8 @@
 #     and GPT-2 in bf16 (losses 1e-3, gradients 5e-2: the CPU's bf16 bounds);
 #   - GPT-2 with tp=2 and with dp=2, two ranks on one GPU (MPI staged through
 #     host memory), against the same reference;
+#   - GPT-2 with fusion="auto" (generated fused kernels): within 1e-4 of
+#     PyTorch and bit for bit the unfused fp32 program's losses;
 #   - a checkpoint saved on the GPU resumes bit for bit and merges into a
 #     state_dict that PyTorch loads.
 # Needs mpirun, python3 with torch and safetensors, and NCCL (found in
@@ -89,6 +91,13 @@ bf16_is_not_fp32() {
 check gpt2-bf16 trains gpt2 bf16 1 1e-3 5e-2
 check gpt2-bf16-differs bf16_is_not_fp32
 check gpt2-tp2 trains gpt2 tp2 2 1e-4 1e-4
+# The fused kernels round as the kernels they replace: PyTorch's within
+# 1e-4, and the unfused program's losses bit for bit.
+check gpt2-fused trains gpt2 fused 1 1e-4 1e-4
+fused_is_unfused() {
+  compare --reference "$cases/gpt2/fp32.json" --run "$cases/gpt2/fused.json" --exact
+}
+check gpt2-fused-exact fused_is_unfused
 check gpt2-dp2 trains gpt2 dp2 2 1e-4 1e-4
 
 # Saved at step 3 on the GPU, resumed to step 5: the same losses bit for bit

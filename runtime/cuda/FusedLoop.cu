@@ -1,0 +1,18 @@
+//===- FusedLoop.cu - running the generated fused kernels -----------------===//
+#include "slapo/runtime/cuda/FusedLoop.cuh"
+
+#include "KernelSupport.cuh"
+
+namespace slapo::rt::cuda {
+
+void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
+                  int64_t numElements) {
+  if (numElements <= 0)
+    return;
+  loop.launch(ctx.getStream(),
+              detail::getGridSize(ctx, numElements, detail::kBlockSize),
+              detail::kBlockSize, data, numElements);
+  detail::checkLaunch(loop.name);
+}
+
+} // namespace slapo::rt::cuda

@@ -1,0 +1,71 @@
+//===- FusedLoop.cuh - the kernels slapoc generates for fusion groups -*- CUDA -*-===//
+//
+// A fusion group (slapo.fused) becomes one kernel in the generated step.cu:
+// a grid-stride loop that computes, element by element, the group's ops with
+// ElementMath.cuh's math, their intermediate values in registers. The
+// generated code calls runFusedLoop(ctx, loop, data, n) as the CPU backend's
+// (slapo/runtime/cpu/FusedLoop.h): the same code for every device.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
+#define SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
+
+#include "slapo/runtime/cuda/Context.h"
+#include "slapo/runtime/cuda/ElementMath.cuh"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace slapo::rt::cuda {
+
+/// The addresses of a group's operands and results, operands first, passed
+/// to its kernel by value.
+template <int N> struct FusedOperands {
+  void *data[N];
+};
+
+/// Launches a fused kernel with `blocks` x `threads` on `stream` over
+/// `numElements` elements of the tensors at `data`.
+using FusedLaunch = void (*)(cudaStream_t stream, unsigned blocks,
+                             unsigned threads, void *const *data,
+                             int64_t numElements);
+
+/// A generated fused kernel, named for the errors of its launch.
+struct FusedLoop {
+  const char *name;
+  FusedLaunch launch;
+};
+
+/// Runs `loop` over `numElements` elements on ctx's stream, sized as the
+/// runtime's elementwise kernels are.
+void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
+                  int64_t numElements);
+
+/// The thread's first element and the grid's stride, in elements.
+__device__ inline int64_t getFusedLoopStart() {
+  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t getFusedLoopStride() {
+  return int64_t(gridDim.x) * blockDim.x;
+}
+
+} // namespace slapo::rt::cuda
+
+/// Defines the FusedLoop `NAME` that launches `KERNEL`, a static __global__
+/// function of (FusedOperands<N>, int64_t numElements). Static, as the
+/// kernel: each translation unit that includes the generated step.h (step.cu
+/// and blocks.cu) has its own, since nvcc does not link device code across
+/// them.
+#define SLAPO_CUDA_FUSED_LOOP(NAME, KERNEL, N)                                 \
+  static void KERNEL##Launch(cudaStream_t stream, unsigned blocks,             \
+                             unsigned threads, void *const *data,              \
+                             int64_t numElements) {                            \
+    ::slapo::rt::cuda::FusedOperands<N> operands;                              \
+    for (int i = 0; i < N; ++i)                                                \
+      operands.data[i] = data[i];                                              \
+    KERNEL<<<blocks, threads, 0, stream>>>(operands, numElements);             \
+  }                                                                            \
+  static const ::slapo::rt::cuda::FusedLoop NAME = {#KERNEL, KERNEL##Launch};
+
+#endif // SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
