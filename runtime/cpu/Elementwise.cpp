@@ -93,21 +93,6 @@ void cast(Context &ctx, const Tensor &input, const Tensor &out) {
 
 namespace {
 
-template <CompareKind Kind, typename C> bool applyCompare(C a, C b) {
-  if constexpr (Kind == CompareKind::Eq)
-    return a == b;
-  else if constexpr (Kind == CompareKind::Ne)
-    return a != b;
-  else if constexpr (Kind == CompareKind::Lt)
-    return a < b;
-  else if constexpr (Kind == CompareKind::Le)
-    return a <= b;
-  else if constexpr (Kind == CompareKind::Gt)
-    return a > b;
-  else
-    return a >= b;
-}
-
 /// out = op(lhs, rhs) broadcast, with the three stride patterns of a
 /// segment written as separate loops so that each vectorizes.
 template <typename In, typename Out, typename Op>

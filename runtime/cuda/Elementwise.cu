@@ -93,11 +93,6 @@ constexpr int kUnaryKindCount = static_cast<int>(UnaryKind::GeluTanh) + 1;
 constexpr int kBinaryKindCount = static_cast<int>(BinaryKind::GeluTanhGrad) + 1;
 constexpr int kCompareKindCount = static_cast<int>(CompareKind::Ge) + 1;
 
-/// The kinds defined on integer tensors too.
-constexpr bool isIntegerUnary(UnaryKind kind) {
-  return kind == UnaryKind::Neg || kind == UnaryKind::Abs ||
-         kind == UnaryKind::Relu;
-}
 
 template <UnaryKind Kind, typename T> struct UnaryOp {
   __device__ T operator()(T x) const {

@@ -43,8 +43,8 @@ std::string floatBytes(std::initializer_list<float> values) {
 
 /// The repository's Python with safetensors, as the README sets it up.
 std::string pythonCommand() {
-  fs::path root = fs::path(__FILE__).parent_path().parent_path().parent_path();
-  return "PYTHONPATH=" + (root / "third_party/.pydeps").string() +
+  return "PYTHONPATH=" +
+         (fs::path(SLAPO_SOURCE_DIR) / "third_party/.pydeps").string() +
          " /usr/bin/python3";
 }
 
