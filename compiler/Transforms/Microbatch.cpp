@@ -50,11 +50,24 @@ LossWeighting getLossWeighting(Value loss) {
 }
 
 /// Puts the ops a builder inserts in the backward phase: the sums of the
-/// microbatches follow their backward.
+/// microbatches follow their backward. While `microbatch` is set, they are
+/// that microbatch's.
 struct MarkBackward : OpBuilder::Listener {
   void notifyOperationInserted(Operation *op) override {
     op->setAttr(kPhaseAttrName, StringAttr::get(op->getContext(), "backward"));
+    if (microbatch)
+      op->setAttr(kMicrobatchAttrName, microbatch);
   }
+  IntegerAttr microbatch;
+};
+
+/// Marks the ops a builder inserts as microbatch `index`'s (its slices of
+/// the inputs, its copy of the forward and backward).
+struct MarkMicrobatch : OpBuilder::Listener {
+  void notifyOperationInserted(Operation *op) override {
+    op->setAttr(kMicrobatchAttrName, index);
+  }
+  IntegerAttr index;
 };
 
 struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
@@ -136,7 +149,10 @@ void MicrobatchPass::runOnOperation() {
   // their weights.
   SmallVector<Value> sums(ret.getNumOperands());
   Value weights;
+  MarkMicrobatch inMicrobatch;
   for (int64_t i = 0; i < microbatches; ++i) {
+    inMicrobatch.index = backward.microbatch = builder.getI64IntegerAttr(i);
+    builder.setListener(&inMicrobatch);
     IRMapping rows;
     for (auto [arg, batch] :
          llvm::zip(microbatch.getArguments(), step->getArguments())) {
@@ -170,6 +186,7 @@ void MicrobatchPass::runOnOperation() {
     }
     builder.setListener(nullptr);
   }
+  backward.microbatch = IntegerAttr();
   builder.setListener(&backward);
   for (Value &sum : sums) {
     if (weighting == LossWeighting::MeanOfEqualShares)

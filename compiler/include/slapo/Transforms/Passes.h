@@ -17,6 +17,16 @@ namespace slapo {
 /// parameter a gradient belongs to.
 constexpr llvm::StringLiteral kGradOfAttrName = "slapo.grad_of";
 
+/// The microbatch (0, 1, ...) whose forward or backward an op of
+/// @forward_backward computes, set by slapo-microbatch: a pipeline stage
+/// orders them by its schedule (slapo-pipeline-schedule).
+constexpr llvm::StringLiteral kMicrobatchAttrName = "slapo.microbatch";
+
+/// A unit attribute of a slapo.param on the last pipeline stage that holds
+/// a copy of a parameter tied to the first stage's (slapo-pipeline-rank):
+/// the global gradient norm counts the first stage's copy only.
+constexpr llvm::StringLiteral kTiedCopyAttrName = "slapo.tied_copy";
+
 /// The function the autodiff pass adds next to @forward.
 constexpr llvm::StringLiteral kForwardBackwardName = "forward_backward";
 
