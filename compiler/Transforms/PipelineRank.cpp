@@ -133,14 +133,39 @@ void PipelineRankPass::keepOwnResults(func::FuncOp function) {
             index, kGradOfAttrName))
       ++gradParts[param.getValue()];
 
+  // Without microbatches the forward ends with the loss, which then moves
+  // in the forward phase (the last stage sends it before any gradient, and
+  // the others receive it before their backward), so that --forward-only
+  // reports it too; with microbatches it is complete once the step is.
   Value loss = ret.getOperand(0);
+  Block &block = function.getBody().front();
+  bool microbatched = llvm::any_of(block, [](Operation &op) {
+    return op.hasAttr(kMicrobatchAttrName);
+  });
   int64_t last = numStages - 1;
+  OpBuilder lossBuilder(ret);
+  auto place = [&](Operation *op) {
+    if (microbatched)
+      mark(op);
+    else
+      op->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
+  };
   if (stage == last) {
+    if (!microbatched && loss.getDefiningOp())
+      lossBuilder.setInsertionPointAfter(loss.getDefiningOp());
     for (int64_t other = 0; other < last; ++other)
-      mark(builder.create<StageSendOp>(ret.getLoc(), loss, other));
+      place(lossBuilder.create<StageSendOp>(ret.getLoc(), loss, other));
   } else {
-    auto recv = builder.create<StageRecvOp>(ret.getLoc(), loss.getType(), last);
-    mark(recv);
+    for (Operation &op : block) {
+      auto phase = op.getAttrOfType<StringAttr>(kPhaseAttrName);
+      if (!microbatched && phase && phase.getValue() == "backward") {
+        lossBuilder.setInsertionPoint(&op);
+        break;
+      }
+    }
+    auto recv =
+        lossBuilder.create<StageRecvOp>(ret.getLoc(), loss.getType(), last);
+    place(recv);
     loss = recv.getResult();
   }
   SmallVector<Value> results{loss};

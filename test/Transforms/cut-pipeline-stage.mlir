@@ -74,9 +74,11 @@ module {
 // NO-OPS: error: cut_pipeline_stage(): module 'h.2' has no ops in @forward: there is nothing to cut after
 
 
-// Stage 0's rank: its forward, the two sends, then the gradients of both
-// values received back (in the order stage 1's backward sends them) and its
-// own backward; it returns the gradients of its parameters only.
+// Stage 0's rank: its forward, the two sends, the loss received (in the
+// forward: stage 1 sends it before any gradient), then the gradients of
+// both values received back (in the order stage 1's backward sends them)
+// and its own backward; it returns the loss and the gradients of its
+// parameters only.
 // The loss comes from stage 1 once its step is done.
 // RANK0-LABEL: func.func @forward_backward(
 // RANK0-SAME: -> (tensor<f32>, tensor<8x4xf32> {slapo.grad_of = @embed.weight}, tensor<4x4xf32> {slapo.grad_of = @h.0.fc.weight})
@@ -85,24 +87,25 @@ module {
 // RANK0: %[[R0:.*]] = slapo.add {{.*}}slapo.stage = 0
 // RANK0-NEXT: slapo.stage_send %[[X]] to 1 {slapo.module = "embed", slapo.stage = 0 : i64} : tensor<2x4xf32>
 // RANK0-NEXT: slapo.stage_send %[[R0]] to 1 {slapo.module = "h.0", slapo.stage = 0 : i64} : tensor<2x4xf32>
+// RANK0-NEXT: %[[L:.*]] = slapo.stage_recv from 1 {slapo.stage = 0 : i64} : tensor<f32>
 // RANK0-NEXT: %[[DR0:.*]] = slapo.stage_recv from 1 {slapo.module = "h.0", slapo.phase = "backward", slapo.stage = 0 : i64} : tensor<2x4xf32>
 // RANK0-NEXT: %[[DX:.*]] = slapo.stage_recv from 1 {slapo.module = "embed", slapo.phase = "backward", slapo.stage = 0 : i64} : tensor<2x4xf32>
 // RANK0-NOT: slapo.cross_entropy
 // RANK0: slapo.embedding_grad
-// RANK0: %[[L:.*]] = slapo.stage_recv from 1 {slapo.phase = "backward", slapo.stage = 0 : i64} : tensor<f32>
-// RANK0-NEXT: return %[[L]],
+// RANK0: return %[[L]],
 
-// Stage 1's rank: both values received first, the loss and its backward,
-// the two gradients sent back; it returns the loss and h.1's gradient.
+// Stage 1's rank: both values received first, the loss, sent to stage 0
+// at once, and its backward, the two gradients sent back; it returns the
+// loss and h.1's gradient.
 // RANK1-LABEL: func.func @forward_backward(
 // RANK1-SAME: -> (tensor<f32>, tensor<4x4xf32> {slapo.grad_of = @h.1.fc.weight})
 // RANK1-NEXT: %[[X:.*]] = slapo.stage_recv from 0 {slapo.module = "embed", slapo.stage = 1 : i64} : tensor<2x4xf32>
 // RANK1-NEXT: %[[R0:.*]] = slapo.stage_recv from 0 {slapo.module = "h.0", slapo.stage = 1 : i64} : tensor<2x4xf32>
 // RANK1-NOT: slapo.embedding
 // RANK1: %[[L:.*]] = slapo.cross_entropy
+// RANK1-NEXT: slapo.stage_send %[[L]] to 0 {slapo.stage = 1 : i64} : tensor<f32>
 // RANK1: slapo.stage_send %{{.*}} to 0 {slapo.module = "h.0", slapo.phase = "backward", slapo.stage = 1 : i64}
 // RANK1: slapo.stage_send %{{.*}} to 0 {slapo.module = "embed", slapo.phase = "backward", slapo.stage = 1 : i64}
-// RANK1: slapo.stage_send %[[L]] to 0 {slapo.phase = "backward", slapo.stage = 1 : i64} : tensor<f32>
 // RANK1-NEXT: return %[[L]], %{{.*}} : tensor<f32>, tensor<4x4xf32>
 
 // RANK2: error: slapo-pipeline-rank: stage 2 is not one of the 2 stages
@@ -117,16 +120,16 @@ module {
 // TIED0-NOT: slapo.tied_copy
 // TIED0-LABEL: func.func @forward_backward(
 // TIED0-SAME: -> (tensor<f32>, tensor<8x4xf32> {slapo.grad_of = @embed.weight}, tensor<4x4xf32> {slapo.grad_of = @h.0.fc.weight})
-// TIED0: %[[L:.*]] = slapo.stage_recv from 1 {slapo.phase = "backward", slapo.stage = 0 : i64} : tensor<f32>
-// TIED0-NEXT: %[[E:.*]] = slapo.all_reduce %{{.*}} <tied> {slapo.phase = "backward", slapo.stage = 0 : i64} : tensor<8x4xf32>
+// TIED0: %[[L:.*]] = slapo.stage_recv from 1 {slapo.stage = 0 : i64} : tensor<f32>
+// TIED0: %[[E:.*]] = slapo.all_reduce %{{.*}} <tied> {slapo.phase = "backward", slapo.stage = 0 : i64} : tensor<8x4xf32>
 // TIED0: return %[[L]], %[[E]],
 // TIED1: slapo.param @embed.weight : tensor<8x4xf32> {slapo.tied_copy}
 // TIED1-NOT: slapo.param @h.0
 // TIED1-LABEL: func.func @forward_backward(
 // TIED1-SAME: -> (tensor<f32>, tensor<8x4xf32> {slapo.grad_of = @embed.weight}, tensor<4x4xf32> {slapo.grad_of = @h.1.fc.weight})
 // TIED1: slapo.linear %{{.*}}, %{{.*}} {slapo.module = "lm_head", slapo.stage = 1 : i64}
-// TIED1: slapo.stage_send %{{.*}} to 0 {slapo.phase = "backward", slapo.stage = 1 : i64} : tensor<f32>
-// TIED1-NEXT: %[[E:.*]] = slapo.all_reduce %{{.*}} <tied> {slapo.phase = "backward", slapo.stage = 1 : i64} : tensor<8x4xf32>
+// TIED1: slapo.stage_send %{{.*}} to 0 {slapo.stage = 1 : i64} : tensor<f32>
+// TIED1: %[[E:.*]] = slapo.all_reduce %{{.*}} <tied> {slapo.phase = "backward", slapo.stage = 1 : i64} : tensor<8x4xf32>
 // TIED1: return %{{.*}}, %[[E]],
 
 // 1F1B on stage 0 of 2 with 2 microbatches: microbatch 0's forward, then

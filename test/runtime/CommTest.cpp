@@ -188,7 +188,7 @@ TEST_CASE("a mesh of one rank refuses a launch of several ranks") {
   setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
   CHECK_THROWS_WITH(ProcessMesh::create(1, 1),
                     "launched with 2 ranks, but the program was compiled for "
-                    "mesh dp=1 x tp=1 (1 rank)");
+                    "mesh dp=1 x tp=1 x pp=1 (1 rank)");
   unsetenv("OMPI_COMM_WORLD_SIZE");
 }
 

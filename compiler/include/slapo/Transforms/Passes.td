@@ -215,7 +215,8 @@ def PipelineRank : Pass<"slapo-pipeline-rank", "::mlir::ModuleOp"> {
     stage of the values they read.
 
     The function returns the loss, which the last stage sends to every
-    other stage once its step is done, and the gradients of the parameters
+    other stage (right after computing it; with microbatches, once its step
+    is done), and the gradients of the parameters
     this stage's ops read. A parameter read on the first and the last stage
     (tied, as GPT-2's embedding and LM head) has a copy on both: each sums
     its part of the gradient with the other's (`slapo.all_reduce <tied>`,

@@ -97,8 +97,8 @@ struct ProgramDesc {
   /// the device).
   ArenaSlot step, totalSteps;
   /// 0-d slots the step writes: the loss (F32, by forward; with pipeline
-  /// stages the last stage sends it to every other, by the end of backward)
-  /// and the learning rate it used (F64, by optimizer).
+  /// stages the last stage computes it and sends it to every other) and the
+  /// learning rate it used (F64, by optimizer).
   ArenaSlot loss, learningRate;
   /// Tokens one step consumes over all ranks (the product of the token
   /// input's global shape), for throughput.
