@@ -476,6 +476,8 @@ private:
   std::optional<schedule::Plan> plan;
   std::unique_ptr<mlir::PassManager> pipeline;
   std::vector<std::unique_ptr<mlir::PassManager>> stagePipelines;
+  /// With pipeline stages, what --emit=schedule prints: stage 0's pipeline.
+  std::unique_ptr<mlir::PassManager> printedPipeline;
   /// The rank programs were compiled (not only written, --emit=cpp).
   bool compilesPrograms = false;
 };
@@ -626,6 +628,14 @@ Outcome Compilation::buildPipeline() {
                                          staged ? PipelinePart::Shared
                                                 : PipelinePart::Whole)))
     return fail("the training pipeline: " + errors.str());
+  // --emit=schedule prints the first stage's whole pipeline; the others
+  // differ in their stage only.
+  if (staged) {
+    printedPipeline = std::make_unique<mlir::PassManager>(&context);
+    if (mlir::failed(
+            buildTrainingPipeline(*printedPipeline, pipelineOptions, errors)))
+      return fail("the training pipeline: " + errors.str());
+  }
   for (int64_t stage = 0; staged && stage < mesh.pp; ++stage) {
     pipelineOptions.stage = stage;
     auto &stagePipeline = stagePipelines.emplace_back(
@@ -652,7 +662,9 @@ Outcome Compilation::printPlanningStages() {
       return Outcome::Diagnosed;
   }
   if (emits(Stage::Schedule))
-    schedule::printPlan(*scheduleSpec, inputs, *plan, *pipeline, output->os());
+    schedule::printPlan(*scheduleSpec, inputs, *plan,
+                        printedPipeline ? *printedPipeline : *pipeline,
+                        output->os());
   return Outcome::Success;
 }
 

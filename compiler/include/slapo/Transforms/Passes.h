@@ -43,9 +43,12 @@ inline bool isForwardOp(mlir::Operation *op) {
   return !op->hasAttr(kPhaseAttrName);
 }
 
-/// Whether a forward op of `step` (a constant aside) follows an op of the
-/// backward: with microbatches each one's backward runs before the next
-/// one's forward.
+/// Whether the forward and backward of `step` run as one: with microbatches
+/// (ops of `step` carry slapo.microbatch), whose backwards run before later
+/// microbatches' forwards, or where a forward op (a constant aside) follows
+/// an op of the backward otherwise. A pipeline stage that runs all its
+/// forwards first (1F1B's first stage of two) runs them as one too, as its
+/// peers, whose messages it passes, do.
 bool interleavesForwardAndBackward(mlir::func::FuncOp step);
 
 /// slapo-checkpoint's marks: a clone of a forward op that the backward
