@@ -262,9 +262,6 @@ rejectUnimplementedTraining(const schedule::Schedule &spec,
     reporter.error(loc, message, notes);
     ok = false;
   };
-  if (spec.mesh.pp != 1)
-    reject(spec.mesh.ppLoc, "pipeline parallelism is not implemented yet: "
-                            "only mesh(dp=N, tp=M, pp=1) compiles");
   // slapo-checkpoint recomputes a module's forward before the module's
   // first backward op, which with microbatches is the first microbatch's.
   if (train.microbatches != 1) {
@@ -315,18 +312,18 @@ std::string trainOptionsJson(const schedule::TrainOptions &train) {
   return os.str();
 }
 
-/// The arena of each rank and what fills it at the planned peak; the ranks
-/// of a mesh without pipeline stages plan alike.
-void printMemoryPlan(mlir::ModuleOp planned, int64_t worldSize,
+/// The arena of each rank of ranks [first, first + ranks) and what fills it
+/// at the planned peak; the ranks of a pipeline stage plan alike.
+void printMemoryPlan(mlir::ModuleOp planned, int64_t first, int64_t ranks,
                      llvm::raw_ostream &os) {
   auto memory = planned->getAttrOfType<mlir::DictionaryAttr>(kMemoryAttrName);
   auto bytes = [&](llvm::StringRef key) {
     return formatBytes(memory.getAs<mlir::IntegerAttr>(key).getInt());
   };
-  if (worldSize == 1)
-    os << "rank 0";
+  if (ranks == 1)
+    os << "rank " << first;
   else
-    os << "each of ranks 0-" << worldSize - 1;
+    os << "each of ranks " << first << "-" << first + ranks - 1;
   os << " planned memory: " << bytes("arena_bytes") << " arena = weights "
      << bytes("weights") << ", optimizer state " << bytes("optimizer_state")
      << ", inputs " << bytes("inputs") << ", constants " << bytes("constants")
@@ -407,6 +404,15 @@ public:
 
 private:
   bool emits(Stage stage) const { return llvm::is_contained(stages, stage); }
+  /// The planned module of each pipeline stage (the one module without).
+  std::vector<mlir::ModuleOp> getStagePrograms() {
+    if (stageModules.empty())
+      return {*module};
+    std::vector<mlir::ModuleOp> programs;
+    for (auto &stageModule : stageModules)
+      programs.push_back(*stageModule);
+    return programs;
+  }
 
   /// The command line: the inputs it declares, what it prints or writes.
   Outcome checkOptions();
@@ -464,8 +470,14 @@ private:
   /// fresh name in the temporary directory.
   llvm::SmallString<256> scratch;
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// With pipeline stages, each stage's copy of `module` after the shared
+  /// part of the pipeline, lowered by its own (stagePipelines).
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> stageModules;
   std::optional<schedule::Plan> plan;
   std::unique_ptr<mlir::PassManager> pipeline;
+  std::vector<std::unique_ptr<mlir::PassManager>> stagePipelines;
+  /// With pipeline stages, what --emit=schedule prints: stage 0's pipeline.
+  std::unique_ptr<mlir::PassManager> printedPipeline;
   /// The rank programs were compiled (not only written, --emit=cpp).
   bool compilesPrograms = false;
 };
@@ -610,8 +622,28 @@ Outcome Compilation::buildPipeline() {
   pipeline = std::make_unique<mlir::PassManager>(&context);
   std::string error;
   llvm::raw_string_ostream errors(error);
-  if (mlir::failed(buildTrainingPipeline(*pipeline, pipelineOptions, errors)))
+  // Each stage's program shares the pipeline up to the microbatches.
+  bool staged = mesh.pp > 1;
+  if (mlir::failed(buildTrainingPipeline(*pipeline, pipelineOptions, errors,
+                                         staged ? PipelinePart::Shared
+                                                : PipelinePart::Whole)))
     return fail("the training pipeline: " + errors.str());
+  // --emit=schedule prints the first stage's whole pipeline; the others
+  // differ in their stage only.
+  if (staged) {
+    printedPipeline = std::make_unique<mlir::PassManager>(&context);
+    if (mlir::failed(
+            buildTrainingPipeline(*printedPipeline, pipelineOptions, errors)))
+      return fail("the training pipeline: " + errors.str());
+  }
+  for (int64_t stage = 0; staged && stage < mesh.pp; ++stage) {
+    pipelineOptions.stage = stage;
+    auto &stagePipeline = stagePipelines.emplace_back(
+        std::make_unique<mlir::PassManager>(&context));
+    if (mlir::failed(buildTrainingPipeline(*stagePipeline, pipelineOptions,
+                                           errors, PipelinePart::Stage)))
+      return fail("the training pipeline: " + errors.str());
+  }
   return Outcome::Success;
 }
 
@@ -630,21 +662,36 @@ Outcome Compilation::printPlanningStages() {
       return Outcome::Diagnosed;
   }
   if (emits(Stage::Schedule))
-    schedule::printPlan(*scheduleSpec, inputs, *plan, *pipeline, output->os());
+    schedule::printPlan(*scheduleSpec, inputs, *plan,
+                        printedPipeline ? *printedPipeline : *pipeline,
+                        output->os());
   return Outcome::Success;
 }
 
 Outcome Compilation::lowerToTrainingStep() {
   mlir::applyPassManagerCLOptions(*pipeline);
   pipeline->enableTiming(rootTiming);
-  return mlir::succeeded(pipeline->run(*module)) ? Outcome::Success
-                                                 : Outcome::Diagnosed;
+  if (mlir::failed(pipeline->run(*module)))
+    return Outcome::Diagnosed;
+  for (auto &stagePipeline : stagePipelines) {
+    mlir::applyPassManagerCLOptions(*stagePipeline);
+    stagePipeline->enableTiming(rootTiming);
+    stageModules.emplace_back(module->clone());
+    if (mlir::failed(stagePipeline->run(*stageModules.back())))
+      return Outcome::Diagnosed;
+  }
+  return Outcome::Success;
 }
 
 Outcome Compilation::printTrainingStep() {
   mlir::OpPrintingFlags flags;
   flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
-  module->print(output->os(), flags);
+  std::vector<mlir::ModuleOp> programs = getStagePrograms();
+  for (auto [stage, program] : llvm::enumerate(programs)) {
+    if (programs.size() > 1)
+      output->os() << "// pipeline stage " << stage << "\n";
+    program.print(output->os(), flags);
+  }
   output->keep();
   return Outcome::Success;
 }
@@ -661,7 +708,8 @@ Outcome Compilation::writeRankPrograms() {
   info.seed = train.seed;
   info.dp = mesh.dp;
   info.tp = mesh.tp;
-  auto command = writeRanks(outputDir->getPath(), *module, *model, info, build,
+  std::vector<mlir::ModuleOp> programs = getStagePrograms();
+  auto command = writeRanks(outputDir->getPath(), programs, *model, info, build,
                             outputTiming);
   if (!command)
     return fail(llvm::toString(command.takeError()));
@@ -678,7 +726,7 @@ Outcome Compilation::writeRankPrograms() {
     manifest.pp = mesh.pp;
   }
   manifest.trainOptions = trainOptionsJson(train);
-  if (llvm::Error e = writeManifestAndLauncher(outputDir->getPath(), *module,
+  if (llvm::Error e = writeManifestAndLauncher(outputDir->getPath(), programs,
                                                manifest, build, *command))
     return fail(llvm::toString(std::move(e)));
   return Outcome::Success;
@@ -743,10 +791,23 @@ Outcome Compilation::publishOutput() {
     return Outcome::Success;
   if (llvm::Error e = outputDir->publish())
     return fail(llvm::toString(std::move(e)));
-  llvm::outs() << "slapoc: wrote " << options.output << " ("
-               << (compilesPrograms ? "rank0/train" : "sources only")
+  std::vector<mlir::ModuleOp> programs = getStagePrograms();
+  int64_t stageSize = mesh.dp * mesh.tp;
+  std::string written = "sources only";
+  if (compilesPrograms) {
+    written.clear();
+    for (size_t stage = 0; stage < programs.size(); ++stage)
+      written += (stage ? ", rank" : "rank") +
+                 std::to_string(stage * stageSize) + "/train";
+  }
+  llvm::outs() << "slapoc: wrote " << options.output << " (" << written
                << "; run it with " << options.output << "/launch)\n";
-  printMemoryPlan(*module, mesh.dp * mesh.tp, llvm::outs());
+  for (auto [stage, program] : llvm::enumerate(programs)) {
+    if (programs.size() > 1)
+      llvm::outs() << "pipeline stage " << stage << ": ";
+    printMemoryPlan(program, static_cast<int64_t>(stage) * stageSize, stageSize,
+                    llvm::outs());
+  }
   return Outcome::Success;
 }
 

@@ -7,6 +7,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -477,15 +478,15 @@ llvm::Error waitForCompilers(std::vector<CompilerRun> &runs) {
   return firstFailure ? error(*firstFailure) : llvm::Error::success();
 }
 
-/// rank0/: the program's source and, unless sources only, the program
+/// rank<rank>/: the program's source and, unless sources only, the program
 /// itself: its translation units compiled at once, then linked.
-llvm::Expected<std::string> writeProgram(llvm::StringRef dir,
+llvm::Expected<std::string> writeProgram(llvm::StringRef dir, int rankNumber,
                                          mlir::ModuleOp planned,
                                          const RankProgramInfo &info,
                                          const HostBuild &build,
                                          mlir::TimingScope &timing) {
   llvm::SmallString<256> rank(dir);
-  path::append(rank, rankDir(0));
+  path::append(rank, rankDir(rankNumber));
   auto inRank = [&](const llvm::Twine &name) {
     llvm::SmallString<256> file(rank);
     path::append(file, name);
@@ -585,46 +586,60 @@ llvm::Expected<std::vector<std::string>> listFiles(llvm::StringRef dir) {
 } // namespace
 
 llvm::Expected<std::string>
-writeRanks(llvm::StringRef dir, mlir::ModuleOp planned, TorchScriptModel &model,
-           const RankProgramInfo &info, const HostBuild &build,
-           mlir::TimingScope &timing) {
-  // The weights first, which fail faster than compiling. World rank w is tp
-  // rank w % tp: rank<tp rank> writes that tp rank's shards, and the ranks
-  // of the other dp ranks link to them.
-  int worldSize = static_cast<int>(info.dp * info.tp);
+writeRanks(llvm::StringRef dir, llvm::ArrayRef<mlir::ModuleOp> stages,
+           TorchScriptModel &model, const RankProgramInfo &info,
+           const HostBuild &build, mlir::TimingScope &timing) {
+  // The weights first, which fail faster than compiling. World rank w of
+  // stage k is tp rank w % tp: the stage's rank of dp rank 0 writes that tp
+  // rank's shards of the stage's parameters, and the stage's ranks of the
+  // other dp ranks link to them.
+  int stageSize = static_cast<int>(info.dp * info.tp);
   mlir::TimingScope weightsTiming = timing.nest("weights");
-  for (int rank = 0; rank < worldSize; ++rank) {
-    llvm::SmallString<256> rankPath(dir);
-    path::append(rankPath, rankDir(rank));
-    if (std::error_code code = fs::create_directories(rankPath))
-      return fileError(rankPath, code);
-    int tpRank = static_cast<int>(rank % info.tp);
-    if (rank != tpRank) {
+  for (auto [stage, planned] : llvm::enumerate(stages)) {
+    int first = static_cast<int>(stage) * stageSize;
+    for (int rank = first; rank < first + stageSize; ++rank) {
+      llvm::SmallString<256> rankPath(dir);
+      path::append(rankPath, rankDir(rank));
+      if (std::error_code code = fs::create_directories(rankPath))
+        return fileError(rankPath, code);
+      int tpRank = static_cast<int>(rank % info.tp);
+      if (rank != first + tpRank) {
+        if (llvm::Error e =
+                linkFromRank(dir, first + tpRank, rank, "weights.safetensors"))
+          return std::move(e);
+        continue;
+      }
+      llvm::SmallString<256> weightsPath(rankPath);
+      path::append(weightsPath, "weights.safetensors");
       if (llvm::Error e =
-              linkFromRank(dir, tpRank, rank, "weights.safetensors"))
+              writeWeights(model, planned, tpRank, info.tp, weightsPath))
         return std::move(e);
-      continue;
     }
-    llvm::SmallString<256> weightsPath(rankPath);
-    path::append(weightsPath, "weights.safetensors");
-    if (llvm::Error e =
-            writeWeights(model, planned, tpRank, info.tp, weightsPath))
-      return std::move(e);
   }
   weightsTiming.stop();
-  // Every rank runs rank0's program, on its own weights.
-  llvm::Expected<std::string> command =
-      writeProgram(dir, planned, info, build, timing);
-  if (!command)
-    return command.takeError();
-  for (int rank = 1; rank < worldSize; ++rank)
-    if (llvm::Error e = linkFromRank(dir, 0, rank, "train"))
-      return std::move(e);
-  return command;
+  // Every rank of a stage runs the program of the stage's first rank, on
+  // its own weights.
+  std::vector<std::string> commands;
+  for (auto [stage, planned] : llvm::enumerate(stages)) {
+    int first = static_cast<int>(stage) * stageSize;
+    RankProgramInfo stageInfo = info;
+    stageInfo.pp = static_cast<int64_t>(stages.size());
+    stageInfo.stage = static_cast<int64_t>(stage);
+    llvm::Expected<std::string> command =
+        writeProgram(dir, first, planned, stageInfo, build, timing);
+    if (!command)
+      return command.takeError();
+    if (!command->empty())
+      commands.push_back(*command);
+    for (int rank = first + 1; rank < first + stageSize; ++rank)
+      if (llvm::Error e = linkFromRank(dir, first, rank, "train"))
+        return std::move(e);
+  }
+  return llvm::join(commands, " && ");
 }
 
 llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
-                                     mlir::ModuleOp planned,
+                                     llvm::ArrayRef<mlir::ModuleOp> stages,
                                      const ManifestInfo &manifest,
                                      const HostBuild &build,
                                      llvm::StringRef compileCommand) {
@@ -661,7 +676,7 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
     return files.takeError();
   files->push_back("manifest.json");
   llvm::sort(*files);
-  auto memory = planned->getAttrOfType<mlir::DictionaryAttr>(kMemoryAttrName);
+  mlir::ModuleOp firstStage = stages.front();
   std::string text;
   llvm::raw_string_ostream os(text);
   llvm::json::OStream json(os, /*IndentSize=*/2);
@@ -679,7 +694,7 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
     json.attribute("train", llvm::json::parse(manifest.trainOptions)
                                 .get()); // built by slapoc, well-formed
     // What slapo-checkpoint recomputes, and what a memory budget chose.
-    if (auto recomputation = planned->getAttrOfType<mlir::DictionaryAttr>(
+    if (auto recomputation = firstStage->getAttrOfType<mlir::DictionaryAttr>(
             kRecomputationAttrName))
       json.attributeObject("recomputation", [&] {
         for (mlir::NamedAttribute entry : recomputation) {
@@ -706,9 +721,21 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
     // and buffer under its name, with the other names of tied tensors and
     // the model's (global) shape. A sharded one's "shard" says how the tp
     // ranks' weights and checkpoint files split it (slapo/runtime/Shard.h);
-    // the others are whole in every rank's files.
+    // the others are whole in every rank's files. With pipeline stages,
+    // "stages" lists those whose ranks hold the parameter (two for one tied
+    // across stages, whose copies are alike).
+    std::vector<std::pair<ParamOp, std::vector<int64_t>>> params;
+    llvm::StringMap<size_t> paramIndex;
+    for (auto [stage, planned] : llvm::enumerate(stages))
+      for (ParamOp param : mlir::ModuleOp(planned).getOps<ParamOp>()) {
+        auto [it, inserted] =
+            paramIndex.try_emplace(param.getSymName(), params.size());
+        if (inserted)
+          params.push_back({param, {}});
+        params[it->second].second.push_back(static_cast<int64_t>(stage));
+      }
     json.attributeArray("parameters", [&] {
-      for (ParamOp param : planned.getOps<ParamOp>())
+      for (auto &[param, holders] : params)
         json.object([&] {
           std::optional<uint64_t> axis = param.getShardAxis();
           json.attribute("name", param.getSymName());
@@ -730,15 +757,26 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
               json.attribute("chunks", static_cast<int64_t>(
                                            param.getShardChunks().value_or(1)));
             });
+          if (stages.size() > 1)
+            json.attributeArray("stages", [&] {
+              for (int64_t stage : holders)
+                json.value(stage);
+            });
         });
     });
-    // World rank r is dp rank r / tp and tp rank r % tp (as the runtime's
-    // ProcessMesh lays them out).
+    // World rank r is, in Megatron's order (as the runtime's ProcessMesh
+    // lays them out), pipeline stage r / (dp * tp), dp rank r / tp % dp and
+    // tp rank r % tp.
+    int64_t stageSize = manifest.dp * manifest.tp;
     json.attributeArray("ranks", [&] {
-      for (int64_t rank = 0; rank < manifest.dp * manifest.tp; ++rank)
+      for (int64_t rank = 0; rank < worldSize; ++rank)
         json.object([&] {
+          mlir::ModuleOp planned = stages[rank / stageSize];
+          auto memory =
+              planned->getAttrOfType<mlir::DictionaryAttr>(kMemoryAttrName);
           json.attribute("rank", rank);
-          json.attribute("dp_rank", rank / manifest.tp);
+          json.attribute("pp_rank", rank / stageSize);
+          json.attribute("dp_rank", rank / manifest.tp % manifest.dp);
           json.attribute("tp_rank", rank % manifest.tp);
           json.attribute("dir", rankDir(rank));
           json.attribute("fingerprint", getProgramFingerprint(planned));

@@ -69,22 +69,27 @@ struct ManifestInfo {
   std::string trainOptions;
 };
 
-/// Writes every rank's files under `dir`: rank0/step.cpp (and, when blocks
-/// share functions, rank0/blocks.cpp and step.h) and, unless sources only,
-/// the compiled program rank0/train, which the other ranks' directories link
-/// to; rank<r>/weights.safetensors for each tp rank r (its shards), which the
-/// ranks of the same tp rank link to. Returns the commands it ran to compile,
+/// Writes every rank's files under `dir`. World rank r is, in Megatron's
+/// order, tp rank r % tp, dp rank r / tp % dp and pipeline stage
+/// r / (dp * tp); `stages` holds each stage's planned module (one without
+/// pipeline stages). The first rank of stage k, k * dp * tp, gets the
+/// stage's source (step.cpp, and, when blocks share functions, blocks.cpp
+/// and step.h) and, unless sources only, its compiled program `train`,
+/// which the stage's other ranks link to; the stage's ranks of dp rank 0
+/// get the weights of their tp rank's shards of the stage's parameters,
+/// which the other dp ranks link to. Returns the commands it ran to compile,
 /// joined by " && " (empty without compiling). Times its weights, emission
 /// and host compile as scopes nested in `timing`.
 llvm::Expected<std::string>
-writeRanks(llvm::StringRef dir, mlir::ModuleOp planned, TorchScriptModel &model,
-           const RankProgramInfo &info, const HostBuild &build,
-           mlir::TimingScope &timing);
+writeRanks(llvm::StringRef dir, llvm::ArrayRef<mlir::ModuleOp> stages,
+           TorchScriptModel &model, const RankProgramInfo &info,
+           const HostBuild &build, mlir::TimingScope &timing);
 
 /// Writes the launch script and then manifest.json, which lists every file
-/// in `dir` (the ranks' and the launcher) as slapoc's.
+/// in `dir` (the ranks' and the launcher) as slapoc's, and each rank's
+/// stage, dp and tp rank.
 llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
-                                     mlir::ModuleOp planned,
+                                     llvm::ArrayRef<mlir::ModuleOp> stages,
                                      const ManifestInfo &manifest,
                                      const HostBuild &build,
                                      llvm::StringRef compileCommand);

@@ -629,6 +629,7 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
                                 TrainingPipelineOptions &options) {
   options.dp = mesh.dp;
   options.tp = mesh.tp;
+  options.pp = mesh.pp;
   options.microbatches = train.microbatches;
   options.precision = train.precision;
   options.optimizer = train.optimizer;

@@ -20,6 +20,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <map>
+
 namespace slapo {
 #define GEN_PASS_DEF_AUTODIFF
 #include "slapo/Transforms/Passes.h.inc"
@@ -52,9 +54,17 @@ public:
   /// depends on. Fails after emitting an error at the offending op.
   LogicalResult run(Value loss, SymbolTable &symbols);
 
-  /// The gradient of the parameter `name`, or null if the loss does not
-  /// depend on it.
-  Value getParamGrad(StringAttr name) const { return paramGrads.lookup(name); }
+  /// The gradient of the parameter `name`, empty if the loss does not
+  /// depend on it: one part per pipeline stage that reads it (in stage
+  /// order), whose sum it is, or the whole gradient without stages.
+  SmallVector<Value> getParamGradParts(StringAttr name) const {
+    SmallVector<Value> grads;
+    auto parts = paramGrads.find(name);
+    if (parts != paramGrads.end())
+      for (auto [stage, grad] : parts->second)
+        grads.push_back(grad);
+    return grads;
+  }
 
 private:
   /// Marks the float values that depend on a trainable parameter: only
@@ -68,7 +78,9 @@ private:
   OpBuilder builder;
   DenseSet<Value> active;
   DenseMap<Value, Value> grads;
-  DenseMap<StringAttr, Value> paramGrads;
+  /// Parameter -> its gradient's part summed on each stage that reads it
+  /// (-1: no stages).
+  DenseMap<StringAttr, std::map<int64_t, Value>> paramGrads;
 };
 
 void ReverseSweep::findActiveValues(SymbolTable &symbols) {
@@ -149,11 +161,14 @@ LogicalResult ReverseSweep::run(Value loss, SymbolTable &symbols) {
     if (llvm::all_of(resultGrads, [](Value grad) { return !grad; }))
       continue;
     // A parameter read is a leaf: tied parameters read through several
-    // get_param ops of one symbol sum their gradients.
+    // get_param ops of one symbol sum their gradients, each pipeline stage
+    // its own part (the stages that hold a copy sum those later).
     if (auto getParam = dyn_cast<GetParamOp>(op)) {
       ModulePathScope inModule(builder, op);
-      accumulate(paramGrads[getParam.getNameAttr().getAttr()], resultGrads[0],
-                 op->getLoc());
+      auto stage = op->getAttrOfType<IntegerAttr>(kStageAttrName);
+      accumulate(paramGrads[getParam.getNameAttr().getAttr()]
+                           [stage ? stage.getInt() : -1],
+                 resultGrads[0], op->getLoc());
       continue;
     }
     if (failed(differentiate(op, resultGrads)))
@@ -212,17 +227,20 @@ LogicalResult AutodiffPass::buildForwardBackward(func::FuncOp forward) {
     if (!forwardOps.contains(&op))
       op.setAttr(kPhaseAttrName, StringAttr::get(&getContext(), "backward"));
 
-  // Results: the loss, then the parameters' gradients in module order.
+  // Results: the loss, then the parameters' gradients in module order (a
+  // parameter read on several pipeline stages: its parts, each the
+  // gradient of the stage's copy before slapo-pipeline-rank sums them).
   SmallVector<Value> results{loss};
   SmallVector<DictionaryAttr> resultAttrs{DictionaryAttr::get(&getContext())};
   OpBuilder builder(ret);
   for (auto param : module.getOps<ParamOp>()) {
-    Value grad = sweep.getParamGrad(param.getSymNameAttr());
-    if (param.getBuffer() || !grad)
+    if (param.getBuffer())
       continue;
-    results.push_back(grad);
-    resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
-        kGradOfAttrName, FlatSymbolRefAttr::get(param.getSymNameAttr()))));
+    for (Value grad : sweep.getParamGradParts(param.getSymNameAttr())) {
+      results.push_back(grad);
+      resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+          kGradOfAttrName, FlatSymbolRefAttr::get(param.getSymNameAttr()))));
+    }
   }
   builder.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();

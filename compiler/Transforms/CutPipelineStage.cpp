@@ -57,7 +57,8 @@ private:
   LogicalResult findCuts(ArrayRef<Operation *> ops,
                          std::map<size_t, Cut> &cuts);
   /// Gives each stage that uses a parameter read or constant of another
-  /// its own, and refuses trainable parameters read on two stages.
+  /// its own, and refuses trainable parameters read on stages other than
+  /// the first and the last.
   LogicalResult localizeSources(ArrayRef<Operation *> ops,
                                 ArrayRef<Operation *> stageStarts);
   /// Passes every value used on a later stage through the boundaries of
@@ -185,9 +186,16 @@ CutPipelineStagePass::localizeSources(ArrayRef<Operation *> ops,
     for (auto [stage, copy] : copies)
       stages.try_emplace(stage, copy);
   }
+  // A parameter read on two stages has a copy on each, whose gradients
+  // are summed over Megatron's embedding group: the first and the last
+  // stage's ranks, which the runtime's mesh provides.
   for (auto &[name, stages] : reads) {
     auto param = module.lookupSymbol<ParamOp>(name);
     if (!param || param.getBuffer() || stages.size() < 2)
+      continue;
+    bool firstAndLast = stages.size() == 2 && stages.begin()->first == 0 &&
+                        stages.rbegin()->first == numStages - 1;
+    if (firstAndLast)
       continue;
     auto [firstStage, firstRead] = *stages.begin();
     auto [secondStage, secondRead] = *std::next(stages.begin());
@@ -200,9 +208,10 @@ CutPipelineStagePass::localizeSources(ArrayRef<Operation *> ops,
         << name.getValue() << "' is used on stage " << firstStage << " (by "
         << describeUser(firstRead) << ") and on stage " << secondStage
         << " (by " << describeUser(secondRead)
-        << "): tied parameters across stages are not implemented yet (their "
-           "gradients would have to be summed between the stages); cut so "
-           "that their users share a stage";
+        << "): a parameter tied across stages must be used on the first and "
+           "the last stage only (their ranks sum its gradients, as "
+           "Megatron's embedding group does); cut so that its other users "
+           "share one of those stages";
     error.attachNote(firstRead->getUsers().begin()->getLoc())
         << "used on stage " << firstStage << " here";
     error.attachNote(secondRead->getUsers().begin()->getLoc())

@@ -71,6 +71,8 @@ void OptimizerPass::clipGradients(TensorBuilder &tb,
   // ones counted once.
   Value replicated, sharded;
   for (auto [grad, param] : llvm::zip(grads, params)) {
+    if (param->hasAttr(kTiedCopyAttrName))
+      continue;
     auto dims = llvm::seq<int64_t>(0, shapeOf(grad).size());
     SmallVector<int64_t> allDims(dims.begin(), dims.end());
     Value squares = tb.sum(tb.mul(grad, grad), allDims, /*keepdim=*/false);
@@ -82,10 +84,19 @@ void OptimizerPass::clipGradients(TensorBuilder &tb,
                   .create<AllReduceOp>(tb.getLoc(), sharded, ProcessGroup::tp,
                                        /*mean=*/false)
                   .getResult(0);
+  Type f32 = elementTypeOf(grads.front());
   Value sumOfSquares = replicated && sharded
                            ? tb.add(replicated, sharded)
                            : (replicated ? replicated : sharded);
-  Type f32 = elementTypeOf(sumOfSquares);
+  // A stage whose only gradient is a tied copy's adds nothing.
+  if (!sumOfSquares)
+    sumOfSquares = tb.scalar(0.0, f32);
+  // Each pipeline stage holds the gradients of its own parameters.
+  if (pp > 1)
+    sumOfSquares = tb.getBuilder()
+                       .create<AllReduceOp>(tb.getLoc(), sumOfSquares,
+                                            ProcessGroup::pp, /*mean=*/false)
+                       .getResult(0);
   Value norm = tb.unary<SqrtOp>(sumOfSquares);
   Value coefficient =
       tb.div(tb.scalar(gradClip, f32), tb.add(norm, tb.scalar(1e-6, f32)));
@@ -197,6 +208,15 @@ void OptimizerPass::runOnOperation() {
       forwardBackward.emitError("slapo-optimizer: result #")
           << i << " of @" << kForwardBackwardName
           << " is not the gradient of a slapo.param";
+      trainStep.erase();
+      return signalPassFailure();
+    }
+    if (llvm::is_contained(params, param)) {
+      forwardBackward.emitError("slapo-optimizer: result #")
+          << i << " of @" << kForwardBackwardName
+          << " is a second gradient of @" << param.getSymName()
+          << ": a part of a parameter read on several pipeline stages (run "
+             "slapo-pipeline-rank first)";
       trainStep.erase();
       return signalPassFailure();
     }

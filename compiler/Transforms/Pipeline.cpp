@@ -19,9 +19,13 @@ static bool isShardingPrimitive(llvm::StringRef pass) {
          name == "slapo-fork-rng";
 }
 
+static LogicalResult buildStagePipeline(OpPassManager &pm,
+                                        const TrainingPipelineOptions &options);
+
 LogicalResult buildTrainingPipeline(OpPassManager &pm,
                                     const TrainingPipelineOptions &options,
-                                    llvm::raw_ostream &errors) {
+                                    llvm::raw_ostream &errors,
+                                    PipelinePart part) {
   if (options.precision != "fp32" && options.precision != "bf16") {
     errors << "precision must be fp32 or bf16, not '" << options.precision
            << "'\n";
@@ -31,6 +35,13 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
     errors << "fusion must be none or auto, not '" << options.fusion << "'\n";
     return failure();
   }
+  if (options.pp < 1 || options.stage < 0 || options.stage >= options.pp) {
+    errors << "stage " << options.stage
+           << " is not one of the pp=" << options.pp << " pipeline stages\n";
+    return failure();
+  }
+  if (part == PipelinePart::Stage)
+    return buildStagePipeline(pm, options);
   // The model's spelled-out activations, before anything else sees them.
   pm.addPass(createRecognizeGelu());
   bool shards = options.tp > 1;
@@ -47,6 +58,20 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createAutodiffPass());
   if (options.microbatches != 1)
     pm.addPass(createMicrobatch(MicrobatchOptions{options.microbatches}));
+  if (part == PipelinePart::Shared)
+    return success();
+  return buildStagePipeline(pm, options);
+}
+
+/// The passes after the microbatches: one stage's part of the step (all of
+/// it without stages), then what each rank applies to its gradients.
+static LogicalResult
+buildStagePipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
+  if (options.pp > 1) {
+    pm.addPass(createPipelineRank(PipelineRankOptions{options.stage}));
+    pm.addPass(createPipelineSchedule(
+        PipelineScheduleOptions{options.stage, options.pp}));
+  }
   if (options.dp > 1)
     pm.addPass(createDataParallel());
   OptimizerOptions optimizer;
@@ -60,6 +85,7 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
   optimizer.gradClip = options.gradClip;
   optimizer.lrSchedule = options.lrSchedule;
   optimizer.warmupSteps = options.warmupSteps;
+  optimizer.pp = options.pp;
   pm.addPass(createOptimizer(optimizer));
   // Autodiff and the optimizer build one constant per use.
   pm.addPass(createCSE());

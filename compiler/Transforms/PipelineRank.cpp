@@ -3,7 +3,9 @@
 // Every rank of a pipeline sees the same program order of boundaries, so a
 // boundary's send on one stage and its receive on the other are the n-th
 // message between the two ranks on both sides: the messages pair without
-// tags or sizes exchanged.
+// tags or sizes exchanged. What the step adds after the microbatches (the
+// loss sent to every stage, the sums of tied parameters' gradients) comes
+// last on every stage, in the same order.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -12,6 +14,10 @@
 #include "slapo/Dialect/SlapoOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace slapo {
 #define GEN_PASS_DEF_PIPELINERANK
@@ -33,14 +39,58 @@ struct PipelineRankPass : impl::PipelineRankBase<PipelineRankPass> {
   using PipelineRankBase::PipelineRankBase;
 
   void runOnOperation() override;
+  /// Takes the stage off what only the step's inputs and constants compute
+  /// (GPT-2's shifted labels, which slapo-microbatch's counts of the
+  /// targets read): every stage that needs it computes it itself.
+  void unstageInputComputations(Block &block);
+  /// Gives the ops that passes after slapo-cut-pipeline-stage built without
+  /// a stage (slapo-microbatch's sums) the stage of the values they read.
+  void inheritStages(Block &block);
   /// Replaces this stage's side of each boundary by a send or a receive.
   void splitBoundaries(Block &block);
-  /// Returns only what this stage computes.
+  /// Returns only what this stage computes, and the loss, which the last
+  /// stage sends to every other; sums the gradients of a parameter tied
+  /// across stages over the tied group.
   void keepOwnResults(func::FuncOp function);
   /// Erases the other stages' ops and the boundaries; fails where an op
   /// kept uses one (a boundary missing).
   LogicalResult eraseOtherStages(Block &block);
+  /// Erases @forward and the parameters this stage does not read; marks
+  /// the copy of a tied parameter that the gradient norm does not count.
+  void eraseOtherParameters(ModuleOp module, func::FuncOp function);
+
+  int64_t numStages = 0;
 };
+
+void PipelineRankPass::unstageInputComputations(Block &block) {
+  DenseSet<Operation *> fromInputs;
+  for (Operation &op : block.without_terminator()) {
+    if (!isMemoryEffectFree(&op) || op.getNumRegions() != 0 ||
+        isa<GetParamOp, StageBoundaryOp>(op))
+      continue;
+    bool onlyInputs = llvm::all_of(op.getOperands(), [&](Value operand) {
+      Operation *def = operand.getDefiningOp();
+      return !def || fromInputs.contains(def);
+    });
+    if (!onlyInputs)
+      continue;
+    fromInputs.insert(&op);
+    op.removeAttr(kStageAttrName);
+  }
+}
+
+void PipelineRankPass::inheritStages(Block &block) {
+  for (Operation &op : block.without_terminator()) {
+    if (getStageOf(&op))
+      continue;
+    for (Value operand : op.getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (auto defStage = def->getAttrOfType<IntegerAttr>(kStageAttrName)) {
+          op.setAttr(kStageAttrName, defStage);
+          break;
+        }
+  }
+}
 
 void PipelineRankPass::splitBoundaries(Block &block) {
   for (auto boundary : block.getOps<StageBoundaryOp>()) {
@@ -59,8 +109,9 @@ void PipelineRankPass::splitBoundaries(Block &block) {
       half = builder.create<StageSendOp>(boundary.getLoc(), boundary.getInput(),
                                          to);
     }
-    // The module path and phase stay; the stage is this one.
-    for (StringRef name : {kModulePathAttrName, kPhaseAttrName})
+    // The module path, phase and microbatch stay; the stage is this one.
+    for (StringRef name :
+         {kModulePathAttrName, kPhaseAttrName, kMicrobatchAttrName})
       if (Attribute value = boundary->getAttr(name))
         half->setAttr(name, value);
     half->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
@@ -69,17 +120,76 @@ void PipelineRankPass::splitBoundaries(Block &block) {
 
 void PipelineRankPass::keepOwnResults(func::FuncOp function) {
   auto ret = cast<func::ReturnOp>(function.getBody().front().getTerminator());
-  SmallVector<Value> results;
-  SmallVector<DictionaryAttr> resultAttrs;
+  OpBuilder builder(ret);
+  MLIRContext *context = builder.getContext();
+  // The ops added here follow the last microbatch's backward.
+  auto mark = [&](Operation *op) {
+    op->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
+    op->setAttr(kPhaseAttrName, StringAttr::get(context, "backward"));
+  };
+  llvm::StringMap<int> gradParts;
+  for (unsigned index = 1; index < ret.getNumOperands(); ++index)
+    if (auto param = function.getResultAttrOfType<FlatSymbolRefAttr>(
+            index, kGradOfAttrName))
+      ++gradParts[param.getValue()];
+
+  // Without microbatches the forward ends with the loss, which then moves
+  // in the forward phase (the last stage sends it before any gradient, and
+  // the others receive it before their backward), so that --forward-only
+  // reports it too; with microbatches it is complete once the step is.
+  Value loss = ret.getOperand(0);
+  Block &block = function.getBody().front();
+  bool microbatched = llvm::any_of(block, [](Operation &op) {
+    return op.hasAttr(kMicrobatchAttrName);
+  });
+  int64_t last = numStages - 1;
+  OpBuilder lossBuilder(ret);
+  auto place = [&](Operation *op) {
+    if (microbatched)
+      mark(op);
+    else
+      op->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
+  };
+  if (stage == last) {
+    if (!microbatched && loss.getDefiningOp())
+      lossBuilder.setInsertionPointAfter(loss.getDefiningOp());
+    for (int64_t other = 0; other < last; ++other)
+      place(lossBuilder.create<StageSendOp>(ret.getLoc(), loss, other));
+  } else {
+    for (Operation &op : block) {
+      auto phase = op.getAttrOfType<StringAttr>(kPhaseAttrName);
+      if (!microbatched && phase && phase.getValue() == "backward") {
+        lossBuilder.setInsertionPoint(&op);
+        break;
+      }
+    }
+    auto recv =
+        lossBuilder.create<StageRecvOp>(ret.getLoc(), loss.getType(), last);
+    place(recv);
+    loss = recv.getResult();
+  }
+  SmallVector<Value> results{loss};
+  SmallVector<DictionaryAttr> resultAttrs{function.getResultAttrDict(0)};
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+    if (index == 0)
+      continue;
     Operation *def = value.getDefiningOp();
     std::optional<int64_t> owner = def ? getStageOf(def) : std::nullopt;
     if (owner && *owner != stage)
       continue;
-    results.push_back(value);
+    Value result = value;
+    auto param =
+        function.getResultAttrOfType<FlatSymbolRefAttr>(index, kGradOfAttrName);
+    if (param && gradParts.lookup(param.getValue()) > 1) {
+      auto sum =
+          builder.create<AllReduceOp>(ret.getLoc(), result, ProcessGroup::tied,
+                                      /*mean=*/false);
+      mark(sum);
+      result = sum.getResult(0);
+    }
+    results.push_back(result);
     resultAttrs.push_back(function.getResultAttrDict(index));
   }
-  OpBuilder builder(ret);
   builder.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
   function.setType(builder.getFunctionType(function.getArgumentTypes(),
@@ -94,8 +204,9 @@ LogicalResult PipelineRankPass::eraseOtherStages(Block &block) {
   for (Operation *op : llvm::reverse(ops)) {
     std::optional<int64_t> owner = getStageOf(op);
     bool other = isa<StageBoundaryOp>(op) || (owner && *owner != stage);
-    // Constants belong to no stage: they go with their last user.
-    bool unused = !owner && op->use_empty() && isa<ConstantOp>(op);
+    // Constants and what the microbatches' inputs slice belong to no stage:
+    // they go with their last user.
+    bool unused = !owner && isOpTriviallyDead(op);
     if (!other && !unused)
       continue;
     if (!op->use_empty()) {
@@ -110,12 +221,41 @@ LogicalResult PipelineRankPass::eraseOtherStages(Block &block) {
   return success();
 }
 
+void PipelineRankPass::eraseOtherParameters(ModuleOp module,
+                                            func::FuncOp function) {
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+    forward.erase();
+  llvm::StringSet<> read;
+  function.walk([&](GetParamOp getParam) { read.insert(getParam.getName()); });
+  for (ParamOp param : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
+    if (!read.contains(param.getSymName()))
+      param.erase();
+  }
+  // The last stage's copy of a parameter tied to the first stage's: global
+  // gradient norms count the first stage's.
+  if (stage != numStages - 1 || stage == 0)
+    return;
+  for (unsigned index = 1; index < function.getNumResults(); ++index) {
+    auto name =
+        function.getResultAttrOfType<FlatSymbolRefAttr>(index, kGradOfAttrName);
+    Operation *def = function.getBody()
+                         .front()
+                         .getTerminator()
+                         ->getOperand(index)
+                         .getDefiningOp();
+    auto sum = dyn_cast_or_null<AllReduceOp>(def);
+    if (name && sum && sum.getGroup() == ProcessGroup::tied)
+      if (auto param = module.lookupSymbol<ParamOp>(name.getAttr()))
+        param->setAttr(kTiedCopyAttrName, UnitAttr::get(&getContext()));
+  }
+}
+
 void PipelineRankPass::runOnOperation() {
-  auto function = lookupForwardBackward(getOperation(), "slapo-pipeline-rank");
+  ModuleOp module = getOperation();
+  auto function = lookupForwardBackward(module, "slapo-pipeline-rank");
   if (!function)
     return signalPassFailure();
   Block &block = function.getBody().front();
-  int64_t numStages = 0;
   for (Operation &op : block)
     numStages = std::max(numStages, getStageOf(&op).value_or(-1) + 1);
   if (numStages == 0) {
@@ -128,10 +268,13 @@ void PipelineRankPass::runOnOperation() {
         << int64_t(stage) << " is not one of the " << numStages << " stages";
     return signalPassFailure();
   }
+  unstageInputComputations(block);
+  inheritStages(block);
   splitBoundaries(block);
   keepOwnResults(function);
   if (failed(eraseOtherStages(block)))
-    signalPassFailure();
+    return signalPassFailure();
+  eraseOtherParameters(module, function);
 }
 
 } // namespace

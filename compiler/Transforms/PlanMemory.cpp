@@ -268,6 +268,8 @@ struct PlanMemoryPass : impl::PlanMemoryBase<PlanMemoryPass> {
 bool interleavesForwardAndBackward(func::FuncOp step) {
   bool backward = false;
   for (Operation &op : step.getBody().front().without_terminator()) {
+    if (op.hasAttr(kMicrobatchAttrName))
+      return true;
     if (isForwardOp(&op) && backward && !isa<ConstantOp>(op))
       return true;
     auto phase = op.getAttrOfType<StringAttr>(kPhaseAttrName);

@@ -67,4 +67,12 @@ LogicalResult ReduceScatterOp::propagateSharding(ShardingContext &context) {
   return success();
 }
 
+LogicalResult StageBoundaryOp::propagateSharding(ShardingContext &context) {
+  // Each tp rank of one stage passes its part to the same tp rank of the
+  // next: the value keeps its sharding, and its gradient is synced where
+  // the input's is, as a view's.
+  context.setViewResult(*this, context.getSharding(getInput()));
+  return success();
+}
+
 } // namespace slapo

@@ -194,17 +194,32 @@ void scatter(Context &ctx, Communicator &group, const Tensor &input,
   slice(ctx, input, output, d, group.getRank() * output.shape[d], 1);
 }
 
+template <class Context>
+void sendTensor(Context &, Communicator &group, const Tensor &input, int peer) {
+  group.send(input.data, input.getBytes(), peer);
+}
+
+template <class Context>
+void recvTensor(Context &, Communicator &group, const Tensor &output,
+                int peer) {
+  group.recv(output.data, output.getBytes(), peer);
+}
+
 // Each backend instantiates the collectives for its Context
 // (runtime/cpu/Collectives.cpp, runtime/cuda/Collectives.cu).
 #define SLAPO_INSTANTIATE_COLLECTIVES(Context)                                 \
   template void allReduce<Context>(Context &, Communicator &, const Tensor *,  \
                                    const Tensor *, int, bool);                 \
-  template void allGather<Context>(Context &, Communicator &, const Tensor &,   \
+  template void allGather<Context>(Context &, Communicator &, const Tensor &,  \
                                    const Tensor &, int);                       \
   template void reduceScatter<Context>(Context &, Communicator &,              \
                                        const Tensor &, const Tensor &, int);   \
   template void scatter<Context>(Context &, Communicator &, const Tensor &,    \
-                                 const Tensor &, int);
+                                 const Tensor &, int);                         \
+  template void sendTensor<Context>(Context &, Communicator &, const Tensor &, \
+                                    int);                                      \
+  template void recvTensor<Context>(Context &, Communicator &, const Tensor &, \
+                                    int);
 
 } // namespace slapo::rt
 

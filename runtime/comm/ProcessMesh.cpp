@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -77,12 +78,13 @@ void checkMpi(int status, const std::string &operation) {
     throw Error(operation + " failed: " + getMpiErrorText(status));
 }
 
-void checkWorldSize(int64_t launched, int dp, int tp) {
-  if (launched != int64_t(dp) * tp)
+void checkWorldSize(int64_t launched, int dp, int tp, int pp) {
+  int64_t size = int64_t(dp) * tp * pp;
+  if (launched != size)
     throw Error("launched with " + countRanks(launched) +
                 ", but the program was compiled for mesh dp=" +
-                std::to_string(dp) + " x tp=" + std::to_string(tp) + " (" +
-                countRanks(int64_t(dp) * tp) + ")");
+                std::to_string(dp) + " x tp=" + std::to_string(tp) +
+                " x pp=" + std::to_string(pp) + " (" + countRanks(size) + ")");
 }
 
 /// The world size a launcher announces to the processes it starts (Open
@@ -274,8 +276,14 @@ public:
     // A host program that finalised MPI has freed every communicator.
     int finalised = 0;
     MPI_Finalized(&finalised);
-    if (!finalised)
-      MPI_Comm_free(&comm);
+    if (finalised)
+      return;
+    try {
+      completeSends(/*wait=*/true);
+    } catch (const Error &) {
+      // The job is failing already; its abort ends the peers.
+    }
+    MPI_Comm_free(&comm);
   }
 
   int getRank() const override { return rank; }
@@ -329,12 +337,19 @@ public:
   void send(const void *data, int64_t bytes, int peer) override {
     checkPeer(peer, rank, size, "send");
     ScopedTimer timer(commSeconds);
+    // The copy is sent while this rank goes on: a peer that sends to this
+    // one before receiving from it does not wait for this rank's receive.
+    PendingSend &pending = pendingSends.emplace_back();
+    pending.bytes.reset(new std::byte[std::max<int64_t>(bytes, 1)]);
+    std::memcpy(pending.bytes.get(), data, bytes);
     forEachPiece(bytes, [&](int64_t offset, int piece) {
-      collective("MPI_Send", [&] {
-        return MPI_Send(static_cast<const std::byte *>(data) + offset, piece,
-                        MPI_BYTE, peer, /*tag=*/0, comm);
-      });
+      MPI_Request request;
+      checkMpi(MPI_Isend(pending.bytes.get() + offset, piece, MPI_BYTE, peer,
+                         /*tag=*/0, comm, &request),
+               "MPI_Isend over the " + name);
+      pending.requests.push_back(request);
     });
+    completeSends(/*wait=*/false);
   }
 
   void recv(void *data, int64_t bytes, int peer) override {
@@ -357,6 +372,34 @@ public:
   }
 
 private:
+  /// A message send() copied, and its pieces' requests.
+  struct PendingSend {
+    std::unique_ptr<std::byte[]> bytes;
+    std::vector<MPI_Request> requests;
+  };
+
+  /// Frees the copies of the sends that completed, oldest first; with
+  /// `wait`, waits for all of them (watched, as a collective is).
+  void completeSends(bool wait) {
+    while (!pendingSends.empty()) {
+      std::vector<MPI_Request> &requests = pendingSends.front().requests;
+      int count = static_cast<int>(requests.size());
+      if (wait) {
+        collective("MPI_Waitall of a send", [&] {
+          return MPI_Waitall(count, requests.data(), MPI_STATUSES_IGNORE);
+        });
+      } else {
+        int done = 0;
+        checkMpi(
+            MPI_Testall(count, requests.data(), &done, MPI_STATUSES_IGNORE),
+            "MPI_Testall of a send over the " + name);
+        if (!done)
+          return;
+      }
+      pendingSends.pop_front();
+    }
+  }
+
   /// Runs `call`, the blocking collective `operation` over this group, with
   /// the watchdog watching, and checks the status it returns.
   template <typename Call> void collective(const char *operation, Call call) {
@@ -389,22 +432,26 @@ private:
   std::shared_ptr<Watchdog> watchdog;
   /// The other members, as the watchdog names them.
   std::string peers;
+  std::deque<PendingSend> pendingSends;
   int rank = 0;
   int size = 0;
 };
 
 } // namespace
 
-std::unique_ptr<ProcessMesh> ProcessMesh::create(int dp, int tp) {
-  if (dp < 1 || tp < 1)
+std::unique_ptr<ProcessMesh> ProcessMesh::create(int dp, int tp, int pp) {
+  if (dp < 1 || tp < 1 || pp < 1)
     throw Error("invalid mesh dp=" + std::to_string(dp) +
-                " x tp=" + std::to_string(tp) + ": both must be at least 1");
-  std::unique_ptr<ProcessMesh> mesh(new ProcessMesh(dp, tp));
-  if (dp * tp == 1) {
-    checkWorldSize(getAnnouncedWorldSize(), dp, tp);
+                " x tp=" + std::to_string(tp) + " x pp=" + std::to_string(pp) +
+                ": each must be at least 1");
+  std::unique_ptr<ProcessMesh> mesh(new ProcessMesh(dp, tp, pp));
+  if (dp * tp * pp == 1) {
+    checkWorldSize(getAnnouncedWorldSize(), dp, tp, pp);
     mesh->world = std::make_unique<LocalCommunicator>();
     mesh->dataParallel = std::make_unique<LocalCommunicator>();
     mesh->tensorParallel = std::make_unique<LocalCommunicator>();
+    mesh->pipeline = std::make_unique<LocalCommunicator>();
+    mesh->tied = std::make_unique<LocalCommunicator>();
     return mesh;
   }
   // On a throw the half-built mesh's destructor frees what it made.
@@ -436,14 +483,15 @@ void ProcessMesh::joinMpiWorld() {
   int worldSize = 0;
   checkMpi(MPI_Comm_size(MPI_COMM_WORLD, &worldSize), "MPI_Comm_size");
   checkMpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
-  checkWorldSize(worldSize, dp, tp);
+  checkWorldSize(worldSize, dp, tp, pp);
 
   watchdog = std::make_shared<Watchdog>(rank);
   MPI_Comm comm;
   checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup of the world");
   world = std::make_unique<MpiCommunicator>(comm, "world", watchdog);
-  // A group of `size` ranks that share `color`, ordered by `key`. Every
-  // rank takes the same branches: dp and tp are the same everywhere.
+  // A group of `size` ranks that share `color` (MPI_UNDEFINED: this rank
+  // is in none), ordered by `key`. Every rank takes the same branches: dp,
+  // tp and pp are the same everywhere.
   auto makeGroup =
       [&](int size, int color, int key,
           const std::string &name) -> std::unique_ptr<Communicator> {
@@ -452,11 +500,28 @@ void ProcessMesh::joinMpiWorld() {
     MPI_Comm group;
     checkMpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &group),
              "MPI_Comm_split into " + name + "s");
+    if (group == MPI_COMM_NULL)
+      return nullptr;
     return std::make_unique<MpiCommunicator>(group, name.c_str(), watchdog);
   };
-  dataParallel = makeGroup(dp, getTpRank(), getDpRank(), "data-parallel group");
+  int ppRank = getPpRank(), dpRank = getDpRank(), tpRank = getTpRank();
+  dataParallel =
+      makeGroup(dp, ppRank * tp + tpRank, dpRank, "data-parallel group");
   tensorParallel =
-      makeGroup(tp, getDpRank(), getTpRank(), "tensor-parallel group");
+      makeGroup(tp, ppRank * dp + dpRank, tpRank, "tensor-parallel group");
+  int position = dpRank * tp + tpRank;
+  pipeline = makeGroup(pp, position, ppRank, "pipeline group");
+  bool holdsTied = ppRank == 0 || ppRank == pp - 1;
+  tied = makeGroup(std::min(pp, 2), holdsTied ? position : MPI_UNDEFINED,
+                   ppRank, "embedding group");
+}
+
+Communicator &ProcessMesh::getTied() {
+  if (!tied)
+    throw Error("pipeline stage " + std::to_string(getPpRank()) +
+                " is in no embedding group: only the first and the last "
+                "stage hold tied parameters");
+  return *tied;
 }
 
 ProcessMesh::~ProcessMesh() {
@@ -465,8 +530,12 @@ ProcessMesh::~ProcessMesh() {
   world.reset();
   dataParallel.reset();
   tensorParallel.reset();
+  pipeline.reset();
+  tied.reset();
   hostDataParallel.reset();
   hostTensorParallel.reset();
+  hostPipeline.reset();
+  hostTied.reset();
   watchdog.reset();
   if (initialisedMpi)
     MPI_Finalize();
@@ -483,6 +552,8 @@ void ProcessMesh::setTimeout(double seconds) {
 void ProcessMesh::useDevice(Device &device) {
   auto replace = [&](std::unique_ptr<Communicator> &group,
                      std::unique_ptr<Communicator> &host) {
+    if (!group)
+      return;
     std::unique_ptr<Communicator> onDevice = device.createCommunicator(*group);
     if (!onDevice)
       return;
@@ -491,15 +562,18 @@ void ProcessMesh::useDevice(Device &device) {
   };
   replace(dataParallel, hostDataParallel);
   replace(tensorParallel, hostTensorParallel);
+  replace(pipeline, hostPipeline);
+  replace(tied, hostTied);
 }
 
 double ProcessMesh::getCommSeconds() const {
-  double seconds = world->getCommSeconds() + dataParallel->getCommSeconds() +
-                   tensorParallel->getCommSeconds();
+  double seconds = 0;
   // A device group staged through a host group leaves the timing to it.
-  for (const auto *host : {&hostDataParallel, &hostTensorParallel})
-    if (*host)
-      seconds += (*host)->getCommSeconds();
+  for (const auto *group :
+       {&world, &dataParallel, &tensorParallel, &pipeline, &tied,
+        &hostDataParallel, &hostTensorParallel, &hostPipeline, &hostTied})
+    if (*group)
+      seconds += (*group)->getCommSeconds();
   return seconds;
 }
 

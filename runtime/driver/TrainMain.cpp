@@ -25,6 +25,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -249,6 +250,10 @@ private:
   }
 
   void fillInputs(int64_t step);
+  /// Writes the model's tensors `full` (gathered over the tp group) to
+  /// `path` from rank 0, with those of the other pipeline stages.
+  void writeModelTensors(const std::string &path,
+                         const std::vector<NamedTensor> &full);
   /// Rank 0 speaks for the mesh: every rank has the same loss and learning
   /// rate, and full parameters and gradients are gathered to it.
   bool isReporter() const { return mesh.getRank() == 0; }
@@ -343,6 +348,47 @@ void Trainer::fillInputs(int64_t step) {
   }
 }
 
+void Trainer::writeModelTensors(const std::string &path,
+                                const std::vector<NamedTensor> &full) {
+  if (mesh.getPp() == 1) {
+    if (isReporter())
+      writeSafeTensors(path, full);
+    return;
+  }
+  // Each later stage's first rank writes its part next to `path`; once every
+  // part is complete (the reduction), rank 0 joins them in stage order. A
+  // parameter tied across stages is in two parts, alike: the first is kept.
+  auto partOf = [&](int stage) {
+    return path + ".stage" + std::to_string(stage);
+  };
+  int stage = mesh.getPpRank();
+  if (stage > 0 && mesh.getDpRank() == 0 && mesh.getTpRank() == 0)
+    writeSafeTensors(partOf(stage), full);
+  int64_t written = 1;
+  mesh.getWorld().allReduceSum(&written, 1, DType::I64);
+  if (!isReporter())
+    return;
+  std::vector<NamedTensor> joined = full;
+  std::set<std::string> names;
+  for (const NamedTensor &tensor : full)
+    names.insert(tensor.name);
+  std::vector<std::unique_ptr<uint8_t[]>> storage;
+  for (int other = 1; other < mesh.getPp(); ++other) {
+    SafeTensorsReader part(partOf(other));
+    for (const std::string &name : part.getNames()) {
+      if (!names.insert(name).second)
+        continue;
+      const SafeTensorsReader::Info &info = part.getInfo(name);
+      storage.push_back(std::make_unique<uint8_t[]>(info.end - info.begin));
+      Tensor tensor(storage.back().get(), info.dtype, info.shape);
+      part.read(name, tensor);
+      joined.push_back({name, tensor});
+    }
+    std::remove(partOf(other).c_str());
+  }
+  writeSafeTensors(path, joined);
+}
+
 void Trainer::runStep(int64_t step) {
   write(program.step, step);
   write(program.totalSteps, options.steps);
@@ -355,8 +401,7 @@ void Trainer::runStep(int64_t step) {
           *device, mesh,
           viewsOf(arena, program.gradients, program.numGradients),
           program.gradients);
-      if (isReporter())
-        writeSafeTensors(options.saveGrads, grads.get());
+      writeModelTensors(options.saveGrads, grads.get());
     }
     program.optimizer(*device, mesh, arena.data, step);
   }
@@ -437,8 +482,7 @@ void Trainer::run() {
     GatheredTensors weights(*device, mesh,
                             viewsOf(arena, program.params, program.numParams),
                             program.params);
-    if (isReporter())
-      writeSafeTensors(options.saveWeights, weights.get());
+    writeModelTensors(options.saveWeights, weights.get());
   }
 }
 
@@ -477,7 +521,13 @@ std::string findUsageError(const TrainOptions &options, bool saveEveryGiven) {
 int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   std::unique_ptr<ProcessMesh> mesh;
   try {
-    mesh = ProcessMesh::create(program.dp, program.tp);
+    mesh = ProcessMesh::create(program.dp, program.tp, program.pp);
+    if (mesh->getPpRank() != program.stage)
+      throw Error("world rank " + std::to_string(mesh->getRank()) +
+                  " is on pipeline stage " + std::to_string(mesh->getPpRank()) +
+                  ", but this is stage " + std::to_string(program.stage) +
+                  "'s program: start the ranks with the output "
+                  "directory's launch");
   } catch (const std::exception &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
@@ -487,8 +537,10 @@ int runTrainingMain(const ProgramDesc &program, int argc, char **argv) {
   options.weights = defaultWeightsPath();
   CLI::App app{std::string("Trains ") + program.modelName +
                " on a mesh of dp=" + std::to_string(program.dp) +
-               " x tp=" + std::to_string(program.tp) +
-               " ranks, compiled by slapoc. Rank 0 prints progress and "
+               " x tp=" + std::to_string(program.tp) + " x pp=" +
+               std::to_string(program.pp) + " ranks (this is pipeline stage " +
+               std::to_string(program.stage) +
+               "'s program), compiled by slapoc. Rank 0 prints progress and "
                "writes the log, gradients and weights."};
   app.add_option("--steps", options.steps,
                  "train until this step (with --resume, counting the "

@@ -92,7 +92,7 @@ Json parseManifestFile(const std::string &path, const std::string &outDir) {
 }
 
 ManifestParameter readParameter(const ManifestFields &fields, const Json &json,
-                                const std::string &where, int tp) {
+                                const std::string &where, int tp, int pp) {
   ManifestParameter param;
   param.name = fields.getString(json, where, "name");
   param.buffer =
@@ -111,6 +111,13 @@ ManifestParameter readParameter(const ManifestFields &fields, const Json &json,
       fields.fail("\"" + where + ".aliases\" holds " + alias.dump() +
                   ", not a name");
     param.aliases.push_back(alias.get<std::string>());
+  }
+  if (json.contains("stages")) {
+    const Json &stages = fields.getList(json, where, "stages");
+    if (stages.empty())
+      fields.fail("\"" + where + ".stages\" is empty");
+    param.stage = static_cast<int>(
+        fields.toInteger(stages[0], where + ".stages[0]", 0, pp));
   }
   if (!json.contains("shard"))
     return param;
@@ -185,32 +192,35 @@ CheckpointFile openRankCheckpoint(const std::string &path,
   return file;
 }
 
-/// The files of the tp ranks of dp rank 0, world ranks 0..tp-1, which hold
-/// every tensor (the other dp ranks' hold the same); the checkpoint's files
+/// The files of the tp ranks of dp rank 0 of each pipeline stage k, world
+/// ranks k*dp*tp .. k*dp*tp+tp-1, which hold every tensor of the stage (the
+/// other dp ranks' hold the same), stage by stage; the checkpoint's files
 /// must hold one step.
 std::vector<RankFile> openRankFiles(const std::string &outDir,
                                     const Manifest &manifest,
                                     const MergeOptions &options,
                                     MergedState &state) {
   std::vector<RankFile> files;
-  for (int tpRank = 0; tpRank < manifest.tp; ++tpRank) {
-    const ManifestRank &rank = manifest.ranks[tpRank];
-    if (options.checkpoint.empty()) {
-      files.emplace_back(
-          SafeTensorsReader(outDir + "/" + rank.dir + "/weights.safetensors"));
-    } else {
-      CheckpointFile file =
-          openRankCheckpoint(options.checkpoint, manifest, rank.rank);
-      if (rank.rank == 0)
-        state.step = file.step;
-      else if (file.step != state.step)
-        throw Error(file.reader.getPath() + ": holds step " +
-                    std::to_string(file.step) + ", but " + state.files[0] +
-                    " holds step " + std::to_string(state.step));
-      files.emplace_back(std::move(file));
+  for (int stage = 0; stage < manifest.pp; ++stage)
+    for (int tpRank = 0; tpRank < manifest.tp; ++tpRank) {
+      const ManifestRank &rank =
+          manifest.ranks[stage * manifest.dp * manifest.tp + tpRank];
+      if (options.checkpoint.empty()) {
+        files.emplace_back(SafeTensorsReader(outDir + "/" + rank.dir +
+                                             "/weights.safetensors"));
+      } else {
+        CheckpointFile file =
+            openRankCheckpoint(options.checkpoint, manifest, rank.rank);
+        if (rank.rank == 0)
+          state.step = file.step;
+        else if (file.step != state.step)
+          throw Error(file.reader.getPath() + ": holds step " +
+                      std::to_string(file.step) + ", but " + state.files[0] +
+                      " holds step " + std::to_string(state.step));
+        files.emplace_back(std::move(file));
+      }
+      state.files.push_back(files.back().getReader().getPath());
     }
-    state.files.push_back(files.back().getReader().getPath());
-  }
   return files;
 }
 
@@ -225,7 +235,7 @@ void mergeParameter(const Manifest &manifest, const ManifestParameter &param,
   Tensor merged;
   std::vector<uint8_t> shardBytes;
   for (int64_t tpRank = 0; tpRank < sources; ++tpRank) {
-    const RankFile &file = files[tpRank];
+    const RankFile &file = files[param.stage * manifest.tp + tpRank];
     const SafeTensorsReader &reader = file.getReader();
     if (!reader.contains(param.name))
       throw Error(reader.getPath() + ": no tensor '" + param.name + "' (a " +
@@ -244,7 +254,8 @@ void mergeParameter(const Manifest &manifest, const ManifestParameter &param,
     else if (info.dtype != merged.dtype)
       throw Error(reader.getPath() + ": tensor '" + param.name + "' is " +
                   getName(info.dtype) + info.shape.str() + ", but " +
-                  state.files[0] + " holds it as " + getName(merged.dtype));
+                  state.files[param.stage * manifest.tp] + " holds it as " +
+                  getName(merged.dtype));
     if (!param.shard) {
       file.read({param.name, merged});
       continue;
@@ -299,9 +310,9 @@ Manifest readManifest(const std::string &outDir) {
   };
   const Json &params = fields.getList(json, "", "parameters");
   for (size_t i = 0; i < params.size(); ++i) {
-    ManifestParameter param =
-        readParameter(fields, params[i],
-                      "parameters[" + std::to_string(i) + "]", manifest.tp);
+    ManifestParameter param = readParameter(
+        fields, params[i], "parameters[" + std::to_string(i) + "]", manifest.tp,
+        manifest.pp);
     claim(param.name);
     for (const std::string &alias : param.aliases)
       claim(alias);
@@ -336,19 +347,23 @@ MergedState mergeState(const std::string &outDir, const MergeOptions &options) {
     mergeParameter(manifest, param, files, state);
   if (!options.optimizerState)
     return state;
-  // Everything else rank 0's checkpoint file holds is optimizer state, the
-  // same on every rank.
+  // Everything else the first rank of each stage holds is optimizer state,
+  // the same on every rank of the stage (that of a parameter tied across
+  // stages, alike on both, is taken from the first).
   std::set<std::string> merged;
   for (const NamedTensor &named : state.tensors)
     merged.insert(named.name);
-  const SafeTensorsReader &reader = files[0].getReader();
-  for (const std::string &name : reader.getNames()) {
-    if (merged.count(name))
-      continue;
-    const SafeTensorsReader::Info &info = reader.getInfo(name);
-    Tensor tensor = allocate(state, info.dtype, info.shape);
-    files[0].read({name, tensor});
-    state.tensors.push_back({name, tensor});
+  for (int stage = 0; stage < manifest.pp; ++stage) {
+    const RankFile &file = files[stage * manifest.tp];
+    const SafeTensorsReader &reader = file.getReader();
+    for (const std::string &name : reader.getNames()) {
+      if (!merged.insert(name).second)
+        continue;
+      const SafeTensorsReader::Info &info = reader.getInfo(name);
+      Tensor tensor = allocate(state, info.dtype, info.shape);
+      file.read({name, tensor});
+      state.tensors.push_back({name, tensor});
+    }
   }
   return state;
 }

@@ -39,7 +39,7 @@ module {
 // count is the rank's, shared after the last microbatch, in the backward,
 // before the first gradient's bucket.
 // MICRO-LABEL: func.func @forward_backward(
-// MICRO: %[[ALL:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<f32>, tensor<f32>)
+// MICRO: %[[ALL:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.microbatch = 1 : i64, slapo.phase = "backward"} : (tensor<f32>, tensor<f32>)
 // MICRO: %[[LOSS:.*]] = slapo.div %{{.*}}, %[[ALL]] {slapo.counted_mean, slapo.phase = "backward"}
 // MICRO-NEXT: %[[MEAN:.*]] = slapo.all_reduce %[[ALL]] <dp> mean {slapo.phase = "backward"}
 // MICRO-NEXT: %[[SHARE:.*]] = slapo.div %[[ALL]], %[[MEAN]] {slapo.phase = "backward"}

@@ -210,6 +210,11 @@ def build_four_heads() -> GPT2LMHeadModel:
     return GPT2LMHeadModel(GPT2Config(n_head=4))
 
 
+def build_four_layers() -> GPT2LMHeadModel:
+    """Four blocks: one per stage of a four-stage pipeline."""
+    return GPT2LMHeadModel(GPT2Config(n_layer=4))
+
+
 INPUTS = [
     InputSpec("input_ids", torch.int64, [2, 16], kind="int", low=0, high=128),
     InputSpec("labels", torch.int64, [2, 16], kind="int", low=0, high=128),
@@ -217,4 +222,5 @@ INPUTS = [
 SPECS = [
     ModelSpec("gpt2", build, INPUTS),
     ModelSpec("gpt2_4heads", build_four_heads, INPUTS),
+    ModelSpec("gpt2_4layers", build_four_layers, INPUTS),
 ]

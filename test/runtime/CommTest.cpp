@@ -96,9 +96,12 @@ void checkMismatchesThrow(cpu::Context &ctx, Communicator &group) {
 
 TEST_CASE("a mesh needs positive dims") {
   CHECK_THROWS_WITH(ProcessMesh::create(0, 2),
-                    "invalid mesh dp=0 x tp=2: both must be at least 1");
-  CHECK_THROWS_WITH(ProcessMesh::create(2, -1),
-                    "invalid mesh dp=2 x tp=-1: both must be at least 1");
+                    "invalid mesh dp=0 x tp=2 x pp=1: each must be at least 1");
+  CHECK_THROWS_WITH(
+      ProcessMesh::create(2, -1),
+      "invalid mesh dp=2 x tp=-1 x pp=1: each must be at least 1");
+  CHECK_THROWS_WITH(ProcessMesh::create(1, 1, 0),
+                    "invalid mesh dp=1 x tp=1 x pp=0: each must be at least 1");
 }
 
 #ifndef SLAPO_COMM_TESTS_UNDER_MPI
@@ -185,7 +188,7 @@ TEST_CASE("a mesh of one rank refuses a launch of several ranks") {
   setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
   CHECK_THROWS_WITH(ProcessMesh::create(1, 1),
                     "launched with 2 ranks, but the program was compiled for "
-                    "mesh dp=1 x tp=1 (1 rank)");
+                    "mesh dp=1 x tp=1 x pp=1 (1 rank)");
   unsetenv("OMPI_COMM_WORLD_SIZE");
 }
 
@@ -413,6 +416,70 @@ TEST_CASE("broadcast copies the root's bytes to every rank of the group") {
     // Broadcasts set up other communicators: they are not counted.
     CHECK(group.getCommSeconds() == 0);
   });
+}
+
+TEST_CASE("the mesh lays out pipeline stages in Megatron's order") {
+  int worldRank = getWorldRank(), worldSize = getWorldSize();
+  for (int pp = 2; pp <= worldSize; ++pp) {
+    if (worldSize % pp)
+      continue;
+    // The rest of the world is dp (tp = 1), then tp (dp = 1).
+    for (bool data : {true, false}) {
+      int dp = data ? worldSize / pp : 1, tp = data ? 1 : worldSize / pp;
+      INFO("mesh dp=" << dp << " x tp=" << tp << " x pp=" << pp
+                      << ", world rank " << worldRank);
+      std::unique_ptr<ProcessMesh> mesh = ProcessMesh::create(dp, tp, pp);
+      int stageSize = dp * tp, stage = worldRank / stageSize;
+      CHECK(mesh->getWorldSize() == worldSize);
+      CHECK(mesh->getPpRank() == stage);
+      CHECK(mesh->getDpRank() == worldRank / tp % dp);
+      CHECK(mesh->getTpRank() == worldRank % tp);
+      int64_t me = worldRank;
+      std::vector<int64_t> pipeline(pp, -1), dataParallel(dp, -1),
+          tensorParallel(tp, -1);
+      mesh->getPipeline().allGather(&me, pipeline.data(), 1, DType::I64);
+      mesh->getDataParallel().allGather(&me, dataParallel.data(), 1,
+                                        DType::I64);
+      mesh->getTensorParallel().allGather(&me, tensorParallel.data(), 1,
+                                          DType::I64);
+      // One rank per stage, at this rank's place in each stage's block.
+      for (int k = 0; k < pp; ++k)
+        CHECK(pipeline[k] == k * stageSize + worldRank % stageSize);
+      for (int j = 0; j < dp; ++j)
+        CHECK(dataParallel[j] == stage * stageSize + j * tp + worldRank % tp);
+      for (int j = 0; j < tp; ++j)
+        CHECK(tensorParallel[j] == worldRank / tp * tp + j);
+      // The embedding group: this rank's first and last stage.
+      if (stage != 0 && stage != pp - 1) {
+        CHECK_THROWS_WITH(mesh->getTied(),
+                          Catch::Matchers::Contains("in no embedding group"));
+        continue;
+      }
+      std::vector<int64_t> tied(2, -1);
+      mesh->getTied().allGather(&me, tied.data(), 1, DType::I64);
+      CHECK(tied[0] == worldRank % stageSize);
+      CHECK(tied[1] == (pp - 1) * stageSize + worldRank % stageSize);
+    }
+  }
+}
+
+TEST_CASE("a send does not wait for the receive") {
+  int worldSize = getWorldSize(), worldRank = getWorldRank();
+  std::unique_ptr<ProcessMesh> mesh = ProcessMesh::create(1, 1, worldSize);
+  Communicator &pipeline = mesh->getPipeline();
+  // Every rank sends a message far beyond any eager limit to the next one
+  // before it receives from the previous one: blocking sends would wait for
+  // each other forever (as 1F1B's steady state would).
+  constexpr size_t kCount = 4 << 20;
+  std::vector<int32_t> sent(kCount, worldRank), received(kCount, -1);
+  int next = (worldRank + 1) % worldSize;
+  int previous = (worldRank + worldSize - 1) % worldSize;
+  pipeline.send(sent.data(), kCount * sizeof(int32_t), next);
+  // The message is a copy: changing the data does not change it.
+  std::fill(sent.begin(), sent.end(), -7);
+  pipeline.recv(received.data(), kCount * sizeof(int32_t), previous);
+  CHECK(received.front() == previous);
+  CHECK(received.back() == previous);
 }
 
 TEST_CASE("send and recv pass messages around the ranks of a group, in "
@@ -664,12 +731,12 @@ TEST_CASE("a mesh refuses a world of another size") {
       ProcessMesh::create(size, 2),
       "launched with " + ranks +
           ", but the program was compiled for mesh dp=" + std::to_string(size) +
-          " x tp=2 (" + std::to_string(2 * size) + " ranks)");
+          " x tp=2 x pp=1 (" + std::to_string(2 * size) + " ranks)");
   // A program compiled for one rank but started by mpirun on several.
   CHECK_THROWS_WITH(ProcessMesh::create(1, 1),
                     "launched with " + ranks +
                         ", but the program was compiled for mesh dp=1 x tp=1 "
-                        "(1 rank)");
+                        "x pp=1 (1 rank)");
 }
 
 namespace {

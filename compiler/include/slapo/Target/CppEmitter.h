@@ -13,9 +13,10 @@ namespace slapo {
 struct RankProgramInfo {
   /// The model file, recorded in the program (and its checkpoints).
   std::string modelName;
-  /// The mesh: every rank runs the same program on its own shards; the
-  /// runtime knows which rank it is.
-  int64_t dp = 1, tp = 1;
+  /// The mesh: every rank of a pipeline stage runs the same program on its
+  /// own shards; the runtime knows which rank it is. `stage` is the
+  /// program's stage.
+  int64_t dp = 1, tp = 1, pp = 1, stage = 0;
   /// train(seed=): data sampling and dropout masks derive from it.
   uint64_t seed = 0;
   /// The backend whose kernels the program calls: "cpu" or "cuda" (the

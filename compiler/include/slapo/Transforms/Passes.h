@@ -17,6 +17,16 @@ namespace slapo {
 /// parameter a gradient belongs to.
 constexpr llvm::StringLiteral kGradOfAttrName = "slapo.grad_of";
 
+/// The microbatch (0, 1, ...) whose forward or backward an op of
+/// @forward_backward computes, set by slapo-microbatch: a pipeline stage
+/// orders them by its schedule (slapo-pipeline-schedule).
+constexpr llvm::StringLiteral kMicrobatchAttrName = "slapo.microbatch";
+
+/// A unit attribute of a slapo.param on the last pipeline stage that holds
+/// a copy of a parameter tied to the first stage's (slapo-pipeline-rank):
+/// the global gradient norm counts the first stage's copy only.
+constexpr llvm::StringLiteral kTiedCopyAttrName = "slapo.tied_copy";
+
 /// The function the autodiff pass adds next to @forward.
 constexpr llvm::StringLiteral kForwardBackwardName = "forward_backward";
 
@@ -59,9 +69,12 @@ private:
   mlir::Attribute phase;
 };
 
-/// Whether a forward op of `step` (a constant aside) follows an op of the
-/// backward: with microbatches each one's backward runs before the next
-/// one's forward.
+/// Whether the forward and backward of `step` run as one: with microbatches
+/// (ops of `step` carry slapo.microbatch), whose backwards run before later
+/// microbatches' forwards, or where a forward op (a constant aside) follows
+/// an op of the backward otherwise. A pipeline stage that runs all its
+/// forwards first (1F1B's first stage of two) runs them as one too, as its
+/// peers, whose messages it passes, do.
 bool interleavesForwardAndBackward(mlir::func::FuncOp step);
 
 /// slapo-checkpoint's marks: a clone of a forward op that the backward

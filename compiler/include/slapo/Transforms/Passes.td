@@ -208,14 +208,46 @@ def PipelineRank : Pass<"slapo-pipeline-rank", "::mlir::ModuleOp"> {
     from another into this stage `slapo.stage_recv`, in place, so that both
     ranks meet their messages in program order (the forward's values go
     down the stages, their gradients come back up). Ops without a stage
-    (constants) stay where the kept ops use them.
+    (constants, and what only the inputs and constants compute, such as
+    slices of the inputs, whose stage the pass takes off) stay where the
+    kept ops use them; ops
+    built after the cut without one (slapo-microbatch's sums) take the
+    stage of the values they read.
 
-    The function returns what this stage computes: the loss on the last
-    stage only, and the gradients of the parameters its ops read.
+    The function returns the loss, which the last stage sends to every
+    other stage (right after computing it; with microbatches, once its step
+    is done), and the gradients of the parameters
+    this stage's ops read. A parameter read on the first and the last stage
+    (tied, as GPT-2's embedding and LM head) has a copy on both: each sums
+    its part of the gradient with the other's (`slapo.all_reduce <tied>`,
+    Megatron's embedding group), so that both copies train alike, and the
+    last stage's copy is marked `slapo.tied_copy` for gradient norms. @forward
+    and the parameters the stage does not read are erased.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
     Option<"stage", "stage", "int64_t", "0", "the pipeline stage to keep">,
+  ];
+}
+
+def PipelineSchedule : Pass<"slapo-pipeline-schedule", "::mlir::ModuleOp"> {
+  let summary = "orders one pipeline stage's microbatches as 1F1B";
+  let description = [{
+    On `@forward_backward` after slapo-pipeline-rank, whose ops carry the
+    microbatch they compute (`slapo.microbatch`, slapo-microbatch), moves
+    the microbatches' forwards and backwards into the one-forward-one-
+    backward order of stage `stage` of `stages`: the forwards of the first
+    w = min(stages - stage - 1, m) microbatches (warm-up), then the forward
+    of microbatch i + w and the backward of microbatch i for each i (steady
+    state), then the last w backwards (cool-down). A microbatch's forward
+    and backward ops keep their order, as do the forwards among themselves
+    and the backwards among themselves. Without microbatches (m = 1) it
+    changes nothing.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    Option<"stage", "stage", "int64_t", "0", "the stage whose part this is">,
+    Option<"stages", "stages", "int64_t", "1", "the pipeline's stages">,
   ];
 }
 
@@ -311,7 +343,9 @@ def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
 
     - gradient clipping (`grad-clip` > 0) as `clip_grad_norm_`: every
       gradient is scaled by `min(1, grad-clip / (norm + 1e-6))`, where `norm`
-      is the 2-norm of all gradients together;
+      is the 2-norm of all gradients together: with `pp` pipeline stages,
+      each stage's squares are summed over the pipeline group, and a copy of
+      a tied parameter marked `slapo.tied_copy` is not counted again;
     - learning rate `constant`, or `warmup_cosine` as Hugging Face's
       `get_cosine_schedule_with_warmup`: with c = step - 1, `lr * c / W` for
       c < W warmup steps, then `lr * max(0, (1 + cos(pi * (c - W) / max(1,
@@ -343,6 +377,9 @@ def Optimizer : Pass<"slapo-optimizer", "::mlir::ModuleOp"> {
            "constant or warmup_cosine">,
     Option<"warmupSteps", "warmup-steps", "int64_t", "0",
            "warmup steps of warmup_cosine">,
+    Option<"pp", "pp", "int64_t", "1",
+           "pipeline stages: this stage's gradients are one part of the "
+           "norm">,
   ];
 }
 

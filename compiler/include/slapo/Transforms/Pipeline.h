@@ -27,6 +27,15 @@ struct TrainingPipelineOptions
                      llvm::cl::init(1)};
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel ranks"),
                      llvm::cl::init(1)};
+  Option<int64_t> pp{*this, "pp",
+                     llvm::cl::desc("pipeline stages (the schedule's cuts "
+                                    "make them)"),
+                     llvm::cl::init(1)};
+  Option<int64_t> stage{
+      *this, "stage",
+      llvm::cl::desc("with pp > 1: the stage whose program the pipeline "
+                     "builds (slapo-pipeline-rank)"),
+      llvm::cl::init(0)};
   Option<int64_t> microbatches{
       *this, "microbatches",
       llvm::cl::desc("microbatches per step (slapo-microbatch accumulates "
@@ -94,13 +103,17 @@ struct TrainingPipelineOptions
       llvm::cl::desc("modules whose elementwise chains are fused")};
 };
 
-/// Adds the passes of `options` to `pm` (anchored on builtin.module); fails,
-/// saying why on `errors`, where a primitive is not a pass with valid
-/// options.
-mlir::LogicalResult
-buildTrainingPipeline(mlir::OpPassManager &pm,
-                      const TrainingPipelineOptions &options,
-                      llvm::raw_ostream &errors);
+/// Which passes of the pipeline buildTrainingPipeline adds: with pipeline
+/// stages, every stage's program starts from the same module up to the
+/// microbatches (Shared), then its own passes (Stage) run on a copy of it.
+enum class PipelinePart { Whole, Shared, Stage };
+
+/// Adds the passes of `options` (those of `part`) to `pm` (anchored on
+/// builtin.module); fails, saying why on `errors`, where a primitive is not
+/// a pass with valid options.
+mlir::LogicalResult buildTrainingPipeline(
+    mlir::OpPassManager &pm, const TrainingPipelineOptions &options,
+    llvm::raw_ostream &errors, PipelinePart part = PipelinePart::Whole);
 
 /// The name of a primitive's schedule location where it is fused into the
 /// locations of the ops the primitive transforms: its pass as that pass

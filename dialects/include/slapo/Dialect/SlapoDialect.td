@@ -74,9 +74,13 @@ def Slapo_ComparePredicateAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+// pp: this rank's pipeline, one rank per stage; tied: Megatron's embedding
+// group, the pipeline's first and last stage, which hold copies of the
+// parameters tied across stages.
 def Slapo_ProcessGroup : I32EnumAttr<"ProcessGroup",
     "the ranks a collective runs over", [
-    I32EnumAttrCase<"dp", 0>, I32EnumAttrCase<"tp", 1>]> {
+    I32EnumAttrCase<"dp", 0>, I32EnumAttrCase<"tp", 1>,
+    I32EnumAttrCase<"pp", 2>, I32EnumAttrCase<"tied", 3>]> {
   let cppNamespace = "::slapo";
   let genSpecializedAttr = 0;
 }

@@ -762,7 +762,7 @@ def Slapo_ReduceScatterOp : Slapo_BlockCollectiveOp<"reduce_scatter"> {
 //===----------------------------------------------------------------------===//
 
 def Slapo_StageBoundaryOp : Slapo_Op<"stage_boundary",
-    [SameOperandsAndResultType, Slapo_Differentiable]> {
+    [SameOperandsAndResultType, Slapo_Differentiable, Slapo_Shardable]> {
   let summary = "a value that pipeline stage `from` passes to stage `to`";
   let description = [{
     The identity, marking where a value computed on one pipeline stage is

@@ -44,6 +44,17 @@ template <class Context>
 void scatter(Context &ctx, Communicator &group, const Tensor &input,
              const Tensor &output, int dim);
 
+/// Pipeline stages' point to point messages (slapo.stage_send and
+/// slapo.stage_recv): `input`'s bytes go to group rank `peer`, whose
+/// recvTensor from this rank writes them into its `output` of the same
+/// dtype and shape. Tensors are contiguous: no staging.
+template <class Context>
+void sendTensor(Context &ctx, Communicator &group, const Tensor &input,
+                int peer);
+template <class Context>
+void recvTensor(Context &ctx, Communicator &group, const Tensor &output,
+                int peer);
+
 } // namespace slapo::rt
 
 #endif // SLAPO_RUNTIME_COLLECTIVES_H

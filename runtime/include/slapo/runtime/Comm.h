@@ -55,8 +55,10 @@ public:
   /// Point to point, between pipeline stages: send() passes `bytes` bytes at
   /// `data` to group rank `peer`, whose recv() from this rank writes them at
   /// its `data`; messages between two ranks arrive in the order they were
-  /// sent. Both block: recv until the message is there, send until `data`
-  /// may be reused (which may be when the peer receives it). Throws Error
+  /// sent. recv blocks until the message is there; send returns once `data`
+  /// may be reused, without waiting for the peer to receive (an MPI group
+  /// sends a copy): a pipeline schedule whose stages each send before they
+  /// receive (1F1B's steady state) cannot deadlock on it. Throws Error
   /// when `peer` is this rank or not in the group (a group of one has no
   /// peer), or when the message received is not `bytes` long.
   virtual void send(const void *data, int64_t bytes, int peer) = 0;
@@ -88,26 +90,29 @@ private:
 
 class Watchdog;
 
-/// The ranks of a job as a dp x tp mesh: world rank = dpRank * tp + tpRank,
-/// so the ranks of one tensor-parallel group are neighbours (as Megatron
-/// places them on a node). The dp group of a rank = ranks with the same
-/// tpRank; the tp group = ranks with the same dpRank.
+/// The ranks of a job as a dp x tp x pp mesh, in Megatron's order: world
+/// rank = ppRank * dp * tp + dpRank * tp + tpRank, so the ranks of one
+/// tensor-parallel group are neighbours (as Megatron places them on a node)
+/// and each pipeline stage is a block of dp * tp ranks. The dp group of a
+/// rank = the ranks of its stage with its tpRank; the tp group = the ranks
+/// of its stage with its dpRank; the pipeline group = the ranks with its
+/// dpRank and tpRank, one per stage, in stage order.
 class ProcessMesh {
 public:
   /// How long a collective waits for a peer by default (setTimeout).
   static constexpr double kDefaultTimeoutSeconds = 300;
 
-  /// dp * tp == 1: a mesh of one rank, whose groups have one member; MPI is
-  /// not initialised at all (so a one-rank program runs without mpirun and
+  /// dp * tp * pp == 1: a mesh of one rank, whose groups have one member; MPI
+  /// is not initialised at all (so a one-rank program runs without mpirun and
   /// without MPI's singleton start-up). It throws Error when a launcher says
   /// it started several ranks (two copies would write the same files).
   /// Otherwise initialises MPI (MPI_Init_thread, MPI_THREAD_FUNNELED: kernels
   /// use OpenMP, only the main thread communicates) unless the program did,
   /// sets MPI_ERRORS_RETURN, and throws Error when the world size is not
-  /// dp * tp. MPI can be initialised once per process, so a program creates
-  /// at most one multi-rank mesh unless it initialises MPI itself (as the
-  /// tests do).
-  static std::unique_ptr<ProcessMesh> create(int dp, int tp);
+  /// dp * tp * pp. MPI can be initialised once per process, so a program
+  /// creates at most one multi-rank mesh unless it initialises MPI itself (as
+  /// the tests do).
+  static std::unique_ptr<ProcessMesh> create(int dp, int tp, int pp = 1);
   /// Frees the groups and calls MPI_Finalize when create() initialised MPI.
   /// After a failure call abort() instead: MPI_Finalize would wait for peers
   /// that are stuck in a collective.
@@ -116,17 +121,27 @@ public:
   ProcessMesh &operator=(const ProcessMesh &) = delete;
 
   int getRank() const { return rank; }
-  int getWorldSize() const { return dp * tp; }
-  int getDpRank() const { return rank / tp; }
+  int getWorldSize() const { return dp * tp * pp; }
+  int getDpRank() const { return rank / tp % dp; }
   int getTpRank() const { return rank % tp; }
+  /// This rank's pipeline stage.
+  int getPpRank() const { return rank / (dp * tp); }
   int getDp() const { return dp; }
   int getTp() const { return tp; }
+  int getPp() const { return pp; }
   /// The world: a group over host memory, for the driver's own messages.
   Communicator &getWorld() { return *world; }
   /// The groups generated code's collectives use, over the memory of the
   /// device given to useDevice() (host memory before).
   Communicator &getDataParallel() { return *dataParallel; }
   Communicator &getTensorParallel() { return *tensorParallel; }
+  /// Stage k of this rank's pipeline is group rank k (stage_send/recv).
+  Communicator &getPipeline() { return *pipeline; }
+  /// Megatron's embedding group: this rank's pipeline ranks of the first and
+  /// the last stage (group ranks 0 and 1), which hold copies of the
+  /// parameters tied across them and sum their gradients. Throws Error on
+  /// the stages between, which are in no such group.
+  Communicator &getTied();
   /// Makes the dp and tp groups communicate in `device`'s memory: each is
   /// replaced by device.createCommunicator(group) where that is not null
   /// (a GPU); the replaced host groups stay alive for the new ones. Called
@@ -149,23 +164,29 @@ public:
   void abort(int exitCode);
 
 private:
-  ProcessMesh(int dp, int tp) : dp(dp), tp(tp) {}
+  ProcessMesh(int dp, int tp, int pp) : dp(dp), tp(tp), pp(pp) {}
   void joinMpiWorld();
 
   int dp;
   int tp;
+  int pp;
   int rank = 0;
   /// Whether this mesh called MPI_Init_thread (and so must finalise MPI).
   bool initialisedMpi = false;
-  /// Whether the groups are MPI communicators (dp * tp > 1).
+  /// Whether the groups are MPI communicators (dp * tp * pp > 1).
   bool usesMpi = false;
   std::unique_ptr<Communicator> world;
   std::unique_ptr<Communicator> dataParallel;
   std::unique_ptr<Communicator> tensorParallel;
+  std::unique_ptr<Communicator> pipeline;
+  /// Null on the stages between the first and the last.
+  std::unique_ptr<Communicator> tied;
   /// The host groups that useDevice() replaced, which the device's groups
   /// may still use.
   std::unique_ptr<Communicator> hostDataParallel;
   std::unique_ptr<Communicator> hostTensorParallel;
+  std::unique_ptr<Communicator> hostPipeline;
+  std::unique_ptr<Communicator> hostTied;
   /// What the MPI groups share to end a job whose rank stopped (null in a
   /// mesh of one).
   std::shared_ptr<Watchdog> watchdog;

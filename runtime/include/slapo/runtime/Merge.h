@@ -50,6 +50,9 @@ struct ManifestParameter {
   std::vector<std::string> aliases;
   /// How the tp ranks split it; none: every rank holds all of it.
   std::optional<ShardLayout> shard;
+  /// The pipeline stage whose ranks' files it is read from: the first of
+  /// the manifest's "stages" that hold it (0 without pipeline stages).
+  int stage = 0;
 };
 
 /// A rank of the manifest.

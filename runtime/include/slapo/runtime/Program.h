@@ -70,8 +70,9 @@ struct ProgramDesc {
   const char *modelName;
   const char *fingerprint;
   /// The mesh every rank runs this program in; which rank a process is,
-  /// MPI says at start (ProcessMesh).
-  int dp, tp;
+  /// MPI says at start (ProcessMesh). Each pipeline stage has a program of
+  /// its own: this one is stage `stage`'s (0 without pipeline stages).
+  int dp, tp, pp, stage;
   /// train(seed=): the seed of sampled data and of dropout masks.
   uint64_t seed;
   MemoryPlan memory;
@@ -95,8 +96,9 @@ struct ProgramDesc {
   /// number and the run's last step (for learning-rate schedules computed on
   /// the device).
   ArenaSlot step, totalSteps;
-  /// 0-d slots the step writes: the loss (F32, by forward) and the learning
-  /// rate it used (F64, by optimizer).
+  /// 0-d slots the step writes: the loss (F32, by forward; with pipeline
+  /// stages the last stage computes it and sends it to every other) and the
+  /// learning rate it used (F64, by optimizer).
   ArenaSlot loss, learningRate;
   /// Tokens one step consumes over all ranks (the product of the token
   /// input's global shape), for throughput.
