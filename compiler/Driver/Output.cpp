@@ -404,7 +404,8 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
 #ifdef SLAPO_NVCC
     // SASS for the architecture and its PTX, which newer GPUs compile at
     // load time. The CUDA runtime is linked statically (nvcc's default), so
-    // the program needs only the driver, cuBLASLt and NCCL where it runs.
+    // the program needs only the driver, cuBLASLt, cuDNN and NCCL where it
+    // runs.
     std::string arch = std::to_string(build.cudaArch);
     command.compiler = {SLAPO_NVCC,
                         "-std=c++17",
@@ -418,6 +419,7 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
                          SLAPO_FORMAT_LIBRARY,
                          "-L" SLAPO_CUDA_LIBRARY_DIR,
                          "-lcublasLt",
+                         "-lcudnn",
                          SLAPO_NCCL_LIBRARY};
 #else
     return error("--target=cuda: this slapoc was built without the CUDA "
