@@ -148,6 +148,26 @@ LogicalResult MaxPool2dOp::propagateSharding(ShardingContext &context) {
   return propagateAlongDims(*this, context, getInput(), {2, 3}, {});
 }
 
+LogicalResult UpdateBufferOp::propagateSharding(ShardingContext &context) {
+  // Each rank keeps its block of a split buffer (a BatchNorm's running
+  // statistics of the channels it computes): the new value must be split
+  // as the buffer is, or replicated with it.
+  auto buffer =
+      SymbolTable::lookupNearestSymbolFrom<ParamOp>(*this, getBufferAttr());
+  Sharding expected = Sharding::replicated();
+  if (std::optional<uint64_t> axis = buffer.getShardAxis())
+    expected = Sharding::split(*axis, buffer.getShardChunks().value_or(1));
+  Sharding value = context.getSharding(getValue());
+  if (value.isPartial())
+    return context.partialReaches(*this, getValue());
+  if (value != expected)
+    return context.error(*this)
+           << "the new value of buffer '" << getBuffer() << "' is "
+           << value.str() << " and the buffer is " << expected.str()
+           << ": shard the buffer as the value it is given";
+  return success();
+}
+
 LogicalResult MatmulOp::propagateSharding(ShardingContext &context) {
   Value lhs = getLhs(), rhs = getRhs();
   Sharding l = context.getSharding(lhs), r = context.getSharding(rhs);

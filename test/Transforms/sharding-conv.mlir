@@ -100,3 +100,30 @@ func.func @forward(%x: tensor<2x4x6x6xf32>) -> tensor<2x4x3x3xf32> {
   %p = slapo.max_pool2d %xs {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<2x4x6x6xf32> -> tensor<2x4x3x3xf32>
   return %p : tensor<2x4x3x3xf32>
 }
+
+// -----
+
+// A buffer keeps the sharding of the values the step gives it.
+module {
+  slapo.param buffer @bn.running_mean : tensor<4xf32>
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %xs = slapo.scatter %x <tp> {dim = 0 : i64} : tensor<4xf32> -> tensor<4xf32>
+    // expected-error @+1 {{tensor parallelism: the new value of buffer 'bn.running_mean' is split along dim 0 and the buffer is replicated: shard the buffer as the value it is given}}
+    slapo.update_buffer @bn.running_mean, %xs : tensor<4xf32>
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  slapo.param buffer @bn.running_mean : tensor<4xf32> {shard_axis = 0 : i64}
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %xs = slapo.scatter %x <tp> {dim = 0 : i64} : tensor<4xf32> -> tensor<4xf32>
+    slapo.update_buffer @bn.running_mean, %xs : tensor<4xf32>
+    return %x : tensor<4xf32>
+  }
+}
+// CHECK: // {{-+}}
+// CHECK: slapo.param buffer @bn.running_mean : tensor<2xf32> {shard_axis = 0 : i64}
+// CHECK: slapo.update_buffer @bn.running_mean, %{{.*}} : tensor<2xf32>

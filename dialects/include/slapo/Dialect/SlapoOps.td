@@ -862,7 +862,7 @@ def Slapo_ParamGradOp : Slapo_Op<"param_grad",
 }
 
 def Slapo_UpdateBufferOp : Slapo_Op<"update_buffer",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>, Slapo_Shardable]> {
   let summary = "writes a buffer's new value (model state the step updates)";
   let description = [{
     Gives the buffer `buffer` (a slapo.param marked `buffer`, never trained)
