@@ -405,9 +405,10 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
 #ifdef SLAPO_NVCC
     // SASS for the architecture and its PTX, which newer GPUs compile at
     // load time. The CUDA runtime is linked statically (nvcc's default), so
-    // the program needs only the driver, cuBLASLt and NCCL where it runs.
-    // No contraction into fused multiply-adds: the fused kernels must round
-    // as the runtime's elementwise kernels they replace (ElementMath.cuh).
+    // the program needs only the driver, cuBLASLt, cuDNN and NCCL where it
+    // runs. No contraction into fused multiply-adds: the fused kernels must
+    // round as the runtime's elementwise kernels they replace
+    // (ElementMath.cuh).
     std::string arch = std::to_string(build.cudaArch);
     command.compiler = {SLAPO_NVCC,
                         "-std=c++17",
@@ -422,6 +423,7 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
                          SLAPO_FORMAT_LIBRARY,
                          "-L" SLAPO_CUDA_LIBRARY_DIR,
                          "-lcublasLt",
+                         "-lcudnn",
                          SLAPO_NCCL_LIBRARY};
 #else
     return error("--target=cuda: this slapoc was built without the CUDA "

@@ -148,13 +148,6 @@ std::string describeModule(Operation *op) {
                       : "module '" + path.str() + "'";
 }
 
-/// Ops whose kernels only the CPU runtime has (runtime/include/slapo/
-/// runtime/cpu/Kernels.h).
-bool hasCpuKernelOnly(Operation *op) {
-  return isa<Conv2dOp, Conv2dGradInputOp, Conv2dGradWeightOp, MaxPool2dOp,
-             MaxPool2dGradOp>(op);
-}
-
 /// An op of the runtime's unary or binary kernel: the kernel, and the
 /// kind's enumerator (UnaryKind::Exp).
 struct ElementwiseKind {
@@ -557,12 +550,6 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                          kind, use(op->getOperand(0)), out(), dimMask(dims));
   };
   using Call = FailureOr<std::string>;
-  if (info.target != "cpu" && hasCpuKernelOnly(op))
-    return op->emitError("code generation for --target=")
-           << info.target << " does not support '" << op->getName()
-           << "' yet (in " << describeModule(op)
-           << "): only the CPU runtime has its kernel; compile with "
-              "--target=cpu";
   return llvm::TypeSwitch<Operation *, Call>(op)
       .Case([&](FusedOp fused) { return getFusedLoopCall(fused); })
       .Case([&](CastOp) -> Call {

@@ -1,9 +1,9 @@
 //===- MixedPrecision.cpp - bf16 contractions, f32 everything else --------===//
 //
-// Contractions are where bf16 pays (AMX and AVX-512 BF16 multiply bf16 at
-// several times the f32 rate) and where f32 accumulation keeps it accurate;
-// elementwise ops, norms and reductions stay f32 and cost no extra
-// rounding.
+// Contractions (linear, matmul and convolutions) are where bf16 pays (AMX
+// and AVX-512 BF16 multiply bf16 at several times the f32 rate) and where
+// f32 accumulation keeps it accurate; elementwise ops, norms and reductions
+// stay f32 and cost no extra rounding.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -31,7 +31,7 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
       return signalPassFailure();
     SmallVector<Operation *> contractions;
     forward.walk([&](Operation *op) {
-      if (isa<LinearOp, MatmulOp>(op) &&
+      if (isa<LinearOp, MatmulOp, Conv2dOp>(op) &&
           elementTypeOf(op->getResult(0)).isF32())
         contractions.push_back(op);
     });
@@ -48,6 +48,14 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
         sums = builder.create<LinearOp>(op->getLoc(), type, lhs, rhs, Value());
         if (Value bias = linear.getBias())
           sums = g.add(sums, bias);
+      } else if (auto conv = dyn_cast<Conv2dOp>(op)) {
+        sums = builder.create<Conv2dOp>(
+            op->getLoc(), type, lhs, rhs, Value(), conv.getStrideAttr(),
+            conv.getPaddingAttr(), conv.getDilationAttr(),
+            conv.getGroupsAttr());
+        // bias[O] broadcast over the batch and the image as [O, 1, 1].
+        if (Value bias = conv.getBias())
+          sums = g.add(sums, g.reshape(bias, {shapeOf(bias)[0], 1, 1}));
       } else {
         sums = builder.create<MatmulOp>(op->getLoc(), type, lhs, rhs);
       }

@@ -1,11 +1,11 @@
 //===- ShardingNN.cpp - sharding rules of contractions and nn ops ---------===//
 //
-// Megatron's layouts: a contraction whose output features are split leaves
-// each rank its block of the result (column-parallel), one whose
-// contracted dim is split leaves each rank one term of it (row-parallel, a
-// partial sum); an embedding or a cross-entropy over a vocabulary split
-// along its rows is vocabulary-parallel. Ops that compute along some dims
-// (softmax, norms) need those dims whole on each rank.
+// Megatron's layouts: a contraction (a convolution too) whose output
+// features are split leaves each rank its block of the result
+// (column-parallel), one whose contracted dim is split leaves each rank one
+// term of it (row-parallel, a partial sum); an embedding or a cross-entropy
+// over a vocabulary split along its rows is vocabulary-parallel. Ops that
+// compute along some dims (softmax, norms) need those dims whole on each rank.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Dialect/ModulePath.h"
@@ -93,6 +93,79 @@ LogicalResult LinearOp::propagateSharding(ShardingContext &context) {
   return context.error(*this)
          << "multiplies an input " << input.str() << " by a weight "
          << weight.str() << " ([out, in])";
+}
+
+LogicalResult Conv2dOp::propagateSharding(ShardingContext &context) {
+  // A convolution is a contraction over the input channels (and the
+  // window): its output channels split are column-parallel, its input
+  // channels split on both sides row-parallel. The batch may be split too.
+  Sharding input = context.getSharding(getInput()),
+           weight = context.getSharding(getWeight());
+  Value bias = getBias();
+  if (input.isPartial())
+    return context.partialReaches(*this, getInput());
+  if (weight.isReplicated() &&
+      (input.isReplicated() || (input.isSplit() && input.dim == 0))) {
+    if (bias && !context.getSharding(bias).isReplicated())
+      return context.error(*this) << "a split bias with a replicated weight";
+    context.setResult(*this, input);
+    return success();
+  }
+  if (!weight.isReplicated() && getGroups() != 1)
+    return context.error(*this)
+           << "a convolution in " << getGroups() << " groups with a weight "
+           << weight.str()
+           << ": only a convolution of one group may split its weight";
+  // Column-parallel: each rank computes its output channels.
+  if (input.isReplicated() && weight.isSplit() && weight.dim == 0) {
+    if (bias && context.getSharding(bias) != Sharding::split(0, weight.chunks))
+      return context.error(*this)
+             << "the bias of a weight " << weight.str()
+             << " must be split alike, not " << context.getSharding(bias).str();
+    context.setResult(*this, Sharding::split(1, weight.chunks));
+    return success();
+  }
+  // Row-parallel: each rank sums over its input channels.
+  if (input.isSplit() && input.dim == 1 && weight.isSplit() &&
+      weight.dim == 1 && input.chunks == weight.chunks) {
+    // A deferred bias is added along the trailing dims, not the channels.
+    if (bias)
+      return context.error(*this)
+             << "a row-parallel convolution (weight " << weight.str()
+             << ") with a bias: its sum is completed after the convolution, "
+                "where a bias [O] cannot be added; give it none or keep its "
+                "input channels whole";
+    context.setResult(*this, Sharding::partial());
+    return success();
+  }
+  return context.error(*this)
+         << "convolves an input " << input.str() << " by a weight "
+         << weight.str() << " ([out channels, in channels, kH, kW])";
+}
+
+LogicalResult MaxPool2dOp::propagateSharding(ShardingContext &context) {
+  // Each image plane pools alone: batch and channel splits pass through.
+  return propagateAlongDims(*this, context, getInput(), {2, 3}, {});
+}
+
+LogicalResult UpdateBufferOp::propagateSharding(ShardingContext &context) {
+  // Each rank keeps its block of a split buffer (a BatchNorm's running
+  // statistics of the channels it computes): the new value must be split
+  // as the buffer is, or replicated with it.
+  auto buffer =
+      SymbolTable::lookupNearestSymbolFrom<ParamOp>(*this, getBufferAttr());
+  Sharding expected = Sharding::replicated();
+  if (std::optional<uint64_t> axis = buffer.getShardAxis())
+    expected = Sharding::split(*axis, buffer.getShardChunks().value_or(1));
+  Sharding value = context.getSharding(getValue());
+  if (value.isPartial())
+    return context.partialReaches(*this, getValue());
+  if (value != expected)
+    return context.error(*this)
+           << "the new value of buffer '" << getBuffer() << "' is "
+           << value.str() << " and the buffer is " << expected.str()
+           << ": shard the buffer as the value it is given";
+  return success();
 }
 
 LogicalResult MatmulOp::propagateSharding(ShardingContext &context) {

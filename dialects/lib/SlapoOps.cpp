@@ -611,14 +611,16 @@ verifyWindow2d(Operation *op, Value input, ArrayRef<int64_t> kernel,
 }
 
 /// Checks a convolution of `input` [N, C, H, W] by `weight`
-/// [O, C/groups, kH, kW] giving `output` [N, O, H', W'].
+/// [O, C/groups, kH, kW] giving `output` [N, O, H', W'], of one element
+/// type, or of bf16 operands giving f32 (mixed precision) as the
+/// contractions are.
 static LogicalResult verifyConv2d(Operation *op, Value input, Value weight,
                                   Value output, ArrayRef<int64_t> stride,
                                   ArrayRef<int64_t> padding,
                                   ArrayRef<int64_t> dilation, int64_t groups) {
   if (failed(verifyRank(op, weight, "weight", 4)) ||
-      failed(verifySameElementType(op, input, "input", weight, "weight")) ||
-      failed(verifySameElementType(op, input, "input", output, "result")))
+      failed(
+          verifyContractionTypes(op, input, "input", weight, "weight", output)))
     return failure();
   ArrayRef<int64_t> w = tensorType(weight).getShape();
   if (failed(verifyWindow2d(op, input, w.drop_front(2), stride, padding,

@@ -67,14 +67,17 @@ LogicalResult Conv2dOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // input' is the transposed convolution of grad by the weight, weight' the
   // correlation of the input with grad (convolution_backward's two
-  // products), bias' the sums of grad over batch and space.
+  // products), bias' the sums of grad over batch and space. In mixed
+  // precision the products take the gradient in the operands' bf16; the
+  // bias's sum stays in the result's type.
   TensorBuilder g(builder, getLoc());
   Value grad = singleResultGrad(resultGrads);
+  Value operandGrad = g.cast(grad, elementTypeOf(getInput()));
   operandGrads.push_back(builder.create<Conv2dGradInputOp>(
-      getLoc(), getInput().getType(), grad, getWeight(), getStrideAttr(),
+      getLoc(), getInput().getType(), operandGrad, getWeight(), getStrideAttr(),
       getPaddingAttr(), getDilationAttr(), getGroupsAttr()));
   operandGrads.push_back(builder.create<Conv2dGradWeightOp>(
-      getLoc(), getWeight().getType(), grad, getInput(), getStrideAttr(),
+      getLoc(), getWeight().getType(), operandGrad, getInput(), getStrideAttr(),
       getPaddingAttr(), getDilationAttr(), getGroupsAttr()));
   if (getBias())
     operandGrads.push_back(g.sum(grad, {0, 2, 3}, /*keepdim=*/false));

@@ -2,16 +2,16 @@
 //
 // The forward and the two gradient products each run as one oneDNN
 // primitive on the tensors where they are (NCHW data, OIHW or GOIHW
-// weights), created the first time a combination of shapes and window is
-// seen and kept in the context, as the contractions are (Matmul.cpp).
-// fp32 only: the compiler builds convolutions in f32 (mixed precision
-// leaves them alone).
+// weights), created the first time a combination of shapes, dtypes and
+// window is seen and kept in the context, as the contractions are
+// (Matmul.cpp). f32 or bf16 operands; bf16 ones sum in f32 and are rounded
+// once to the output's dtype, by oneDNN or by the f32 fallback
+// (Contraction.h), as mixed precision asks: bf16 products giving an f32
+// forward result and bf16 gradients.
 //
 //===----------------------------------------------------------------------===//
 #include "ContextImpl.h"
-#include "KernelSupport.h"
-
-#include "slapo/runtime/cpu/Kernels.h"
+#include "Contraction.h"
 
 #include <unordered_map>
 
@@ -34,31 +34,30 @@ struct ConvolutionDescs {
   Dims strides, dilates, padding;
 };
 
-dnnl::memory::desc f32Desc(const Dims &dims) {
-  Dims strides(dims.size(), 1);
-  for (size_t d = dims.size(); d-- > 1;)
-    strides[d - 1] = strides[d] * dims[d];
-  return dnnl::memory::desc(dims, DataType::f32, strides);
-}
-
 Dims dimsOf(const Shape &shape) { return Dims(shape.dims, shape.dims + 4); }
 
+/// The data types of a convolution's tensors, each f32 or bf16.
+struct ConvolutionTypes {
+  DataType src, weights, dst;
+};
+
 /// The descriptors of input * weight = output with `window` in `groups`
-/// groups; `bias` says whether the forward adds one.
+/// groups, in `types`; `bias` says whether the forward adds one (of the
+/// output's type).
 ConvolutionDescs describe(const Shape &input, const Shape &weight,
-                          const Shape &output, const Window2d &window,
-                          int64_t groups, bool bias) {
+                          const Shape &output, const ConvolutionTypes &types,
+                          const Window2d &window, int64_t groups, bool bias) {
   ConvolutionDescs descs;
-  descs.src = f32Desc(dimsOf(input));
-  descs.dst = f32Desc(dimsOf(output));
+  descs.src = makeContiguousDesc(dimsOf(input), types.src);
+  descs.dst = makeContiguousDesc(dimsOf(output), types.dst);
   Dims weights = dimsOf(weight);
   if (groups > 1) {
     weights[0] /= groups;
     weights.insert(weights.begin(), groups);
   }
-  descs.weights = f32Desc(weights);
+  descs.weights = makeContiguousDesc(weights, types.weights);
   if (bias)
-    descs.bias = f32Desc({weight.dims[0]});
+    descs.bias = makeContiguousDesc({weight.dims[0]}, types.dst);
   descs.strides = {window.stride[0], window.stride[1]};
   // oneDNN counts the elements a dilation skips: PyTorch's dilation - 1.
   descs.dilates = {window.dilation[0] - 1, window.dilation[1] - 1};
@@ -102,9 +101,11 @@ const CachedPrimitive &getConvolution(Context &ctx, Product product,
                                       const ConvolutionDescs &d,
                                       const Window2d &window, int64_t groups) {
   std::vector<int64_t> key = {int64_t(product), groups, !d.bias.is_zero()};
-  for (const dnnl::memory::desc *desc : {&d.src, &d.weights, &d.dst})
+  for (const dnnl::memory::desc *desc : {&d.src, &d.weights, &d.dst}) {
+    key.push_back(int64_t(desc->data_type()));
     for (int64_t size : desc->dims())
       key.push_back(size);
+  }
   for (const int64_t *values : {window.stride, window.padding, window.dilation})
     key.insert(key.end(), values, values + 2);
   Context::Impl &impl = ctx.getImpl();
@@ -114,7 +115,15 @@ const CachedPrimitive &getConvolution(Context &ctx, Product product,
     return found->second;
   CachedPrimitive cached;
   try {
-    auto forward = forwardDesc(impl.engine, d);
+    // The gradients' hint is the forward whose products they are: all its
+    // tensors in the operands' type.
+    ConvolutionDescs hint = d;
+    DataType operands = product == Product::GradWeight ? d.src.data_type()
+                                                       : d.weights.data_type();
+    for (dnnl::memory::desc *desc : {&hint.src, &hint.weights, &hint.dst})
+      *desc = makeContiguousDesc(desc->dims(), operands);
+    auto forward =
+        forwardDesc(impl.engine, product == Product::Forward ? d : hint);
     switch (product) {
     case Product::Forward:
       cached.primitive = dnnl::convolution_forward(forward);
@@ -158,11 +167,21 @@ void execute(Context &ctx, const CachedPrimitive &cached,
   impl.stream.wait();
 }
 
-/// Throws unless every tensor is f32.
-void checkF32(const char *kernel, std::initializer_list<const Tensor *> all) {
-  for (const Tensor *tensor : all)
-    if (*tensor && tensor->dtype != DType::F32)
-      throwUnsupported(kernel, tensor->dtype);
+/// The types of a product's two operands, which share one, and of its
+/// output: each f32 or bf16.
+struct ProductTypes {
+  DataType operands, out;
+};
+
+/// The types of `a` * `b` = `out`; throws unless they are ProductTypes.
+ProductTypes checkTypes(const char *kernel, const Tensor &a, const Tensor &b,
+                        const Tensor &out) {
+  DataType operands = getContractionType(kernel, a.dtype);
+  if (b.dtype != a.dtype)
+    throw Error(std::string("the CPU kernel '") + kernel +
+                "' multiplies tensors of one dtype, not " + getName(a.dtype) +
+                " and " + getName(b.dtype));
+  return {operands, getContractionType(kernel, out.dtype)};
 }
 
 /// Whether the product is empty or sums nothing: `out` is then its bias or
@@ -181,20 +200,36 @@ bool fillIfEmpty(const Tensor &out, std::initializer_list<const Tensor *> all) {
 void conv2d(Context &ctx, const Tensor &input, const Tensor &weight,
             const Tensor &bias, const Tensor &out, const Window2d &window,
             int64_t groups) {
-  checkF32("conv2d", {&input, &weight, &bias, &out});
+  ProductTypes types = checkTypes("conv2d", input, weight, out);
+  if (bias && bias.dtype != out.dtype)
+    throw Error(std::string("the CPU kernel 'conv2d' adds a bias of its "
+                            "result's dtype ") +
+                getName(out.dtype) + ", not " + getName(bias.dtype));
+  if (runsInF32(ctx, input))
+    return contractInF32(ctx, std::array{input, weight, bias}, out,
+                         [&](const auto &f32, const Tensor &result) {
+                           conv2d(ctx, f32[0], f32[1], f32[2], result, window,
+                                  groups);
+                         });
   if (out.getNumElements() == 0)
     return;
   if (fillIfEmpty(out, {&input, &weight})) {
-    if (bias) // an empty sum plus the bias of each output channel
-      for (int64_t n = 0; n < out.shape.dims[0]; ++n)
-        for (int64_t o = 0; o < out.shape.dims[1]; ++o)
-          std::fill_n(out.as<float>() + (n * out.shape.dims[1] + o) *
-                                            product(out.shape, 2, 4),
-                      product(out.shape, 2, 4), bias.as<float>()[o]);
+    if (bias) { // an empty sum plus the bias of each output channel
+      size_t size = getSize(out.dtype);
+      int64_t planeSize = product(out.shape, 2, 4);
+      for (int64_t plane = 0; plane < product(out.shape, 0, 2); ++plane)
+        for (int64_t i = 0; i < planeSize; ++i)
+          std::memcpy(static_cast<char *>(out.data) +
+                          (plane * planeSize + i) * size,
+                      static_cast<const char *>(bias.data) +
+                          plane % out.shape.dims[1] * size,
+                      size);
+    }
     return;
   }
-  ConvolutionDescs d = describe(input.shape, weight.shape, out.shape, window,
-                                groups, bool(bias));
+  ConvolutionDescs d = describe(input.shape, weight.shape, out.shape,
+                                {types.operands, types.operands, types.out},
+                                window, groups, bool(bias));
   const CachedPrimitive &cached =
       getConvolution(ctx, Product::Forward, "conv2d", d, window, groups);
   if (bias)
@@ -206,11 +241,19 @@ void conv2d(Context &ctx, const Tensor &input, const Tensor &weight,
 void conv2dGradInput(Context &ctx, const Tensor &grad, const Tensor &weight,
                      const Tensor &out, const Window2d &window,
                      int64_t groups) {
-  checkF32("conv2dGradInput", {&grad, &weight, &out});
+  ProductTypes types = checkTypes("conv2dGradInput", grad, weight, out);
+  if (runsInF32(ctx, grad))
+    return contractInF32(ctx, std::array{grad, weight}, out,
+                         [&](const auto &f32, const Tensor &result) {
+                           conv2dGradInput(ctx, f32[0], f32[1], result, window,
+                                           groups);
+                         });
   if (out.getNumElements() == 0 || fillIfEmpty(out, {&grad, &weight}))
     return;
-  ConvolutionDescs d = describe(out.shape, weight.shape, grad.shape, window,
-                                groups, /*bias=*/false);
+  ConvolutionDescs d =
+      describe(out.shape, weight.shape, grad.shape,
+               {types.out, types.operands, types.operands}, window, groups,
+               /*bias=*/false);
   execute(ctx,
           getConvolution(ctx, Product::GradInput, "conv2dGradInput", d, window,
                          groups),
@@ -220,11 +263,19 @@ void conv2dGradInput(Context &ctx, const Tensor &grad, const Tensor &weight,
 void conv2dGradWeight(Context &ctx, const Tensor &grad, const Tensor &input,
                       const Tensor &out, const Window2d &window,
                       int64_t groups) {
-  checkF32("conv2dGradWeight", {&grad, &input, &out});
+  ProductTypes types = checkTypes("conv2dGradWeight", grad, input, out);
+  if (runsInF32(ctx, grad))
+    return contractInF32(ctx, std::array{grad, input}, out,
+                         [&](const auto &f32, const Tensor &result) {
+                           conv2dGradWeight(ctx, f32[0], f32[1], result, window,
+                                            groups);
+                         });
   if (out.getNumElements() == 0 || fillIfEmpty(out, {&grad, &input}))
     return;
-  ConvolutionDescs d = describe(input.shape, out.shape, grad.shape, window,
-                                groups, /*bias=*/false);
+  ConvolutionDescs d =
+      describe(input.shape, out.shape, grad.shape,
+               {types.operands, types.out, types.operands}, window, groups,
+               /*bias=*/false);
   execute(ctx,
           getConvolution(ctx, Product::GradWeight, "conv2dGradWeight", d,
                          window, groups),

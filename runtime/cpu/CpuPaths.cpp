@@ -1,11 +1,11 @@
 //===- CpuPaths.cpp - the kernel paths this CPU supports ------------------===//
 //
 // The CPUs this runtime meets range from AVX2 only (where oneDNN 2.6 cannot
-// create a bf16 matmul) to AVX-512 with AMX, and one program must run on all
-// of them: what the kernels use is decided here once, at start-up, from
-// cpuid and from oneDNN's effective ISA. SLAPO_CPU_ISA caps oneDNN's ISA
-// (dnnl::set_max_cpu_isa) and with it the paths chosen, so that the paths of
-// a smaller CPU can be tested on any machine.
+// create a bf16 matmul or convolution) to AVX-512 with AMX, and one program
+// must run on all of them: what the kernels use is decided here once, at
+// start-up, from cpuid and from oneDNN's effective ISA. SLAPO_CPU_ISA caps
+// oneDNN's ISA (dnnl::set_max_cpu_isa) and with it the paths chosen, so that
+// the paths of a smaller CPU can be tested on any machine.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/runtime/Error.h"
@@ -45,16 +45,34 @@ bool includes(dnnl::cpu_isa effective, dnnl::cpu_isa isa) {
   return (static_cast<unsigned>(effective) & bits) == bits;
 }
 
-/// Whether oneDNN can create a bf16 matmul summing in f32, as the
-/// contractions of mixed precision ask it to.
-bool hasOneDnnBf16Matmul() {
+/// Whether oneDNN can create a bf16 matmul and bf16 convolutions (the
+/// forward and both gradients) summing in f32, as the contractions of mixed
+/// precision ask it to.
+bool hasOneDnnBf16Contractions() {
   using Type = dnnl::memory::data_type;
   using Tag = dnnl::memory::format_tag;
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::memory::desc bf16({16, 16}, Type::bf16, Tag::ab);
   dnnl::memory::desc f32({16, 16}, Type::f32, Tag::ab);
+  dnnl::memory::desc image({2, 16, 4, 4}, Type::bf16, Tag::nchw);
+  dnnl::memory::desc filter({16, 16, 3, 3}, Type::bf16, Tag::oihw);
+  dnnl::memory::dims ones = {1, 1}, zeros = {0, 0};
+  auto algorithm = dnnl::algorithm::convolution_direct;
   try {
     dnnl::matmul::primitive_desc(dnnl::matmul::desc(bf16, bf16, f32), engine);
+    dnnl::convolution_forward::primitive_desc forward(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                        algorithm, image, filter, image, ones,
+                                        zeros, ones, ones),
+        engine);
+    dnnl::convolution_backward_data::primitive_desc(
+        dnnl::convolution_backward_data::desc(algorithm, image, filter, image,
+                                              ones, zeros, ones, ones),
+        engine, forward);
+    dnnl::convolution_backward_weights::primitive_desc(
+        dnnl::convolution_backward_weights::desc(
+            algorithm, image, filter, image, ones, zeros, ones, ones),
+        engine, forward);
     return true;
   } catch (const dnnl::error &) {
     return false;
@@ -86,8 +104,8 @@ CpuPaths detectCpuPaths() {
   else if (__builtin_cpu_supports("x86-64-v3") &&
            includes(effective, dnnl::cpu_isa::avx2))
     kernels = KernelIsa::Avx2;
-  return {kernels,
-          hasOneDnnBf16Matmul() ? Bf16Matmul::OneDnn : Bf16Matmul::F32Fallback};
+  return {kernels, hasOneDnnBf16Contractions() ? Bf16Matmul::OneDnn
+                                               : Bf16Matmul::F32Fallback};
 }
 
 } // namespace

@@ -2,20 +2,14 @@
 //
 // Both contractions run as one oneDNN matmul primitive, created the first
 // time a combination of shapes and dtypes is seen and kept in the context.
-// bf16 operands accumulate in f32 inside oneDNN and are rounded once, to
-// out's dtype (bf16, or f32 for mixed precision). On a CPU where oneDNN has
-// no bf16 matmul (AVX2) the context's path is Bf16Matmul::F32Fallback: the
-// operands are widened to f32, which is exact, and multiplied by the f32
-// primitive, so the same exact products are summed in f32 and rounded once.
+// bf16 operands accumulate in f32 and are rounded once, to out's dtype (bf16,
+// or f32 for mixed precision), by oneDNN or by the f32 fallback
+// (Contraction.h).
 //
 //===----------------------------------------------------------------------===//
 #include "ContextImpl.h"
-#include "KernelSupport.h"
+#include "Contraction.h"
 
-#include "slapo/runtime/cpu/Kernels.h"
-
-#include <array>
-#include <memory>
 #include <unordered_map>
 
 namespace slapo::rt::cpu {
@@ -28,25 +22,6 @@ using Dims = dnnl::memory::dims;
 using DataType = dnnl::memory::data_type;
 
 enum class Contraction : int64_t { Linear, Matmul };
-
-DataType getDataType(const char *kernel, DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return DataType::f32;
-  case DType::BF16:
-    return DataType::bf16;
-  default:
-    throwUnsupported(kernel, dtype);
-  }
-}
-
-/// Row-major strides of `dims`.
-Dims getContiguousStrides(const Dims &dims) {
-  Dims strides(dims.size(), 1);
-  for (size_t d = dims.size(); d-- > 1;)
-    strides[d - 1] = strides[d] * dims[d];
-  return strides;
-}
 
 /// A tensor as a contraction addresses it: its dims and their strides in
 /// elements.
@@ -92,10 +67,6 @@ StridedDims padDims(StridedDims tensor, int rank) {
   return tensor;
 }
 
-dnnl::memory::desc makeDesc(const Dims &dims, DataType type) {
-  return dnnl::memory::desc(dims, type, getContiguousStrides(dims));
-}
-
 /// The cached primitive for `key`, made by `create` on first use.
 template <typename F>
 const CachedMatmul &getMatmul(Context &ctx, const std::vector<int64_t> &key,
@@ -133,43 +104,6 @@ void execute(Context &ctx, const CachedMatmul &cached, void *src, void *weights,
   impl.stream.wait();
 }
 
-/// Whether a contraction of `operand`'s dtype runs as an f32 one.
-bool runsInF32(Context &ctx, const Tensor &operand) {
-  return operand.dtype == DType::BF16 &&
-         ctx.getPaths().bf16Matmul == Bf16Matmul::F32Fallback;
-}
-
-/// `tensor` as f32: bf16 values widened into `storage`, a tensor of any other
-/// dtype (or none) as it is.
-Tensor widenToF32(Context &ctx, const Tensor &tensor,
-                  std::unique_ptr<float[]> &storage) {
-  if (!tensor || tensor.dtype != DType::BF16)
-    return tensor;
-  storage.reset(new float[tensor.getNumElements()]);
-  Tensor widened(storage.get(), DType::F32, tensor.shape);
-  cast(ctx, tensor, widened);
-  return widened;
-}
-
-/// Calls `contract(operands, result)` with the bf16 `operands` widened to f32
-/// and an f32 `result` that is then rounded into `out`.
-template <size_t N, typename F>
-void contractInF32(Context &ctx, const std::array<Tensor, N> &operands,
-                   const Tensor &out, F &&contract) {
-  std::unique_ptr<float[]> storage[N + 1];
-  std::array<Tensor, N> widened;
-  for (size_t i = 0; i < N; ++i)
-    widened[i] = widenToF32(ctx, operands[i], storage[i]);
-  Tensor result = out;
-  if (out.dtype != DType::F32) {
-    storage[N].reset(new float[out.getNumElements()]);
-    result = Tensor(storage[N].get(), DType::F32, out.shape);
-  }
-  contract(widened, result);
-  if (result.data != out.data)
-    cast(ctx, result, out);
-}
-
 } // namespace
 
 void linear(Context &ctx, const Tensor &input, const Tensor &weight,
@@ -179,8 +113,8 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
                          [&](const auto &f32, const Tensor &result) {
                            linear(ctx, f32[0], f32[1], f32[2], result);
                          });
-  DataType type = getDataType("linear", input.dtype);
-  DataType outType = getDataType("linear", out.dtype);
+  DataType type = getContractionType("linear", input.dtype);
+  DataType outType = getContractionType("linear", out.dtype);
   if (out.getNumElements() == 0)
     return;
   int64_t k = input.shape.dims[input.getRank() - 1];
@@ -207,13 +141,14 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
                               n};
   const CachedMatmul &cached =
       getMatmul(ctx, key, "linear", [&](CachedMatmul &descs) {
-        descs.src = makeDesc({m, k}, type);
+        descs.src = makeContiguousDesc({m, k}, type);
         // weight is [N, K] row-major: as the [K, N] operand it has strides
         // {1, K}.
         descs.weights = dnnl::memory::desc({k, n}, type, Dims{1, k});
         if (bias)
-          descs.bias = makeDesc({1, n}, getDataType("linear", bias.dtype));
-        descs.dst = makeDesc({m, n}, outType);
+          descs.bias = makeContiguousDesc(
+              {1, n}, getContractionType("linear", bias.dtype));
+        descs.dst = makeContiguousDesc({m, n}, outType);
       });
   execute(ctx, cached, input.data, weight.data, bias.data, out.data);
 }
@@ -225,8 +160,8 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
                          [&](const auto &f32, const Tensor &result) {
                            matmul(ctx, f32[0], f32[1], result, permutations);
                          });
-  DataType type = getDataType("matmul", lhs.dtype);
-  DataType outType = getDataType("matmul", out.dtype);
+  DataType type = getContractionType("matmul", lhs.dtype);
+  DataType outType = getContractionType("matmul", out.dtype);
   int rank = out.getRank();
   StridedDims src = padDims(permuteDims(lhs.shape, permutations.lhs), rank);
   StridedDims weights = padDims(permuteDims(rhs.shape, permutations.rhs), rank);

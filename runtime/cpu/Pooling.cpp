@@ -2,13 +2,13 @@
 //
 // A task pools whole [H, W] planes, so that the gradient, which adds into
 // the input plane each window took its maximum from, needs no atomics. The
-// windows are scanned as PyTorch's CPU kernel scans them (cpu_max_pool):
-// rows then columns, the maximum replaced by a greater value or a NaN, so
-// that the element picked among equal maxima is PyTorch's too.
+// windows are scanned as PyTorch's CPU kernel scans them (MaxPoolWindow.h),
+// so that the element picked among equal maxima is PyTorch's too.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
 
+#include "slapo/runtime/MaxPoolWindow.h"
 #include "slapo/runtime/cpu/Kernels.h"
 
 namespace slapo::rt::cpu {
@@ -34,24 +34,9 @@ template <typename T>
 std::pair<int64_t, Compute<T>> windowMax(const T *plane, const Planes &p,
                                          const Window2d &w, int64_t oh,
                                          int64_t ow) {
-  int64_t h0 = oh * w.stride[0] - w.padding[0];
-  int64_t w0 = ow * w.stride[1] - w.padding[1];
-  int64_t h1 = std::min(h0 + (w.kernel[0] - 1) * w.dilation[0] + 1, p.height);
-  int64_t w1 = std::min(w0 + (w.kernel[1] - 1) * w.dilation[1] + 1, p.width);
-  while (h0 < 0)
-    h0 += w.dilation[0];
-  while (w0 < 0)
-    w0 += w.dilation[1];
-  int64_t best = h0 * p.width + w0;
-  Compute<T> max = -std::numeric_limits<Compute<T>>::infinity();
-  for (int64_t h = h0; h < h1; h += w.dilation[0])
-    for (int64_t x = w0; x < w1; x += w.dilation[1]) {
-      Compute<T> value = load(plane[h * p.width + x]);
-      if (value > max || value != value) {
-        max = value;
-        best = h * p.width + x;
-      }
-    }
+  Compute<T> max;
+  int64_t best = findWindowMax([plane](int64_t at) { return load(plane[at]); },
+                               PoolPlane{p.height, p.width}, w, oh, ow, max);
   return {best, max};
 }
 

@@ -54,6 +54,12 @@ void Context::Impl::release() noexcept {
   for (auto &[key, plan] : matmulPlans)
     destroyPlan(plan);
   matmulPlans.clear();
+  for (auto &[key, plan] : convolutionPlans)
+    destroyPlan(plan);
+  convolutionPlans.clear();
+  if (cudnn)
+    cudnnDestroy(cudnn);
+  cudnn = nullptr;
   for (ScratchBuffer &buffer : scratch) {
     cudaFree(buffer.data);
     buffer = {};

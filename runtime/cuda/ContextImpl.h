@@ -3,8 +3,9 @@
 // Private to runtime/cuda (and its tests): what the kernels of one GPU
 // share. The cuBLASLt handle, its workspace and the matmul plans made so far
 // (descriptors and the algorithm the heuristic chose, one per combination of
-// shapes, strides, dtypes and alignments); scratch buffers that grow to the
-// largest size asked for and are then reused, so that no kernel allocates
+// shapes, strides, dtypes and alignments); the cuDNN handle (made at the
+// first convolution) and its convolution plans; scratch buffers that grow to
+// the largest size asked for and are then reused, so that no kernel allocates
 // in the steady state; and the record in which kernels report a bad index
 // (an embedding index, a cross-entropy target) without the host waiting for
 // them: synchronize() throws it.
@@ -18,6 +19,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +71,30 @@ inline void destroyPlan(MatmulPlan &plan) noexcept {
   plan = MatmulPlan();
 }
 
+/// The cuDNN objects of one convolution product (the forward or one of its
+/// gradients) and the algorithm chosen for it.
+struct ConvolutionPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t convolution = nullptr;
+  cudnnConvolutionFwdAlgo_t forward{};
+  cudnnConvolutionBwdDataAlgo_t gradInput{};
+  cudnnConvolutionBwdFilterAlgo_t gradWeight{};
+  size_t workspaceBytes = 0;
+};
+
+/// Destroys the objects of `plan` that exist and clears it.
+inline void destroyPlan(ConvolutionPlan &plan) noexcept {
+  for (cudnnTensorDescriptor_t tensor : {plan.x, plan.y})
+    if (tensor)
+      cudnnDestroyTensorDescriptor(tensor);
+  if (plan.w)
+    cudnnDestroyFilterDescriptor(plan.w);
+  if (plan.convolution)
+    cudnnDestroyConvolutionDescriptor(plan.convolution);
+  plan = ConvolutionPlan();
+}
+
 /// Scratch buffers of the kernels; kernels that run one after the other on
 /// the stream may share one, a kernel that needs several at once uses
 /// different ones.
@@ -81,6 +107,12 @@ enum class Scratch {
   MatmulLhs,
   MatmulRhs,
   MatmulResult,
+  /// A convolution's bf16 operands widened to f32, its sums before the
+  /// bias, and cuDNN's workspace.
+  ConvolutionLhs,
+  ConvolutionRhs,
+  ConvolutionResult,
+  ConvolutionWorkspace,
   Count,
 };
 
@@ -108,6 +140,14 @@ struct Context::Impl {
   /// Keyed by everything the plan's descriptors and algorithm depend on.
   std::map<std::vector<int64_t>, MatmulPlan> matmulPlans;
 
+  /// The cuDNN handle, made on first use (a program without convolutions
+  /// never loads cuDNN's kernels), working on `stream`.
+  cudnnHandle_t getCudnn(cudaStream_t stream);
+  /// The most workspace a convolution algorithm may take.
+  static constexpr size_t kMaxConvolutionWorkspace = size_t(256) << 20;
+  /// Keyed by the product, dtype, groups, shapes and window.
+  std::map<std::vector<int64_t>, ConvolutionPlan> convolutionPlans;
+
 private:
   /// Frees what the constructor made, as far as it got.
   void release() noexcept;
@@ -119,6 +159,7 @@ private:
   ScratchBuffer scratch[static_cast<int>(Scratch::Count)];
   int32_t *errorClaim = nullptr;
   KernelErrorRecord *errorRecord = nullptr;
+  cudnnHandle_t cudnn = nullptr;
 };
 
 /// Throws Error "<what>: <cuBLAS's status name>" unless `status` is
@@ -127,6 +168,21 @@ inline void checkCublas(cublasStatus_t status, const char *what) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw Error(std::string(what) + ": " + cublasLtGetStatusName(status) +
                 " (" + cublasLtGetStatusString(status) + ")");
+}
+
+/// Throws Error "<what>: <cuDNN's message>" unless `status` is
+/// CUDNN_STATUS_SUCCESS.
+inline void checkCudnn(cudnnStatus_t status, const char *what) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw Error(std::string(what) + ": " + cudnnGetErrorString(status));
+}
+
+inline cudnnHandle_t Context::Impl::getCudnn(cudaStream_t stream) {
+  if (!cudnn) {
+    checkCudnn(cudnnCreate(&cudnn), "cudnnCreate");
+    checkCudnn(cudnnSetStream(cudnn, stream), "cudnnSetStream");
+  }
+  return cudnn;
 }
 
 inline void *Context::Impl::getScratch(Scratch slot, size_t bytes,

@@ -6,7 +6,7 @@
       [--momentum F] [--weight-decay F] [--beta1 F --beta2 F --eps F] [--grad-clip F] \\
       [--lr-schedule constant|warmup_cosine] [--warmup-steps W] [--threads T] \\
       [--load-weights W.safetensors] [--save-grads G.safetensors] [--save-weights W.safetensors] \\
-      [--dp N] --out-json FILE
+      [--dp N] [--autocast bf16] --out-json FILE
 
 This is the reference the compiled program's losses, learning rates, gradients and weights are
 compared against.  The contract, step by step:
@@ -24,7 +24,14 @@ make_batches.py): step s (1-based) uses batch (s - 1) mod S, S being the smalles
 dimension of the inputs' tensors.
 
 Step s = 1..N:
-  loss = model(*inputs)          a 0-d float tensor; of a tuple, element 0
+  loss = model(*inputs)          a 0-d float tensor; of a tuple, element 0 (with --autocast
+                                 bf16: under torch.autocast("cpu", torch.bfloat16), PyTorch's
+                                 CPU mixed precision, the reference of train(precision="bf16").
+                                 TorchScript's own autocast pass is turned off so that the
+                                 dispatcher's applies to the model's ops.  It knows ops by name:
+                                 a traced model's aten::_convolution stays f32 where a scripted
+                                 one's aten::conv2d runs in bf16, so pass a scripted export
+                                 (with --load-weights of the traced one's state).)
   record loss.item()             before the update
   loss.backward()
   (with --dp N: as PyTorch DDP trains N replicas without SyncBatchNorm, each on its 1/N of the
@@ -156,7 +163,7 @@ def as_loss(output):
     return output
 
 
-def replica_steps(model, inputs, replicas):
+def replica_steps(model, inputs, replicas, autocast):
     """Forward and backward of `replicas` data-parallel replicas, each on its share of the
     inputs' rows, as DDP runs them: the gradients averaged, the buffers of replica 0 kept.
     Returns the mean loss."""
@@ -165,7 +172,8 @@ def replica_steps(model, inputs, replicas):
     shares = zip(*[tensor.chunk(replicas) for tensor in inputs])
     total, kept = 0.0, None
     for replica, share in enumerate(shares):
-        loss = as_loss(model(*share))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = as_loss(model(*share))
         total += loss.item()
         (loss / replicas if replicas > 1 else loss).backward()
         if replica == 0:
@@ -190,6 +198,8 @@ def train(args):
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(args.threads)
+    if args.autocast:
+        torch._C._jit_set_autocast_mode(False)
     model = torch.jit.load(args.model, map_location="cpu")
     if args.load_weights:
         load_weights(model, args.load_weights)
@@ -208,7 +218,7 @@ def train(args):
     for step in range(1, args.steps + 1):
         batch = (step - 1) % num_batches
         inputs = [batches[name][batch] for name in names]
-        losses.append(replica_steps(model, inputs, args.dp))
+        losses.append(replica_steps(model, inputs, args.dp, args.autocast == "bf16"))
         if step == 1 and args.save_grads:
             save_file({n: (p.grad if p.grad is not None else torch.zeros_like(p))
                        .detach().clone().contiguous() for n, p in named}, args.save_grads)
@@ -281,6 +291,8 @@ def main(argv=None):
     parser.add_argument("--dp", type=int, default=1,
                         help="train as N data-parallel replicas would, each on its share of "
                              "every batch (default 1)")
+    parser.add_argument("--autocast", choices=("bf16",),
+                        help="run the forward under PyTorch's CPU autocast to bfloat16")
     parser.add_argument("--out-json", required=True, help="where to write losses, lrs, params")
     args = parser.parse_args(argv)
     check_options(parser, args)

@@ -924,6 +924,145 @@ void addNN(CaseList &cases) {
       }
 }
 
+void addConvolutionsAndPooling(CaseList &cases) {
+  // Sums of up to 3 * 3 * 8 products of values in [-1, 1] accumulate in
+  // different orders (cuDNN's algorithms, oneDNN's): an absolute tolerance.
+  auto products = withAbsolute(1e-4);
+  struct ConvCase {
+    const char *name;
+    DType operands, out;
+    bool hasBias;
+    Shape input, weight, output;
+    Window2d window;
+    int64_t groups;
+  };
+  const ConvCase convCases[] = {
+      {"3x3 padded",
+       DType::F32,
+       DType::F32,
+       false,
+       {2, 8, 9, 7},
+       {6, 8, 3, 3},
+       {2, 6, 9, 7},
+       {{3, 3}, {1, 1}, {1, 1}, {1, 1}},
+       1},
+      {"strided, dilated, two groups, bias",
+       DType::F32,
+       DType::F32,
+       true,
+       {2, 6, 11, 10},
+       {8, 3, 3, 2},
+       {2, 8, 5, 11},
+       {{3, 2}, {2, 1}, {1, 1}, {2, 1}},
+       2},
+      {"1x1 strided",
+       DType::F32,
+       DType::F32,
+       false,
+       {3, 5, 8, 8},
+       {7, 5, 1, 1},
+       {3, 7, 4, 4},
+       {{1, 1}, {2, 2}, {0, 0}, {1, 1}},
+       1},
+      // Mixed precision: bf16 operands, an f32 forward, bf16 gradients.
+      {"mixed precision 3x3",
+       DType::BF16,
+       DType::F32,
+       false,
+       {2, 8, 9, 7},
+       {16, 8, 3, 3},
+       {2, 16, 9, 7},
+       {{3, 3}, {1, 1}, {1, 1}, {1, 1}},
+       1},
+      {"bf16 strided, two groups",
+       DType::BF16,
+       DType::BF16,
+       false,
+       {2, 8, 10, 10},
+       {8, 4, 3, 3},
+       {2, 8, 5, 5},
+       {{3, 3}, {2, 2}, {1, 1}, {1, 1}},
+       2},
+  };
+  for (const ConvCase &c : convCases) {
+    std::string what = std::string(c.name) + " " +
+                       describe(c.operands, c.input) + " by " + c.weight.str() +
+                       " into " + getName(c.out);
+    HostTensor input = random(c.operands, c.input, 130);
+    HostTensor weight = random(c.operands, c.weight, 131);
+    HostTensor grad = random(c.operands, c.output, 132);
+    std::vector<HostTensor> forwardInputs = {input, weight};
+    if (c.hasBias)
+      forwardInputs.push_back(random(c.out, {c.weight.dims[0]}, 133));
+    cases.addKernel(
+        "conv2d " + what, forwardInputs, c.out, c.output,
+        [c](auto &ctx, auto &in, const Tensor &out) {
+          conv2d(ctx, in[0], in[1], c.hasBias ? in[2] : Tensor(), out, c.window,
+                 c.groups);
+        },
+        products);
+    // The gradients of the mixed-precision forward are bf16, as autodiff
+    // builds them.
+    DType gradType = c.operands;
+    cases.addKernel(
+        "conv2dGradInput " + what, {grad, weight}, gradType, c.input,
+        [c](auto &ctx, auto &in, const Tensor &out) {
+          conv2dGradInput(ctx, in[0], in[1], out, c.window, c.groups);
+        },
+        products);
+    cases.addKernel(
+        "conv2dGradWeight " + what, {grad, input}, gradType, c.weight,
+        [c](auto &ctx, auto &in, const Tensor &out) {
+          conv2dGradWeight(ctx, in[0], in[1], out, c.window, c.groups);
+        },
+        products);
+  }
+
+  // Max pooling: overlapping windows with padding, dilation, and ceil_mode's
+  // windows cut at the edge; values from a few levels so that windows hold
+  // equal maxima (the first is taken, on both backends).
+  struct PoolCase {
+    const char *name;
+    Shape input, output;
+    Window2d window;
+  };
+  const PoolCase poolCases[] = {
+      {"3x3 stride 1 padded",
+       {2, 3, 8, 8},
+       {2, 3, 8, 8},
+       {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {"2x2 ceil_mode",
+       {2, 2, 7, 9},
+       {2, 2, 4, 5},
+       {{2, 2}, {2, 2}, {0, 0}, {1, 1}}},
+      {"dilated",
+       {1, 4, 9, 10},
+       {1, 4, 9, 5},
+       {{3, 2}, {1, 2}, {1, 1}, {1, 2}}},
+  };
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const PoolCase &c : poolCases) {
+      HostTensor input = random(dtype, c.input, 140, -3, 3);
+      for (int64_t i = 0; i < input.getCount(); ++i)
+        input.set(i, std::round(input.get(i)));
+      std::string what = std::string(c.name) + " " + describe(dtype, c.input);
+      cases.addKernel(
+          "maxPool2d " + what, {input}, dtype, c.output,
+          [c](auto &ctx, auto &in, const Tensor &out) {
+            maxPool2d(ctx, in[0], out, c.window);
+          },
+          getExact);
+      // The same sums in the same order on both backends.
+      cases.addKernel(
+          "maxPool2dGrad " + what, {random(dtype, c.output, 141), input}, dtype,
+          c.input,
+          [c](auto &ctx, auto &in, const Tensor &out) {
+            maxPool2dGrad(ctx, in[0], in[1], out, c.window);
+          },
+          getExact);
+    }
+}
+
 void addReductions(CaseList &cases) {
   const std::pair<ReduceKind, const char *> kinds[] = {
       {ReduceKind::Sum, "Sum"},
@@ -1114,6 +1253,7 @@ const std::vector<Case> &getCases() {
     addTriangularAndDropout(list);
     addContractions(list);
     addNN(list);
+    addConvolutionsAndPooling(list);
     addReductions(list);
     addRunningSums(list);
     addDataMovement(list);

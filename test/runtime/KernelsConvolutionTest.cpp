@@ -1,5 +1,7 @@
-// conv2d, its two gradients, and max pooling and its gradient against the
-// formulas, computed here in f64 by direct loops over every window.
+// conv2d, its two gradients (in f32, and in bf16 on both bf16 paths), and
+// max pooling and its gradient against the formulas, computed here in f64 by
+// direct loops over every window.
+#include "Bf16Paths.h"
 #include "TestValues.h"
 
 #include "slapo/runtime/cpu/Kernels.h"
@@ -55,6 +57,9 @@ struct Conv {
                 }
   }
 };
+
+double toFloat(float value) { return value; }
+double toFloat(BFloat16 value) { return value.toFloat(); }
 
 void checkNear(const std::vector<float> &actual,
                const std::vector<double> &expected) {
@@ -122,7 +127,81 @@ TEST_CASE("conv2d and its gradients with stride, padding, dilation, groups "
   }
 }
 
-TEST_CASE("conv2d of an empty batch writes nothing; bf16 is refused") {
+TEST_CASE("bf16 conv2d and its gradients sum in f32 and round once") {
+  // The mixed-precision forms: bf16 operands, an f32 forward result (plus an
+  // f32 bias), bf16 gradients; also all-bf16 with a bf16 bias.
+  Conv conv{2, 6, 5, 7, 8, 2, {{3, 3}, {1, 2}, {1, 1}, {1, 1}}};
+  Shape inputShape{conv.n, conv.c, conv.h, conv.w};
+  Shape weightShape{conv.o, conv.c / conv.groups, 3, 3};
+  Shape outShape{conv.n, conv.o, conv.outH(), conv.outW()};
+  std::vector<float> input = pattern(inputShape.getNumElements(), 11);
+  std::vector<float> weight = pattern(weightShape.getNumElements(), 12);
+  std::vector<float> bias = pattern(conv.o, 13);
+  std::vector<float> grad = pattern(outShape.getNumElements(), 14);
+  std::vector<BFloat16> inputBf = roundToBf16(input),
+                        weightBf = roundToBf16(weight),
+                        biasBf = roundToBf16(bias), gradBf = roundToBf16(grad);
+  // The exact sums of the bf16 values, and the largest magnitude of their
+  // terms, which bounds the f32 accumulation's error.
+  std::vector<double> out(outShape.getNumElements()), outTerms(out.size()),
+      gradInput(input.size()), gradInputTerms(input.size()),
+      gradWeight(weight.size()), gradWeightTerms(weight.size());
+  for (int64_t i = 0; i < outShape.getNumElements(); ++i)
+    outTerms[i] =
+        std::fabs(out[i] = bias[i / (conv.outH() * conv.outW()) % conv.o]);
+  conv.forEachProduct([&](int64_t o, int64_t i, int64_t k) {
+    out[o] += double(input[i]) * weight[k];
+    outTerms[o] += std::fabs(double(input[i]) * weight[k]);
+    gradInput[i] += double(grad[o]) * weight[k];
+    gradInputTerms[i] += std::fabs(double(grad[o]) * weight[k]);
+    gradWeight[k] += double(grad[o]) * input[i];
+    gradWeightTerms[k] += std::fabs(double(grad[o]) * input[i]);
+  });
+  // f32 sums: a few f32 roundings of the terms' magnitude; bf16 results
+  // round once more, by half a bf16 ulp (at most 2^-8 relative).
+  auto check = [](const auto &actual, const std::vector<double> &expected,
+                  const std::vector<double> &terms, double rounding) {
+    REQUIRE(actual.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      INFO("element " << i);
+      double value = toFloat(actual[i]);
+      CHECK(std::fabs(value - expected[i]) <=
+            std::fabs(expected[i]) * rounding + terms[i] * 1e-5);
+    }
+  };
+
+  for (CpuPaths paths : getBf16MatmulPaths()) {
+    Context ctx(2, paths);
+    INFO(ctx.describe());
+    Tensor x(inputBf.data(), DType::BF16, inputShape),
+        w(weightBf.data(), DType::BF16, weightShape),
+        g(gradBf.data(), DType::BF16, outShape);
+    std::vector<float> result(out.size());
+    conv2d(ctx, x, w, Tensor(bias.data(), DType::F32, {conv.o}),
+           Tensor(result.data(), DType::F32, outShape), conv.window,
+           conv.groups);
+    check(result, out, outTerms, 0);
+    std::vector<BFloat16> rounded(out.size());
+    conv2d(ctx, x, w, Tensor(biasBf.data(), DType::BF16, {conv.o}),
+           Tensor(rounded.data(), DType::BF16, outShape), conv.window,
+           conv.groups);
+    check(rounded, out, outTerms, 1.0 / 256);
+
+    std::vector<BFloat16> dInput(input.size()), dWeight(weight.size());
+    conv2dGradInput(ctx, g, w, Tensor(dInput.data(), DType::BF16, inputShape),
+                    conv.window, conv.groups);
+    check(dInput, gradInput, gradInputTerms, 1.0 / 256);
+    conv2dGradWeight(ctx, g, x,
+                     Tensor(dWeight.data(), DType::BF16, weightShape),
+                     conv.window, conv.groups);
+    check(dWeight, gradWeight, gradWeightTerms, 1.0 / 256);
+  }
+  if (getSupportedCpuPaths().bf16Matmul != Bf16Matmul::OneDnn)
+    WARN(describeMissingBf16Matmul());
+}
+
+TEST_CASE("conv2d of an empty batch writes nothing; f16 and mixed operand "
+          "dtypes are refused") {
   Context ctx(1);
   Window2d window{{1, 1}, {1, 1}, {0, 0}, {1, 1}};
   std::vector<float> weight(2 * 3), out(1, 7);
@@ -132,10 +211,17 @@ TEST_CASE("conv2d of an empty batch writes nothing; bf16 is refused") {
   CHECK(out[0] == 7);
   std::vector<uint16_t> half(12), halfWeight(6), halfOut(8);
   CHECK_THROWS_WITH(
-      conv2d(ctx, Tensor(half.data(), DType::BF16, {1, 3, 2, 2}),
-             Tensor(halfWeight.data(), DType::BF16, {2, 3, 1, 1}), Tensor(),
-             Tensor(halfOut.data(), DType::BF16, {1, 2, 2, 2}), window, 1),
-      Catch::Contains("conv2d") && Catch::Contains("BF16"));
+      conv2d(ctx, Tensor(half.data(), DType::F16, {1, 3, 2, 2}),
+             Tensor(halfWeight.data(), DType::F16, {2, 3, 1, 1}), Tensor(),
+             Tensor(halfOut.data(), DType::F16, {1, 2, 2, 2}), window, 1),
+      Catch::Contains("conv2d") && Catch::Contains("F16"));
+  std::vector<float> image(12);
+  CHECK_THROWS_WITH(
+      conv2dGradWeight(ctx, Tensor(halfOut.data(), DType::BF16, {1, 2, 2, 2}),
+                       Tensor(image.data(), DType::F32, {1, 3, 2, 2}),
+                       Tensor(weight.data(), DType::F32, {2, 3, 1, 1}), window,
+                       1),
+      Catch::Contains("conv2dGradWeight") && Catch::Contains("one dtype"));
 }
 
 TEST_CASE("max pooling takes the first of equal maxima, NaN, and windows "

@@ -1,5 +1,6 @@
 // linear and matmul through oneDNN against naive loops, and the primitive
 // cache of the CPU context.
+#include "Bf16Paths.h"
 #include "ContextImpl.h"
 #include "TestValues.h"
 
@@ -71,39 +72,8 @@ TEST_CASE("linear flattens leading input dims") {
 
 namespace {
 
-/// `values` rounded to bf16, and `values` set to what bf16 holds (for a
-/// reference that sees what the kernel sees).
-std::vector<BFloat16> roundToBf16(std::vector<float> &values) {
-  std::vector<BFloat16> rounded;
-  for (float &value : values) {
-    rounded.push_back(BFloat16::fromFloat(value));
-    value = rounded.back().toFloat();
-  }
-  return rounded;
-}
-
 double toDouble(float value) { return value; }
 double toDouble(BFloat16 value) { return value.toFloat(); }
-
-/// The contexts whose bf16 contractions the tests compare: oneDNN's bf16
-/// matmul where this CPU has it, and the f32 fallback everywhere.
-std::vector<CpuPaths> getBf16MatmulPaths() {
-  CpuPaths supported = getSupportedCpuPaths();
-  std::vector<CpuPaths> paths = {{supported.kernels, Bf16Matmul::F32Fallback}};
-  if (supported.bf16Matmul == Bf16Matmul::OneDnn)
-    paths.push_back(supported);
-  return paths;
-}
-
-/// Why oneDNN's bf16 matmul is not tested here, when it is not.
-std::string describeMissingBf16Matmul() {
-  if (const char *limit = std::getenv("SLAPO_CPU_ISA"))
-    return std::string("skipped: SLAPO_CPU_ISA=") + limit +
-           " rules out oneDNN's bf16 matmul";
-  return "skipped: CPU lacks avx512_core, which oneDNN's bf16 matmul needs "
-         "(oneDNN's ISA here: " +
-         getEffectiveIsaName() + ")";
-}
 
 } // namespace
 

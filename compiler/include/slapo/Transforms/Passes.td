@@ -313,16 +313,17 @@ def Microbatch : Pass<"slapo-microbatch", "::mlir::ModuleOp"> {
 }
 
 def MixedPrecision : Pass<"slapo-mixed-precision", "::mlir::ModuleOp"> {
-  let summary = "precision bf16: contractions in bf16, accumulating in f32";
+  let summary = "precision bf16: contractions and convolutions in bf16, accumulating in f32";
   let description = [{
-    Every f32 `slapo.linear` and `slapo.matmul` of @forward takes bf16
-    operands (slapo.cast of its f32 ones) and gives its f32 sums, as
-    torch.autocast(dtype=bfloat16) computes them but without rounding the
-    result: a linear's bias is added in f32. Everything else stays f32:
-    parameters (the master weights), their gradients and the optimizer
-    state, norms, softmax and the loss. The gradient rules of the
-    contractions take the gradient in bf16 as well, so the backward's
-    products run in bf16 too.
+    Every f32 `slapo.linear`, `slapo.matmul` and `slapo.conv2d` of @forward
+    takes bf16 operands (slapo.cast of its f32 ones) and gives its f32 sums,
+    as torch.autocast(dtype=bfloat16) computes them but without rounding the
+    result: a linear's or convolution's bias is added in f32. Everything
+    else stays f32: parameters (the master weights), their gradients and the
+    optimizer state, norms (batch_norm included), softmax, pooling and the
+    loss. The gradient rules of the contractions take the gradient in bf16
+    as well, so the backward's products (the convolutions' two gradients
+    too) run in bf16.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
 }

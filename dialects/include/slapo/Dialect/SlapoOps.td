@@ -494,7 +494,8 @@ def Slapo_Window2d {
                     DenseI64ArrayAttr:$dilation);
 }
 
-def Slapo_Conv2dOp : Slapo_Op<"conv2d", [Pure, Slapo_Differentiable]> {
+def Slapo_Conv2dOp : Slapo_Op<"conv2d", [Pure, Slapo_Differentiable,
+                                         Slapo_Shardable]> {
   let summary = "2-d convolution of input[N, C, H, W] by weight[O, C/groups, kH, kW]";
   let description = [{
     torch.nn.functional.conv2d: output channel o sees the input channels of
@@ -539,7 +540,8 @@ def Slapo_Conv2dGradWeightOp : Slapo_Op<"conv2d_grad_weight", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Slapo_MaxPool2dOp : Slapo_Op<"max_pool2d", [Pure, Slapo_Differentiable]> {
+def Slapo_MaxPool2dOp : Slapo_Op<"max_pool2d", [Pure, Slapo_Differentiable,
+                                                Slapo_Shardable]> {
   let summary = "maximum over windows of input[N, C, H, W]";
   let description = [{
     torch.nn.functional.max_pool2d: each output element is the maximum of
@@ -860,7 +862,7 @@ def Slapo_ParamGradOp : Slapo_Op<"param_grad",
 }
 
 def Slapo_UpdateBufferOp : Slapo_Op<"update_buffer",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>, Slapo_Shardable]> {
   let summary = "writes a buffer's new value (model state the step updates)";
   let description = [{
     Gives the buffer `buffer` (a slapo.param marked `buffer`, never trained)

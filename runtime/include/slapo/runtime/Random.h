@@ -9,14 +9,10 @@
 #ifndef SLAPO_RUNTIME_RANDOM_H
 #define SLAPO_RUNTIME_RANDOM_H
 
-#include <cstdint>
-
 // CUDA kernels draw the same bits as the CPU's (runtime/cuda).
-#if defined(__CUDACC__)
-#define SLAPO_HOST_DEVICE __host__ __device__
-#else
-#define SLAPO_HOST_DEVICE
-#endif
+#include "slapo/runtime/HostDevice.h"
+
+#include <cstdint>
 
 namespace slapo::rt {
 

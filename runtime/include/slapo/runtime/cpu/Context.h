@@ -24,10 +24,11 @@ namespace slapo::rt::cpu {
 /// x86-64-v3 and Avx512 x86-64-v4. oneDNN dispatches on its own.
 enum class KernelIsa { X86_64, Avx2, Avx512 };
 
-/// How linear and matmul multiply bf16 operands: with oneDNN's bf16 matmul
-/// (which needs AVX-512), or, where oneDNN has none, as oneDNN's f32 matmul
-/// of the operands widened to f32 (exactly). Both sum the exact products in
-/// f32 and round the sums once to the output's dtype.
+/// How linear, matmul and the convolutions multiply bf16 operands: with
+/// oneDNN's bf16 matmul and convolutions (which need AVX-512), or, where
+/// oneDNN has none, as oneDNN's f32 ones of the operands widened to f32
+/// (exactly). Both sum the exact products in f32 and round the sums once to
+/// the output's dtype.
 enum class Bf16Matmul { OneDnn, F32Fallback };
 
 /// The kernel paths a context uses.

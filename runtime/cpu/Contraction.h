@@ -1,0 +1,91 @@
+//===- Contraction.h - what the oneDNN contractions share -------*- C++ -*-===//
+//
+// Private to runtime/cpu: linear, matmul (Matmul.cpp) and the convolutions
+// (Convolution.cpp) take f32 or bf16 operands; bf16 ones sum in f32 inside
+// oneDNN and are rounded once, to the output's dtype. On a CPU where oneDNN
+// has no bf16 contractions (AVX2) the context's path is
+// Bf16Matmul::F32Fallback: the operands are widened to f32, which is exact,
+// and the f32 primitive sums the same exact products in f32, rounded once.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_CPU_CONTRACTION_H
+#define SLAPO_RUNTIME_CPU_CONTRACTION_H
+
+#include "KernelSupport.h"
+
+#include "slapo/runtime/cpu/Kernels.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <array>
+#include <memory>
+
+namespace slapo::rt::cpu::detail {
+
+/// oneDNN's type of a contraction's f32 or bf16 tensor; throws for others.
+inline dnnl::memory::data_type getContractionType(const char *kernel,
+                                                  DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return dnnl::memory::data_type::f32;
+  case DType::BF16:
+    return dnnl::memory::data_type::bf16;
+  default:
+    throwUnsupported(kernel, dtype);
+  }
+}
+
+/// Row-major strides of `dims`.
+inline dnnl::memory::dims getContiguousStrides(const dnnl::memory::dims &dims) {
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (size_t d = dims.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * dims[d];
+  return strides;
+}
+
+/// A row-major tensor of `dims` and `type`.
+inline dnnl::memory::desc makeContiguousDesc(const dnnl::memory::dims &dims,
+                                             dnnl::memory::data_type type) {
+  return dnnl::memory::desc(dims, type, getContiguousStrides(dims));
+}
+
+/// Whether a contraction of `operand`'s dtype runs as an f32 one.
+inline bool runsInF32(Context &ctx, const Tensor &operand) {
+  return operand.dtype == DType::BF16 &&
+         ctx.getPaths().bf16Matmul == Bf16Matmul::F32Fallback;
+}
+
+/// `tensor` as f32: bf16 values widened into `storage`, a tensor of any other
+/// dtype (or none) as it is.
+inline Tensor widenToF32(Context &ctx, const Tensor &tensor,
+                         std::unique_ptr<float[]> &storage) {
+  if (!tensor || tensor.dtype != DType::BF16)
+    return tensor;
+  storage.reset(new float[tensor.getNumElements()]);
+  Tensor widened(storage.get(), DType::F32, tensor.shape);
+  cast(ctx, tensor, widened);
+  return widened;
+}
+
+/// Calls `contract(operands, result)` with the bf16 `operands` widened to f32
+/// and an f32 `result` that is then rounded into `out`.
+template <size_t N, typename F>
+void contractInF32(Context &ctx, const std::array<Tensor, N> &operands,
+                   const Tensor &out, F &&contract) {
+  std::unique_ptr<float[]> storage[N + 1];
+  std::array<Tensor, N> widened;
+  for (size_t i = 0; i < N; ++i)
+    widened[i] = widenToF32(ctx, operands[i], storage[i]);
+  Tensor result = out;
+  if (out.dtype != DType::F32) {
+    storage[N].reset(new float[out.getNumElements()]);
+    result = Tensor(storage[N].get(), DType::F32, out.shape);
+  }
+  contract(widened, result);
+  if (result.data != out.data)
+    cast(ctx, result, out);
+}
+
+} // namespace slapo::rt::cpu::detail
+
+#endif // SLAPO_RUNTIME_CPU_CONTRACTION_H
