@@ -99,6 +99,21 @@ reference llama "${adamw[@]}"
 program llama fp32 --input 'input_ids=i64[2,16]' --input 'labels=i64[2,16]' \
   --schedule "$e2e/Inputs/adamw.sched"
 
+# The WideResNet in training mode (cuDNN convolutions, batch_norm's batch
+# statistics and running-statistics buffers), 8 images of 32x32 a step, SGD
+# as wideresnet.test trains it: in fp32 and in bf16.
+wrn=$suite/cases/wideresnet
+mkdir -p "$wrn"
+$python "$root/test/models/export.py" --model wideresnet --mode trace --train \
+  --out "$wrn/model.pt" > /dev/null
+$python "$e2e/make_batches.py" "$wrn/model.pt" --input 'x=f32[8,3,32,32]' \
+  --input 'labels=i64[8]:10' --steps 5 --seed 4 -o "$wrn/batches.safetensors"
+reference wideresnet --optimizer sgd --lr 0.1 --momentum 0.9 --weight-decay 5e-4
+sed 's/dp=2/dp=1/' "$root/schedules/wideresnet.sched" > "$wrn/fp32.sched"
+sed 's/train(/train(precision="bf16", /' "$wrn/fp32.sched" > "$wrn/bf16.sched"
+program wideresnet fp32 --schedule "$wrn/fp32.sched"
+program wideresnet bf16 --schedule "$wrn/bf16.sched"
+
 cp "$root/test/gpu/run.sh" "$suite/"
 # Compressed, the suite travels in a few MiB.
 tar -C "$(dirname "$suite")" -cf - "$(basename "$suite")" | xz -T2 -3 > "$suite.tar.xz"

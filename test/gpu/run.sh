@@ -6,6 +6,8 @@
 #   - GPT-2, BERT and LLaMA-style test models, 5 AdamW steps on one GPU, in
 #     fp32 (losses within 1e-4 of PyTorch's, step-1 gradients within 1e-4)
 #     and GPT-2 in bf16 (losses 1e-3, gradients 5e-2: the CPU's bf16 bounds);
+#   - the training-mode WideResNet, 5 SGD steps in fp32 (1e-4) and bf16
+#     (wideresnet.test's bounds);
 #   - GPT-2 with tp=2 and with dp=2, two ranks on one GPU (MPI staged through
 #     host memory), against the same reference;
 #   - GPT-2 with fusion="auto" (generated fused kernels): within 1e-4 of
@@ -90,6 +92,10 @@ bf16_is_not_fp32() {
 }
 check gpt2-bf16 trains gpt2 bf16 1 1e-3 5e-2
 check gpt2-bf16-differs bf16_is_not_fp32
+# The WideResNet: fp32 within 1e-4; bf16 within wideresnet.test's bounds
+# (losses 2e-3; step-1 gradients 0.5, this network's sensitivity).
+check wideresnet-fp32 trains wideresnet fp32 1 1e-4 1e-4
+check wideresnet-bf16 trains wideresnet bf16 1 2e-3 0.5
 check gpt2-tp2 trains gpt2 tp2 2 1e-4 1e-4
 # The fused kernels round as the kernels they replace: PyTorch's within
 # 1e-4, and the unfused program's losses bit for bit.
