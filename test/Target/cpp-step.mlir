@@ -73,7 +73,7 @@ module {
 // CHECK: const InputSlot kInputs[] = {
 // CHECK-NEXT: {{[{][{]}}"x", DType::F32, {2, 4}, 384}, 0},
 // CHECK: const ProgramDesc kProgram = {
-// CHECK: /*dp=*/1, /*tp=*/1, /*seed=*/kSeed,
+// CHECK: /*dp=*/1, /*tp=*/1, /*pp=*/1, /*stage=*/0, /*seed=*/kSeed,
 // CHECK: /*step=*/{"step", DType::I64, {}, 448},
 // CHECK: /*loss=*/{"loss", DType::F32, {},
 // CHECK: /*learningRate=*/{"lr", DType::F64, {},
