@@ -52,6 +52,9 @@ struct PipelineRankPass : impl::PipelineRankBase<PipelineRankPass> {
   /// stage sends to every other; sums the gradients of a parameter tied
   /// across stages over the tied group.
   void keepOwnResults(func::FuncOp function);
+  /// The loss on this stage: the last stage's `loss`, which it sends to
+  /// every other stage, or the one received from it.
+  Value passLoss(func::FuncOp function, Value loss);
   /// Erases the other stages' ops and the boundaries; fails where an op
   /// kept uses one (a boundary missing).
   LogicalResult eraseOtherStages(Block &block);
@@ -118,11 +121,50 @@ void PipelineRankPass::splitBoundaries(Block &block) {
   }
 }
 
+Value PipelineRankPass::passLoss(func::FuncOp function, Value loss) {
+  Block &block = function.getBody().front();
+  bool microbatched = llvm::any_of(block, [](Operation &op) {
+    return op.hasAttr(kMicrobatchAttrName);
+  });
+  // With microbatches the loss is complete once the step is: it moves at
+  // the end, after the backward. Without, the forward ends with it, and it
+  // moves in the forward phase, so that --forward-only reports it too: the
+  // last stage sends it before any gradient, the others receive it before
+  // their backward.
+  OpBuilder builder(block.getTerminator());
+  MLIRContext *context = builder.getContext();
+  auto place = [&](Operation *op) {
+    op->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
+    if (microbatched)
+      op->setAttr(kPhaseAttrName, StringAttr::get(context, "backward"));
+  };
+  int64_t last = numStages - 1;
+  Location loc = block.getTerminator()->getLoc();
+  if (stage == last) {
+    if (!microbatched && loss.getDefiningOp())
+      builder.setInsertionPointAfter(loss.getDefiningOp());
+    for (int64_t other = 0; other < last; ++other)
+      place(builder.create<StageSendOp>(loc, loss, other));
+    return loss;
+  }
+  if (!microbatched)
+    for (Operation &op : block) {
+      auto phase = op.getAttrOfType<StringAttr>(kPhaseAttrName);
+      if (phase && phase.getValue() == "backward") {
+        builder.setInsertionPoint(&op);
+        break;
+      }
+    }
+  auto recv = builder.create<StageRecvOp>(loc, loss.getType(), last);
+  place(recv);
+  return recv.getResult();
+}
+
 void PipelineRankPass::keepOwnResults(func::FuncOp function) {
   auto ret = cast<func::ReturnOp>(function.getBody().front().getTerminator());
   OpBuilder builder(ret);
   MLIRContext *context = builder.getContext();
-  // The ops added here follow the last microbatch's backward.
+  // The sums of tied gradients follow the last microbatch's backward.
   auto mark = [&](Operation *op) {
     op->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
     op->setAttr(kPhaseAttrName, StringAttr::get(context, "backward"));
@@ -133,41 +175,7 @@ void PipelineRankPass::keepOwnResults(func::FuncOp function) {
             index, kGradOfAttrName))
       ++gradParts[param.getValue()];
 
-  // Without microbatches the forward ends with the loss, which then moves
-  // in the forward phase (the last stage sends it before any gradient, and
-  // the others receive it before their backward), so that --forward-only
-  // reports it too; with microbatches it is complete once the step is.
-  Value loss = ret.getOperand(0);
-  Block &block = function.getBody().front();
-  bool microbatched = llvm::any_of(block, [](Operation &op) {
-    return op.hasAttr(kMicrobatchAttrName);
-  });
-  int64_t last = numStages - 1;
-  OpBuilder lossBuilder(ret);
-  auto place = [&](Operation *op) {
-    if (microbatched)
-      mark(op);
-    else
-      op->setAttr(kStageAttrName, builder.getI64IntegerAttr(stage));
-  };
-  if (stage == last) {
-    if (!microbatched && loss.getDefiningOp())
-      lossBuilder.setInsertionPointAfter(loss.getDefiningOp());
-    for (int64_t other = 0; other < last; ++other)
-      place(lossBuilder.create<StageSendOp>(ret.getLoc(), loss, other));
-  } else {
-    for (Operation &op : block) {
-      auto phase = op.getAttrOfType<StringAttr>(kPhaseAttrName);
-      if (!microbatched && phase && phase.getValue() == "backward") {
-        lossBuilder.setInsertionPoint(&op);
-        break;
-      }
-    }
-    auto recv =
-        lossBuilder.create<StageRecvOp>(ret.getLoc(), loss.getType(), last);
-    place(recv);
-    loss = recv.getResult();
-  }
+  Value loss = passLoss(function, ret.getOperand(0));
   SmallVector<Value> results{loss};
   SmallVector<DictionaryAttr> resultAttrs{function.getResultAttrDict(0)};
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {

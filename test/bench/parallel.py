@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Tensor and data parallelism of slapoc-compiled GPT-2 training: step time and communication.
+"""Tensor, data and pipeline parallelism of slapoc-compiled GPT-2 training: step time and
+communication.
 
   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/parallel.py \\
       [gpt_train.py's flags; --threads is per rank and defaults to 1]
@@ -14,6 +15,9 @@ batch):
   dp=2    its mesh line made mesh(dp=2, tp=1, pp=1), as test/e2e/tensor_parallel.test does:
           two replicas on B/2 rows each, gradients all-reduced (sharding over one rank is a
           no-op)
+  pp=2    no primitives but a cut after the middle block, mesh(dp=1, tp=1, pp=2), and
+          train(microbatches=m) for m = 1, 2, 4, 8 (those that divide B): two stages in 1F1B
+          order
 
 Each program trains W + N steps under
 `mpirun --allow-run-as-root --oversubscribe --bind-to none -np RANKS` with --threads T per
@@ -21,7 +25,9 @@ rank (T = 1 by default, so that two ranks fill a two-core machine); the meshes t
 R repeats.  Rank 0's --log-json gives per step step_time_s and comm_time_s, the wall time the
 rank spent inside MPI collectives (waiting for its peer included); a run's value is the median
 over its N timed steps, the table shows the median over the repeats, and the fraction is
-median comm time / median step time.  All meshes train on the same global batches, so their
+median comm time / median step time. For pp=2 rank 0 is the first stage, whose sends do not
+wait: its comm time is the time it waits on receives, the measured bubble, shown beside 1F1B's
+theoretical (p - 1) / (m + p - 1).  All meshes train on the same global batches, so their
 losses agree (printed below the table).  The header names the paths the programs took (rank 0's
 progress header: oneDNN's ISA, the kernel build, the bf16 matmul; SLAPO_CPU_ISA caps them).
 """
@@ -36,32 +42,46 @@ import gpt_train
 
 SCHEDULE = os.path.join(gpt_train.REPO, "schedules", "gpt2.sched")
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np"]
-# (name, output directory, ranks, the schedule's mesh line, whether the primitives stay)
-MESHES = (("1 rank", "one-rank", 1, "mesh(dp=1, tp=1, pp=1)", False),
-          ("tp=2", "tp2", 2, "mesh(dp=1, tp=2, pp=1)", True),
-          ("dp=2", "dp2", 2, "mesh(dp=2, tp=1, pp=1)", True))
+# (name, output directory, ranks, the schedule's mesh line, whether the primitives stay,
+# microbatches: with pipeline stages, the schedule cuts after the middle block)
+MESHES = (("1 rank", "one-rank", 1, "mesh(dp=1, tp=1, pp=1)", False, 1),
+          ("tp=2", "tp2", 2, "mesh(dp=1, tp=2, pp=1)", True, 1),
+          ("dp=2", "dp2", 2, "mesh(dp=2, tp=1, pp=1)", True, 1)) + tuple(
+              ("pp=2 m=%d" % m, "pp2-m%d" % m, 2, "mesh(dp=1, tp=1, pp=2)", False, m)
+              for m in (1, 2, 4, 8))
 
 
-def schedule(args, mesh, primitives):
+def schedule(args, mesh, primitives, microbatches=1):
     """schedules/gpt2.sched with the mesh line, the input shapes [B, S], and its primitives
-    (the sch[...] lines) kept or dropped."""
+    (the sch[...] lines) kept or dropped; with pp=2 in the mesh, train(microbatches=) and a cut
+    after the middle block."""
     with open(SCHEDULE) as f:
         lines = f.read().splitlines()
     lines = [re.sub(r"^mesh\(.*\)$", mesh, line) for line in lines
              if primitives or not line.startswith("sch[")]
+    if "pp=2" in mesh:
+        lines = [re.sub(r"^(train\(.*)\)$", r"\1, microbatches=%d)" % microbatches, line)
+                 for line in lines]
+        lines.append('sch["transformer.h.%d"].cut_pipeline_stage()' % (args.layers // 2 - 1))
     return re.sub(r"i64\[\d+, *\d+\]", "i64[%d, %d]" % (args.batch, args.seq),
                   "\n".join(lines) + "\n")
+
+
+def meshes(args):
+    """The meshes this batch can run: a microbatch count must divide it."""
+    return [mesh for mesh in MESHES if args.batch % mesh[5] == 0]
 
 
 def bench(args, work):
     start_load = gpt_train.load_average()
     n_params, _ = gpt_train.prepare(args, work)
-    for _, out, _, mesh, primitives in MESHES:
-        gpt_train.compile_slapoc(args, work, out, schedule(args, mesh, primitives))
-    runs = {name: [] for name, _, _, _, _ in MESHES}
+    for _, out, _, mesh, primitives, microbatches in meshes(args):
+        gpt_train.compile_slapoc(args, work, out,
+                                 schedule(args, mesh, primitives, microbatches))
+    runs = {mesh[0]: [] for mesh in meshes(args)}
     paths = None
     for _ in range(args.repeats):
-        for name, out, ranks, _, _ in MESHES:
+        for name, out, ranks, _, _, _ in meshes(args):
             log = os.path.join(work, out + ".json")
             finished = gpt_train.run(MPIRUN + [str(ranks)] + gpt_train.launch_argv(
                 args, work, os.path.join(work, out), log))
@@ -86,25 +106,28 @@ def bench(args, work):
           "per mesh, rank 0's times" % (gpt_train.shell(MPIRUN), args.threads, args.warmup,
                                          args.steps, args.repeats))
     print("- paths (rank 0's progress header): %s\n" % paths)
-    print("| mesh | ranks | step ms | tokens/s | comm ms per step | comm fraction |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, _, ranks, _, _ in MESHES:
+    print("| mesh | ranks | step ms | tokens/s | comm ms per step | comm fraction "
+          "| 1F1B bubble (theory) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, _, ranks, mesh, _, microbatches in meshes(args):
         step_s = statistics.median(r["step_s"] for r in runs[name])
         comm_s = statistics.median(r["comm_s"] for r in runs[name])
-        print("| %s | %d | %.0f | %.0f | %.0f | %.0f%% |"
+        theory = ("%.0f%%" % (100 / (microbatches + 1))) if "pp=2" in mesh else ""
+        print("| %s | %d | %.0f | %.0f | %.0f | %.0f%% | %s |"
               % (name, ranks, step_s * 1e3, tokens / step_s, comm_s * 1e3,
-                 100 * comm_s / step_s))
+                 100 * comm_s / step_s, theory))
     print("\nLoss after %d steps: %s." % (args.warmup + args.steps, ", ".join(
         "%s %.6f" % (name, runs[name][0]["loss"]) for name in runs)))
 
 
 def main():
     parser = argparse.ArgumentParser(
-        description="Step time and communication of GPT-2 training on 1 rank, tp=2 and dp=2")
+        description="Step time and communication of GPT-2 training on 1 rank, tp=2, dp=2 "
+                    "and pp=2 (m=1, 2, 4, 8)")
     gpt_train.add_common_args(parser, threads=1, steps=5)
     args = gpt_train.parse_args(parser)
-    if args.batch % 2 or args.heads % 2:
-        parser.error("dp=2 needs an even --batch and tp=2 an even --heads")
+    if args.batch % 2 or args.heads % 2 or args.layers < 2:
+        parser.error("dp=2 needs an even --batch, tp=2 an even --heads and pp=2 two --layers")
     try:
         with gpt_train.work_dir(args) as work:
             bench(args, work)
