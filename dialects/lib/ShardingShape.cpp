@@ -97,24 +97,41 @@ LogicalResult ReshapeOp::propagateSharding(ShardingContext &context) {
   // chunks. Merging batch and heads split by heads, [B, H, T, d] ->
   // [B*H, T, d], is a split of dim 0 in B chunks; splitting it back again a
   // split of dim 1.
+  // With one rank every such dim holds whole parts, even one whose chunks
+  // are one row each (T in [B, T, C] -> [B, T, H, d]); the first whose
+  // chunks hold several rows is the one more ranks would split, so that a
+  // schedule checks alike on one rank.
   ArrayRef<int64_t> in = shapeOf(input), out = shapeOf(getResult());
   int64_t blocks = split.chunks;
   for (int64_t d = 0; d < split.dim; ++d)
     blocks *= in[d];
-  int64_t before = 1, dim = 0;
-  for (; dim < int64_t(out.size()) && blocks % before == 0;
+  int64_t tp = context.getTensorParallelSize();
+  std::optional<int64_t> found, firstWhole;
+  for (int64_t before = 1, dim = 0;
+       dim < int64_t(out.size()) && blocks % before == 0;
        before *= out[dim++]) {
     int64_t chunks = blocks / before;
-    if (out[dim] % (chunks * context.getTensorParallelSize()) == 0)
+    if (out[dim] % (chunks * tp) != 0)
+      continue;
+    if (!firstWhole)
+      firstWhole = dim;
+    if (out[dim] / chunks > 1) {
+      found = dim;
       break;
+    }
   }
-  if (dim == int64_t(out.size()) || blocks % before != 0)
+  if (!found)
+    found = firstWhole;
+  if (!found)
     return context.error(*this)
            << "reshapes a tensor of shape " << shapeString(in) << " "
            << split.str() << " to " << shapeString(out)
            << ", which does not keep the split whole";
+  int64_t before = 1;
+  for (int64_t d = 0; d < *found; ++d)
+    before *= out[d];
   split.chunks = blocks / before;
-  split.dim = dim;
+  split.dim = *found;
   context.setViewResult(*this, split);
   return success();
 }
