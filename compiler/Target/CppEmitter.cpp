@@ -152,7 +152,7 @@ std::string describeModule(Operation *op) {
 /// runtime/cpu/Kernels.h).
 bool hasCpuKernelOnly(Operation *op) {
   return isa<Conv2dOp, Conv2dGradInputOp, Conv2dGradWeightOp, MaxPool2dOp,
-             MaxPool2dGradOp>(op);
+             MaxPool2dGradOp, FlashAttentionOp, FlashAttentionGradOp>(op);
 }
 
 /// An op of the runtime's unary or binary kernel: the kernel, and the
@@ -719,6 +719,32 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         return llvm::formatv("crossEntropyGrad(ctx, {0}, {1}, {2}, {3})",
                              use(grad.getLogits()), use(grad.getTarget()),
                              use(grad.getRowWeight()), out())
+            .str();
+      })
+      .Case([&](FlashAttentionOp attention) -> Call {
+        return llvm::formatv(
+                   "flashAttention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                   "{7}, {8})",
+                   use(attention.getQuery()), use(attention.getKey()),
+                   use(attention.getValue()), optional(attention.getKeep()),
+                   optional(attention.getBias()), use(attention.getResult()),
+                   use(attention.getLogsumexp()),
+                   doubleLiteral(attention.getScale().convertToDouble()),
+                   doubleLiteral(attention.getMaskedScore().convertToDouble()))
+            .str();
+      })
+      .Case([&](FlashAttentionGradOp grad) -> Call {
+        return llvm::formatv(
+                   "flashAttentionGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                   "{6}, {7}, {8}, {9}, {10}, {11}, {12})",
+                   use(grad.getQuery()), use(grad.getKey()),
+                   use(grad.getValue()), optional(grad.getKeep()),
+                   optional(grad.getBias()), use(grad.getResult()),
+                   use(grad.getLogsumexp()), use(grad.getGrad()),
+                   use(grad.getGradQuery()), use(grad.getGradKey()),
+                   use(grad.getGradValue()),
+                   doubleLiteral(grad.getScale().convertToDouble()),
+                   doubleLiteral(grad.getMaskedScore().convertToDouble()))
             .str();
       })
       .Case([&](SumOp sum) { return reduce("Sum", sum.getDims()); })

@@ -182,4 +182,23 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &builder,
   return success();
 }
 
+LogicalResult FlashAttentionOp::buildVjp(OpBuilder &builder,
+                                         ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  // FlashAttention-2's backward, one op: it recomputes the probabilities
+  // from the saved row log-sum-exp rather than reading them. The
+  // log-sum-exp is the kernel's own bookkeeping: nothing else reads it.
+  if (resultGrads[1])
+    return emitOpError("has no gradient rule for its logsumexp result");
+  auto grad = builder.create<FlashAttentionGradOp>(
+      getLoc(), getQuery().getType(), getKey().getType(), getValue().getType(),
+      getQuery(), getKey(), getValue(), getKeep(), getBias(), getResult(),
+      getLogsumexp(), resultGrads[0], getScaleAttr(), getMaskedScoreAttr());
+  operandGrads.append(grad.getResults().begin(), grad.getResults().end());
+  for (Value mask : {getKeep(), getBias()})
+    if (mask)
+      operandGrads.push_back(nullptr);
+  return success();
+}
+
 } // namespace slapo

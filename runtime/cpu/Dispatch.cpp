@@ -100,6 +100,26 @@ void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
   SLAPO_CPU_DISPATCH(crossEntropyGrad, logits, target, rowWeight, out);
 }
 
+void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
+                    const Tensor &value, const Tensor &keep, const Tensor &bias,
+                    const Tensor &out, const Tensor &logsumexp, double scale,
+                    double maskedScore) {
+  SLAPO_CPU_DISPATCH(flashAttention, query, key, value, keep, bias, out,
+                     logsumexp, scale, maskedScore);
+}
+
+void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
+                        const Tensor &value, const Tensor &keep,
+                        const Tensor &bias, const Tensor &out,
+                        const Tensor &logsumexp, const Tensor &grad,
+                        const Tensor &gradQuery, const Tensor &gradKey,
+                        const Tensor &gradValue, double scale,
+                        double maskedScore) {
+  SLAPO_CPU_DISPATCH(flashAttentionGrad, query, key, value, keep, bias, out,
+                     logsumexp, grad, gradQuery, gradKey, gradValue, scale,
+                     maskedScore);
+}
+
 void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
             const Tensor &out, uint32_t dimMask) {
   SLAPO_CPU_DISPATCH(reduce, kind, input, out, dimMask);
