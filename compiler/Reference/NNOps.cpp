@@ -103,6 +103,13 @@ void registerNNOps(OpTable &table) {
     return permuted(product, op.getResultPermutation());
   });
 
+  add<RmsNormOp>(table, [](RmsNormOp op, Operands x, EvalContext &) {
+    at::Tensor normalized =
+        x[0] * at::rsqrt(x[0].pow(2).mean(-1, /*keepdim=*/true) +
+                         op.getEps().convertToDouble());
+    return op.getWeight() ? x[1] * normalized : normalized;
+  });
+
   add<Conv2dOp>(table, [](Conv2dOp op, Operands x, EvalContext &) {
     c10::optional<at::Tensor> bias;
     if (op.getBias())

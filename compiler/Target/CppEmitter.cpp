@@ -152,7 +152,8 @@ std::string describeModule(Operation *op) {
 /// runtime/cpu/Kernels.h).
 bool hasCpuKernelOnly(Operation *op) {
   return isa<Conv2dOp, Conv2dGradInputOp, Conv2dGradWeightOp, MaxPool2dOp,
-             MaxPool2dGradOp, FlashAttentionOp, FlashAttentionGradOp>(op);
+             MaxPool2dGradOp, FlashAttentionOp, FlashAttentionGradOp,
+             RmsNormOp>(op);
 }
 
 /// An op of the runtime's unary or binary kernel: the kernel, and the
@@ -655,6 +656,13 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    optional(norm.getBias()), out(),
                    int64_t(norm.getNormalizedRank()),
                    doubleLiteral(norm.getEps().convertToDouble()))
+            .str();
+      })
+      .Case([&](RmsNormOp norm) -> Call {
+        return llvm::formatv("rmsNorm(ctx, {0}, {1}, {2}, {3})",
+                             use(norm.getInput()), optional(norm.getWeight()),
+                             out(),
+                             doubleLiteral(norm.getEps().convertToDouble()))
             .str();
       })
       .Case([&](Conv2dOp conv) -> Call {

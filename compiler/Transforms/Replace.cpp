@@ -85,13 +85,38 @@ bool dependsOnParameter(Value value) {
   return false;
 }
 
+/// Records the first difference from a pattern; the checks every pattern
+/// makes.
+struct PatternMatcher {
+  Mismatch &mismatch;
+
+  LogicalResult fail(Operation *op, const Twine &message) {
+    mismatch = {message.str(), op};
+    return failure();
+  }
+
+  /// Each intermediate of a kernel is read by the next op of the pattern
+  /// alone: a second reader would need the tensor the kernel never makes.
+  LogicalResult checkOnlyReader(Value value, Operation *producer,
+                                Operation *consumer) {
+    for (Operation *user : value.getUsers())
+      if (user != consumer)
+        return fail(user, "the result of " + describeOp(producer) +
+                              " (an intermediate of the kernel) is also "
+                              "read by " +
+                              describeOp(user) +
+                              ": the kernel never stores it");
+    return success();
+  }
+};
+
 /// Matches the attention around `softmax`, outwards: the scores before it,
 /// the product with the values after it.
 FailureOr<AttentionMatch> matchAttention(SoftmaxOp softmax,
                                          Mismatch &mismatch) {
+  PatternMatcher matcher{mismatch};
   auto fail = [&](Operation *op, const Twine &message) {
-    mismatch = {message.str(), op};
-    return failure();
+    return matcher.fail(op, message);
   };
   AttentionMatch match;
   int64_t rank = rankOf(softmax.getResult());
@@ -103,18 +128,9 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp softmax,
     return fail(softmax, "the softmax is over dim " + Twine(softmax.getDim()) +
                              ", not the keys (the last dim)");
 
-  // Each intermediate is read by the next op alone: a second reader would
-  // need the [seq, seq] tensor the kernel never makes.
   auto checkSingleUse = [&](Value value, Operation *producer,
-                            Operation *consumer) -> LogicalResult {
-    for (Operation *user : value.getUsers())
-      if (user != consumer)
-        return fail(user, "the result of " + describeOp(producer) +
-                              " (an intermediate of the attention) is also "
-                              "read by " +
-                              describeOp(user) +
-                              ": flash_attention never stores it");
-    return success();
+                            Operation *consumer) {
+    return matcher.checkOnlyReader(value, producer, consumer);
   };
 
   // Backwards from the softmax: bias, mask, scale, product.
@@ -234,6 +250,22 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp softmax,
   return match;
 }
 
+/// Erases a replaced chain (in program order, each op read by the next
+/// alone) and what only it read: a transposed key, constants.
+void eraseChain(ArrayRef<Operation *> chain) {
+  llvm::SetVector<Operation *> inputs;
+  for (Operation *op : chain)
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && isa<PermuteOp, ConstantOp>(def))
+        inputs.insert(def);
+  for (Operation *op : llvm::reverse(chain))
+    op->erase();
+  for (Operation *op : inputs)
+    if (op->use_empty())
+      op->erase();
+}
+
 /// `keyT` transposed back: the permute that made it, undone, or a permute.
 Value transposeBack(OpBuilder &builder, Location loc, Value keyT) {
   SmallVector<int64_t> swap = {0, 1, 3, 2};
@@ -269,19 +301,112 @@ void replaceAttention(AttentionMatch &match) {
       match.bias, builder.getF64FloatAttr(match.scale),
       builder.getF64FloatAttr(match.maskedScore));
   output.getResult().replaceAllUsesWith(attention.getResult());
-  // What only the chain read goes with it: the transposed key, the scale
-  // and the masked score.
-  llvm::SetVector<Operation *> inputs;
+  eraseChain(match.ops);
+}
+
+/// The ops of one RMSNorm: square, mean over the last dim, + eps, rsqrt,
+/// the product with the input and, optionally, with the weight.
+struct RmsNormMatch {
+  Value input, weight;
+  double eps = 0;
+  Operation *last = nullptr;
+  /// The chain, in program order.
+  SmallVector<Operation *> ops;
+};
+
+/// Whether `op` squares `x` (x * x, or pow(x, 2)); sets `x`.
+bool isSquare(Operation *op, Value &x) {
+  if (auto mul = dyn_cast_or_null<MulOp>(op);
+      mul && mul.getLhs() == mul.getRhs()) {
+    x = mul.getLhs();
+    return true;
+  }
+  if (auto pow = dyn_cast_or_null<PowOp>(op);
+      pow && getSplatConstant(pow.getRhs()) == 2.0) {
+    x = pow.getLhs();
+    return true;
+  }
+  return false;
+}
+
+/// Matches the RMSNorm around `rsqrt` (LLaMA's: x * rsqrt(mean(x^2, -1,
+/// keepdim) + eps), times the weight), outwards.
+FailureOr<RmsNormMatch> matchRmsNorm(RsqrtOp rsqrt, Mismatch &mismatch) {
+  PatternMatcher matcher{mismatch};
+  RmsNormMatch match;
+  auto add = rsqrt.getInput().getDefiningOp<AddOp>();
+  std::optional<double> eps;
+  Value meanSquare;
+  if (add) {
+    eps = getSplatConstant(add.getRhs());
+    meanSquare = add.getLhs();
+    if (!eps) {
+      eps = getSplatConstant(add.getLhs());
+      meanSquare = add.getRhs();
+    }
+  }
+  if (!eps)
+    return matcher.fail(rsqrt, "the rsqrt's operand is not mean(x^2) plus a "
+                               "constant eps");
+  auto mean = meanSquare.getDefiningOp<MeanOp>();
+  int64_t rank = rankOf(rsqrt.getResult());
+  if (!mean || !mean.getKeepdim() || mean.getDims().size() != 1 ||
+      mean.getDims()[0] != rank - 1)
+    return matcher.fail(meanSquare.getDefiningOp() ? meanSquare.getDefiningOp()
+                                                   : add.getOperation(),
+                        "eps is not added to a mean over the last dim "
+                        "(keepdim)");
+  Value x;
+  Operation *square = mean.getInput().getDefiningOp();
+  if (!isSquare(square, x))
+    return matcher.fail(square ? square : mean.getOperation(),
+                        "the mean is not of the input squared (x * x or "
+                        "pow(x, 2))");
+  if (failed(matcher.checkOnlyReader(square->getResult(0), square, mean)) ||
+      failed(matcher.checkOnlyReader(mean.getResult(), mean, add)) ||
+      failed(matcher.checkOnlyReader(add.getResult(), add, rsqrt)))
+    return failure();
+  if (!rsqrt.getResult().hasOneUse())
+    return matcher.checkOnlyReader(rsqrt.getResult(), rsqrt,
+                                   *rsqrt.getResult().getUsers().begin());
+  auto product = dyn_cast<MulOp>(*rsqrt.getResult().getUsers().begin());
+  if (!product || (product.getLhs() != x && product.getRhs() != x))
+    return matcher.fail(*rsqrt.getResult().getUsers().begin(),
+                        "the rsqrt does not scale the input it was computed "
+                        "from (x * rsqrt(...))");
+  match.input = x;
+  match.eps = *eps;
+  match.ops = {square, mean, add, rsqrt, product};
+  match.last = product;
+  // The weight: a product of the normalized rows by a vector of their size.
+  Value normalized = product.getResult();
+  if (normalized.hasOneUse())
+    if (auto scaled = dyn_cast<MulOp>(*normalized.getUsers().begin())) {
+      Value weight =
+          scaled.getLhs() == normalized ? scaled.getRhs() : scaled.getLhs();
+      if (shapeOf(weight) == shapeOf(x).take_back() &&
+          shapeOf(scaled.getResult()) == shapeOf(x) &&
+          elementTypeOf(weight) == elementTypeOf(x)) {
+        match.weight = weight;
+        match.ops.push_back(scaled);
+        match.last = scaled;
+      }
+    }
+  return match;
+}
+
+void replaceRmsNorm(RmsNormMatch &match) {
+  OpBuilder builder(match.last);
+  ModulePathScope inModule(builder, match.last);
+  SmallVector<Location> locations;
   for (Operation *op : match.ops)
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp();
-          def && isa<PermuteOp, ConstantOp>(def))
-        inputs.insert(def);
-  for (Operation *op : llvm::reverse(match.ops))
-    op->erase();
-  for (Operation *op : inputs)
-    if (op->use_empty())
-      op->erase();
+    locations.push_back(op->getLoc());
+  auto norm = builder.create<RmsNormOp>(
+      FusedLoc::get(builder.getContext(), locations),
+      match.last->getResult(0).getType(), match.input, match.weight,
+      builder.getF64FloatAttr(match.eps));
+  match.last->getResult(0).replaceAllUsesWith(norm.getResult());
+  eraseChain(match.ops);
 }
 
 struct ReplacePass : impl::ReplaceBase<ReplacePass> {
@@ -289,6 +414,15 @@ struct ReplacePass : impl::ReplaceBase<ReplacePass> {
 
   void runOnOperation() override;
   LogicalResult replaceFlashAttention(func::FuncOp forward, StringRef module);
+  LogicalResult replaceFusedRmsNorm(func::FuncOp forward, StringRef module);
+  /// Replaces every match of `match` around the ops of type OpT in
+  /// `module` (an anchor per kernel instance), or reports the first
+  /// mismatch; `none` says what the module lacks when it has no anchor.
+  template <typename OpT, typename MatchT>
+  LogicalResult replaceAll(func::FuncOp forward, StringRef module,
+                           StringRef none,
+                           FailureOr<MatchT> (*match)(OpT, Mismatch &),
+                           void (*replace)(MatchT &));
   /// The error for `module`, at the schedule line of the primitive (found
   /// from `at`, an op of the module) with a note at the op that differs.
   void reportMismatch(Operation *at, StringRef module,
@@ -303,6 +437,7 @@ struct Kernel {
 };
 const Kernel kKernels[] = {
     {"flash_attention", &ReplacePass::replaceFlashAttention},
+    {"fused_rmsnorm", &ReplacePass::replaceFusedRmsNorm},
 };
 
 void ReplacePass::reportMismatch(Operation *at, StringRef module,
@@ -315,42 +450,58 @@ void ReplacePass::reportMismatch(Operation *at, StringRef module,
     error.attachNote(getModelLocation(mismatch.op)) << "the op that differs";
 }
 
-LogicalResult ReplacePass::replaceFlashAttention(func::FuncOp forward,
-                                                 StringRef module) {
+template <typename OpT, typename MatchT>
+LogicalResult
+ReplacePass::replaceAll(func::FuncOp forward, StringRef module, StringRef none,
+                        FailureOr<MatchT> (*match)(OpT, Mismatch &),
+                        void (*replace)(MatchT &)) {
   SmallVector<Operation *> ops;
-  SmallVector<SoftmaxOp> softmaxes;
+  SmallVector<OpT> anchors;
   forward.walk([&](Operation *op) {
     if (!isInModule(op, module))
       return;
     ops.push_back(op);
-    if (auto softmax = dyn_cast<SoftmaxOp>(op))
-      softmaxes.push_back(softmax);
+    if (auto anchor = dyn_cast<OpT>(op))
+      anchors.push_back(anchor);
   });
   if (ops.empty()) {
     forward.emitError("replace(\"")
         << kernel << "\"): module '" << module << "' has no ops in @forward";
     return failure();
   }
-  if (softmaxes.empty()) {
-    reportMismatch(ops.front(), module,
-                   {"it computes no softmax (the attention's probabilities "
-                    "over the keys)",
-                    nullptr});
+  if (anchors.empty()) {
+    reportMismatch(ops.front(), module, {none.str(), nullptr});
     return failure();
   }
-  SmallVector<AttentionMatch> matches;
-  for (SoftmaxOp softmax : softmaxes) {
+  SmallVector<MatchT> matches;
+  for (OpT anchor : anchors) {
     Mismatch mismatch;
-    FailureOr<AttentionMatch> match = matchAttention(softmax, mismatch);
-    if (failed(match)) {
-      reportMismatch(softmax, module, mismatch);
+    FailureOr<MatchT> matched = match(anchor, mismatch);
+    if (failed(matched)) {
+      reportMismatch(anchor, module, mismatch);
       return failure();
     }
-    matches.push_back(std::move(*match));
+    matches.push_back(std::move(*matched));
   }
-  for (AttentionMatch &match : matches)
-    replaceAttention(match);
+  for (MatchT &matched : matches)
+    replace(matched);
   return success();
+}
+
+LogicalResult ReplacePass::replaceFlashAttention(func::FuncOp forward,
+                                                 StringRef module) {
+  return replaceAll<SoftmaxOp, AttentionMatch>(
+      forward, module,
+      "it computes no softmax (the attention's probabilities over the keys)",
+      matchAttention, replaceAttention);
+}
+
+LogicalResult ReplacePass::replaceFusedRmsNorm(func::FuncOp forward,
+                                               StringRef module) {
+  return replaceAll<RsqrtOp, RmsNormMatch>(
+      forward, module,
+      "it computes no rsqrt (RMSNorm's 1 / sqrt(mean(x^2) + eps))",
+      matchRmsNorm, replaceRmsNorm);
 }
 
 void ReplacePass::runOnOperation() {

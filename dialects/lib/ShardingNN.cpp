@@ -208,6 +208,14 @@ LogicalResult CrossEntropyOp::propagateSharding(ShardingContext &context) {
 // Softmax and norms.
 //===----------------------------------------------------------------------===//
 
+LogicalResult RmsNormOp::propagateSharding(ShardingContext &context) {
+  SmallVector<Value> affine;
+  if (Value weight = getWeight())
+    affine.push_back(weight);
+  return propagateAlongDims(*this, context, getInput(),
+                            {rankOf(getInput()) - 1}, affine);
+}
+
 LogicalResult SoftmaxOp::propagateSharding(ShardingContext &context) {
   return propagateAlongDims(*this, context, getInput(), {int64_t(getDim())},
                             {});

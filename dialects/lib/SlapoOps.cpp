@@ -507,6 +507,26 @@ LogicalResult LayerNormOp::verify() {
   return success();
 }
 
+LogicalResult RmsNormOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyRank(*this, getInput(), "input", 1, /*atLeast=*/true)))
+    return failure();
+  if (input != getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the input type " << input;
+  if (Value weight = getWeight())
+    if (failed(verifyShape(*this, weight, "weight",
+                           input.getShape().take_back(), "last dim")) ||
+        failed(verifySameElementType(*this, weight, "weight", getInput(),
+                                     "input")))
+      return failure();
+  double eps = getEps().convertToDouble();
+  if (!(eps >= 0) || !std::isfinite(eps))
+    return emitOpError("eps must be non-negative and finite, got ")
+           << numberString(eps);
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
   return verifyDim(*this, getDim(), getType().getRank());
 }

@@ -80,6 +80,11 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
   SLAPO_CPU_DISPATCH(layerNorm, input, weight, bias, out, normalizedRank, eps);
 }
 
+void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
+             const Tensor &out, double eps) {
+  SLAPO_CPU_DISPATCH(rmsNorm, input, weight, out, eps);
+}
+
 void softmax(Context &ctx, const Tensor &input, const Tensor &out,
              int64_t dim) {
   SLAPO_CPU_DISPATCH(softmax, input, out, dim);

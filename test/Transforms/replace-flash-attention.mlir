@@ -73,7 +73,7 @@ module {
 module {
   func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> (tensor<2x4x8x2xf32>, tensor<2x4x8x8xf32>) {
     %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
-    // expected-error@+1 {{module 'attn' does not compute what flash_attention computes: the result of 'slapo.softmax' (an intermediate of the attention) is also read by 'func.return': flash_attention never stores it}}
+    // expected-error@+1 {{module 'attn' does not compute what flash_attention computes: the result of 'slapo.softmax' (an intermediate of the kernel) is also read by 'func.return': the kernel never stores it}}
     %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
     %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
     // expected-note@+1 {{the op that differs}}

@@ -75,6 +75,12 @@ def Replace : Pass<"slapo-replace", "::mlir::ModuleOp"> {
     the next op alone. They become one slapo.flash_attention, which keeps
     no [seq, seq] tensor for the backward. Attention dropout with p > 0 is
     refused: the kernel draws no dropout masks.
+
+    `fused_rmsnorm`: every slapo.rsqrt of the module is the middle of an
+    RMSNorm (LLaMA's): `x * rsqrt(mean(x^2 or x * x, last dim, keepdim) +
+    eps)` with a constant eps, optionally times a weight of the last dim's
+    size; each intermediate read by the next op alone. They become one
+    slapo.rms_norm.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [

@@ -438,6 +438,24 @@ def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
+def Slapo_RmsNormOp : Slapo_Op<"rms_norm", [Pure, Slapo_Differentiable,
+                                            Slapo_Shardable]> {
+  let summary = "RMS norm over the last dim: weight * (x * rsqrt(mean(x^2) + eps))";
+  let description = [{
+    What slapo-replace makes of LLaMA's RMSNorm under
+    replace("fused_rmsnorm"): one pass over each row instead of a square,
+    a mean, an add, an rsqrt and two products, each as large as the input
+    but the mean. The products are in the module's order: the row scaled
+    by rsqrt first, then by `weight` (shape: the last dim).
+  }];
+  let arguments = (ins Slapo_FloatTensor:$input,
+                       Optional<Slapo_FloatTensor>:$weight, F64Attr:$eps);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input (`weight` $weight^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class Slapo_SoftmaxLikeOp<string mnemonic>
     : Slapo_Op<mnemonic, [Pure, SameOperandsAndResultType,
                           Slapo_Differentiable, Slapo_Shardable]> {
