@@ -136,3 +136,21 @@ module {
     return %y : tensor<2x8xf32>
   }
 }
+
+// -----
+
+// An additive bias computed from a parameter (a learned relative-position
+// bias) needs a gradient, which the kernel gives its masks none of.
+module {
+  slapo.param @attn.rel : tensor<1x4x8x8xf32>
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    %b = slapo.get_param @attn.rel {slapo.module = "attn"} : tensor<1x4x8x8xf32>
+    // expected-note@+1 {{the op that differs}}
+    %a = slapo.add %s, %b {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-error@+1 {{the additive mask is computed from a parameter (a learned bias needs a gradient, and flash_attention gives its masks none)}}
+    %p = slapo.softmax %a {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
