@@ -34,9 +34,58 @@ std::tuple<at::Tensor, at::Tensor> maxPool2d(OpT op, const at::Tensor &input,
       isCeilMode(op, input, outShape));
 }
 
+/// The masked, scaled scores of a flash_attention or its gradient, whose
+/// operands `x` begin with query, key, value and the masks the op has.
+template <typename OpT> at::Tensor attentionScores(OpT op, Operands x) {
+  at::Tensor scores = at::matmul(x[0], x[1].transpose(-1, -2)) *
+                      op.getScale().convertToDouble();
+  size_t next = 3;
+  if (op.getKeep())
+    scores = at::where(x[next++], scores,
+                       at::scalar_tensor(op.getMaskedScore().convertToDouble(),
+                                         scores.options()));
+  if (op.getBias())
+    scores = scores + x[next];
+  return scores;
+}
+
 } // namespace
 
+/// flash_attention as the formulas of its description, the probabilities
+/// and all; the runtime's kernel never makes them.
+static void registerAttentionOps(OpTable &table) {
+  table.try_emplace(
+      FlashAttentionOp::getOperationName(),
+      [](mlir::Operation *op, Operands x,
+         llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
+        at::Tensor scores =
+            attentionScores(llvm::cast<FlashAttentionOp>(op), x);
+        results.push_back(at::matmul(at::softmax(scores, -1), x[2]));
+        results.push_back(at::logsumexp(scores, -1));
+      });
+  table.try_emplace(
+      FlashAttentionGradOp::getOperationName(),
+      [](mlir::Operation *operation, Operands x,
+         llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
+        auto op = llvm::cast<FlashAttentionGradOp>(operation);
+        size_t next = 3 + (op.getKeep() ? 1 : 0) + (op.getBias() ? 1 : 0);
+        const at::Tensor &result = x[next], &lse = x[next + 1],
+                         &grad = x[next + 2];
+        at::Tensor p = at::exp(attentionScores(op, x) - lse.unsqueeze(-1));
+        at::Tensor rowDot = (grad * result).sum(-1, /*keepdim=*/true);
+        at::Tensor dScores =
+            p * (at::matmul(grad, x[2].transpose(-1, -2)) - rowDot);
+        if (op.getKeep())
+          dScores = at::where(x[3], dScores, at::zeros({}, dScores.options()));
+        double scale = op.getScale().convertToDouble();
+        results.push_back(at::matmul(dScores, x[1]) * scale);
+        results.push_back(at::matmul(dScores.transpose(-1, -2), x[0]) * scale);
+        results.push_back(at::matmul(p.transpose(-1, -2), grad));
+      });
+}
+
 void registerNNOps(OpTable &table) {
+  registerAttentionOps(table);
   add<LinearOp>(table, [](LinearOp op, Operands x, EvalContext &) {
     c10::optional<at::Tensor> bias;
     if (op.getBias())
@@ -52,6 +101,13 @@ void registerNNOps(OpTable &table) {
     at::Tensor product = at::matmul(permuted(x[0], op.getLhsPermutation()),
                                     permuted(x[1], op.getRhsPermutation()));
     return permuted(product, op.getResultPermutation());
+  });
+
+  add<RmsNormOp>(table, [](RmsNormOp op, Operands x, EvalContext &) {
+    at::Tensor normalized =
+        x[0] * at::rsqrt(x[0].pow(2).mean(-1, /*keepdim=*/true) +
+                         op.getEps().convertToDouble());
+    return op.getWeight() ? x[1] * normalized : normalized;
   });
 
   add<Conv2dOp>(table, [](Conv2dOp op, Operands x, EvalContext &) {

@@ -5,6 +5,7 @@
 #include "slapo/Schedule/MLIRDiagnostics.h"
 #include "slapo/Schedule/Signature.h"
 #include "slapo/Schedule/Suggestions.h"
+#include "slapo/Transforms/Passes.h"
 
 #include "mlir/Pass/Pass.h"
 #include "llvm/ADT/STLExtras.h"
@@ -122,6 +123,10 @@ std::string PipelineEntry::getPassName() const {
 }
 
 bool PipelineEntry::hasPass() const {
+  // slapo-replace knows some of the kernels the schedule language names.
+  if (kind == PrimitiveKind::Replace &&
+      !llvm::is_contained(getReplaceKernels(), options.front().second))
+    return false;
   return mlir::Pass::lookupPassInfo(getPassName()) != nullptr;
 }
 
@@ -727,6 +732,15 @@ rejectUnimplementedPrimitives(const Plan &plan, DiagnosticReporter &reporter) {
       what = "fuse(\"" + entry.options.front().second +
              "\") (fuse() without a kind fuses the module's elementwise "
              "chains)";
+    if (entry.kind == PrimitiveKind::Replace)
+      what = "replace(\"" + entry.options.front().second +
+             "\") (implemented: " +
+             llvm::join(llvm::map_range(getReplaceKernels(),
+                                        [](llvm::StringRef name) {
+                                          return "\"" + name.str() + "\"";
+                                        }),
+                        ", ") +
+             ")";
     reporter.error(entry.loc, what + " is not implemented yet; "
                                      "--emit=schedule prints the plan without "
                                      "running it");

@@ -148,6 +148,12 @@ std::string describeModule(Operation *op) {
                       : "module '" + path.str() + "'";
 }
 
+/// Ops whose kernels only the CPU runtime has yet (the kernels of
+/// replace(): flash attention and the fused RMS norm).
+bool hasCpuKernelOnly(Operation *op) {
+  return isa<FlashAttentionOp, FlashAttentionGradOp, RmsNormOp>(op);
+}
+
 /// An op of the runtime's unary or binary kernel: the kernel, and the
 /// kind's enumerator (UnaryKind::Exp).
 struct ElementwiseKind {
@@ -550,6 +556,12 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                          kind, use(op->getOperand(0)), out(), dimMask(dims));
   };
   using Call = FailureOr<std::string>;
+  if (info.target != "cpu" && hasCpuKernelOnly(op))
+    return op->emitError("code generation for --target=")
+           << info.target << " does not support '" << op->getName()
+           << "' yet (in " << describeModule(op)
+           << "): only the CPU runtime has its kernel; compile with "
+              "--target=cpu";
   return llvm::TypeSwitch<Operation *, Call>(op)
       .Case([&](FusedOp fused) { return getFusedLoopCall(fused); })
       .Case([&](CastOp) -> Call {
@@ -653,6 +665,13 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    doubleLiteral(norm.getEps().convertToDouble()))
             .str();
       })
+      .Case([&](RmsNormOp norm) -> Call {
+        return llvm::formatv("rmsNorm(ctx, {0}, {1}, {2}, {3})",
+                             use(norm.getInput()), optional(norm.getWeight()),
+                             out(),
+                             doubleLiteral(norm.getEps().convertToDouble()))
+            .str();
+      })
       .Case([&](Conv2dOp conv) -> Call {
         return llvm::formatv("conv2d(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
                              use(conv.getInput()), use(conv.getWeight()),
@@ -715,6 +734,32 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         return llvm::formatv("crossEntropyGrad(ctx, {0}, {1}, {2}, {3})",
                              use(grad.getLogits()), use(grad.getTarget()),
                              use(grad.getRowWeight()), out())
+            .str();
+      })
+      .Case([&](FlashAttentionOp attention) -> Call {
+        return llvm::formatv(
+                   "flashAttention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                   "{7}, {8})",
+                   use(attention.getQuery()), use(attention.getKey()),
+                   use(attention.getValue()), optional(attention.getKeep()),
+                   optional(attention.getBias()), use(attention.getResult()),
+                   use(attention.getLogsumexp()),
+                   doubleLiteral(attention.getScale().convertToDouble()),
+                   doubleLiteral(attention.getMaskedScore().convertToDouble()))
+            .str();
+      })
+      .Case([&](FlashAttentionGradOp grad) -> Call {
+        return llvm::formatv(
+                   "flashAttentionGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                   "{6}, {7}, {8}, {9}, {10}, {11}, {12})",
+                   use(grad.getQuery()), use(grad.getKey()),
+                   use(grad.getValue()), optional(grad.getKeep()),
+                   optional(grad.getBias()), use(grad.getResult()),
+                   use(grad.getLogsumexp()), use(grad.getGrad()),
+                   use(grad.getGradQuery()), use(grad.getGradKey()),
+                   use(grad.getGradValue()),
+                   doubleLiteral(grad.getScale().convertToDouble()),
+                   doubleLiteral(grad.getMaskedScore().convertToDouble()))
             .str();
       })
       .Case([&](SumOp sum) { return reduce("Sum", sum.getDims()); })

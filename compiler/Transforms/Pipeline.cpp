@@ -148,6 +148,20 @@ Location getPrimitiveLocation(Operation *op, Pass &pass) {
   return op->getLoc();
 }
 
+Location getModelLocation(Operation *op) {
+  auto fused = op->getLoc().dyn_cast<FusedLoc>();
+  if (!fused)
+    return op->getLoc();
+  // A primitive's location is named after its pass (slapo-sync{...}); the
+  // model's are named after module paths, Python names without a '-'.
+  SmallVector<Location> model;
+  for (Location loc : fused.getLocations())
+    if (auto named = loc.dyn_cast<NameLoc>();
+        !named || !named.getName().strref().startswith("slapo-"))
+      model.push_back(loc);
+  return model.empty() ? op->getLoc() : FusedLoc::get(op->getContext(), model);
+}
+
 void registerTrainingPipeline() {
   registerPassPipeline(
       "slapo-training",

@@ -154,8 +154,13 @@ void Analysis::setResult(Operation *op, Sharding sharding) {
   }
   if (sharding.isPartial() && !state.partialOrigin)
     state.partialOrigin = op;
-  state.needsGradient &= isFloat(op->getResult(0));
-  states[op->getResult(0)] = std::move(state);
+  // Every result of the op has its sharding (flash_attention's result and
+  // its rows' log-sum-exp).
+  for (Value result : op->getResults()) {
+    ValueState resultState = state;
+    resultState.needsGradient &= isFloat(result);
+    states[result] = std::move(resultState);
+  }
 }
 
 void Analysis::setViewResult(Operation *op, Sharding sharding) {

@@ -281,6 +281,14 @@ LogicalResult CrossEntropyOp::propagateSharding(ShardingContext &context) {
 // Softmax and norms.
 //===----------------------------------------------------------------------===//
 
+LogicalResult RmsNormOp::propagateSharding(ShardingContext &context) {
+  SmallVector<Value> affine;
+  if (Value weight = getWeight())
+    affine.push_back(weight);
+  return propagateAlongDims(*this, context, getInput(),
+                            {rankOf(getInput()) - 1}, affine);
+}
+
 LogicalResult SoftmaxOp::propagateSharding(ShardingContext &context) {
   return propagateAlongDims(*this, context, getInput(), {int64_t(getDim())},
                             {});
@@ -301,6 +309,42 @@ LogicalResult LayerNormOp::propagateSharding(ShardingContext &context) {
     if (value)
       affine.push_back(value);
   return propagateAlongDims(*this, context, getInput(), dims, affine);
+}
+
+LogicalResult FlashAttentionOp::propagateSharding(ShardingContext &context) {
+  // Attention is independent per batch row and head: query, key and value
+  // split alike along one of those (heads, under Megatron's tensor
+  // parallelism) give each rank its part of the result. The masks are
+  // replicated and broadcast along that dim.
+  Sharding sharding = context.getSharding(getQuery());
+  for (Value operand : {getQuery(), getKey(), getValue()}) {
+    Sharding other = context.getSharding(operand);
+    if (other.isPartial())
+      return context.partialReaches(*this, operand);
+    if (other != sharding)
+      return context.error(*this)
+             << "query, key and value of 'flash_attention' must be split "
+                "alike, but they are "
+             << sharding.str() << " and " << other.str();
+  }
+  if (sharding.isSplit() && sharding.dim > 1)
+    return context.error(*this)
+           << "'flash_attention' with query, key and value " << sharding.str()
+           << ": only the batch and head dims (0, 1) may be split";
+  for (Value mask : {getKeep(), getBias()}) {
+    if (!mask)
+      continue;
+    int64_t dim = sharding.dim - (4 - rankOf(mask));
+    bool broadcast = !sharding.isSplit() || dim < 0 || shapeOf(mask)[dim] == 1;
+    if (!context.getSharding(mask).isReplicated() || !broadcast)
+      return context.error(*this)
+             << "the masks of 'flash_attention' must be replicated and "
+                "broadcast along the split dim, but one is "
+             << context.getSharding(mask).str() << " with shape "
+             << shapeString(shapeOf(mask));
+  }
+  context.setResult(*this, sharding);
+  return success();
 }
 
 } // namespace slapo

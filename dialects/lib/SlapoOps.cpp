@@ -507,6 +507,26 @@ LogicalResult LayerNormOp::verify() {
   return success();
 }
 
+LogicalResult RmsNormOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyRank(*this, getInput(), "input", 1, /*atLeast=*/true)))
+    return failure();
+  if (input != getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the input type " << input;
+  if (Value weight = getWeight())
+    if (failed(verifyShape(*this, weight, "weight",
+                           input.getShape().take_back(), "last dim")) ||
+        failed(verifySameElementType(*this, weight, "weight", getInput(),
+                                     "input")))
+      return failure();
+  double eps = getEps().convertToDouble();
+  if (!(eps >= 0) || !std::isfinite(eps))
+    return emitOpError("eps must be non-negative and finite, got ")
+           << numberString(eps);
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
   return verifyDim(*this, getDim(), getType().getRank());
 }
@@ -547,6 +567,84 @@ LogicalResult CrossEntropyGradOp::verify() {
     return failure();
   return verifyShape(*this, getResult(), "result",
                      tensorType(getLogits()).getShape(), "logits' shape");
+}
+
+/// Checks the operands flash_attention and its gradient share: query
+/// [B, H, T, D], key [B, H, S, D], value [B, H, S, E] of one element type,
+/// and masks that broadcast to the scores [B, H, T, S]; sets `scores`.
+static LogicalResult verifyAttentionOperands(Operation *op, Value query,
+                                             Value key, Value value, Value keep,
+                                             Value bias,
+                                             SmallVectorImpl<int64_t> &scores) {
+  if (failed(verifyRank(op, query, "query", 4)) ||
+      failed(verifyRank(op, key, "key", 4)) ||
+      failed(verifyRank(op, value, "value", 4)) ||
+      failed(verifySameElementType(op, query, "query", key, "key")) ||
+      failed(verifySameElementType(op, query, "query", value, "value")))
+    return failure();
+  ArrayRef<int64_t> q = tensorType(query).getShape();
+  ArrayRef<int64_t> k = tensorType(key).getShape();
+  ArrayRef<int64_t> v = tensorType(value).getShape();
+  if (failed(verifyShape(op, key, "key", {q[0], q[1], k[2], q[3]},
+                         "query's batch, heads and head size")) ||
+      failed(verifyShape(op, value, "value", {q[0], q[1], k[2], v[3]},
+                         "key's batch, heads and length")))
+    return failure();
+  scores.assign({q[0], q[1], q[2], k[2]});
+  for (auto [mask, name] : {std::pair(keep, "keep"), std::pair(bias, "bias")}) {
+    if (!mask)
+      continue;
+    auto broadcast = broadcastShapes(scores, tensorType(mask).getShape());
+    if (failed(broadcast) ||
+        ArrayRef<int64_t>(*broadcast) != ArrayRef<int64_t>(scores))
+      return op->emitOpError()
+             << name << " shape " << shapeString(tensorType(mask).getShape())
+             << " does not broadcast to the scores' " << shapeString(scores);
+  }
+  if (bias && failed(verifySameElementType(op, query, "query", bias, "bias")))
+    return failure();
+  return success();
+}
+
+LogicalResult FlashAttentionOp::verify() {
+  SmallVector<int64_t> scores;
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getKeep(), getBias(), scores)))
+    return failure();
+  ArrayRef<int64_t> v = tensorType(getValue()).getShape();
+  if (failed(verifyShape(*this, getResult(), "result",
+                         {scores[0], scores[1], scores[2], v[3]},
+                         "query's rows of value's width")) ||
+      failed(verifyShape(*this, getLogsumexp(), "logsumexp",
+                         {scores[0], scores[1], scores[2]}, "query's rows")) ||
+      failed(verifySameElementType(*this, getQuery(), "query", getResult(),
+                                   "result")))
+    return failure();
+  return verifySameElementType(*this, getQuery(), "query", getLogsumexp(),
+                               "logsumexp");
+}
+
+LogicalResult FlashAttentionGradOp::verify() {
+  SmallVector<int64_t> scores;
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getKeep(), getBias(), scores)))
+    return failure();
+  ArrayRef<int64_t> v = tensorType(getValue()).getShape();
+  SmallVector<int64_t> rows = {scores[0], scores[1], scores[2], v[3]};
+  if (failed(verifyShape(*this, getResult(), "result", rows,
+                         "query's rows of value's width")) ||
+      failed(verifyShape(*this, getGrad(), "grad", rows, "result's shape")) ||
+      failed(verifyShape(*this, getLogsumexp(), "logsumexp",
+                         {scores[0], scores[1], scores[2]}, "query's rows")))
+    return failure();
+  for (auto [operand, result] : {std::pair(getQuery(), getGradQuery()),
+                                 std::pair(getKey(), getGradKey()),
+                                 std::pair(getValue(), getGradValue())})
+    if (operand.getType() != result.getType())
+      return emitOpError("gradient type ")
+             << result.getType() << " differs from its operand's "
+             << operand.getType();
+  return success();
 }
 
 /// The output size along one spatial dim of a window `kernel` wide sliding

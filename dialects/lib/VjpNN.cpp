@@ -141,6 +141,29 @@ LogicalResult LayerNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult RmsNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // With rstd = rsqrt(mean(x^2) + eps), xhat = x * rstd and d = grad *
+  // weight, over the last dim: x' = rstd * (d - xhat * mean(d * xhat)),
+  // weight' = sum(grad * xhat) over the leading dims. rstd is recomputed.
+  TensorBuilder g(builder, getLoc());
+  Value grad = singleResultGrad(resultGrads), input = getInput();
+  int64_t last = rankOf(input) - 1;
+  Value rstd = g.unary<RsqrtOp>(
+      g.add(g.mean(g.mul(input, input), {last}, /*keepdim=*/true),
+            g.scalarLike(getEps().convertToDouble(), input)));
+  Value normalizedInput = g.mul(input, rstd);
+  Value scaledGrad = getWeight() ? g.mul(grad, getWeight()) : grad;
+  Value meanProjection =
+      g.mean(g.mul(scaledGrad, normalizedInput), {last}, /*keepdim=*/true);
+  operandGrads.push_back(
+      g.mul(rstd, g.sub(scaledGrad, g.mul(normalizedInput, meanProjection))));
+  if (getWeight())
+    operandGrads.push_back(g.sum(g.mul(grad, normalizedInput),
+                                 dimRange(0, last), /*keepdim=*/false));
+  return success();
+}
+
 LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   // y * (grad - sum(grad * y)) along dim.
@@ -182,6 +205,25 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &builder,
   operandGrads.push_back(builder.create<CrossEntropyGradOp>(
       getLoc(), logits.getType(), logits, target, rowWeight));
   operandGrads.push_back(nullptr);
+  return success();
+}
+
+LogicalResult FlashAttentionOp::buildVjp(OpBuilder &builder,
+                                         ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  // FlashAttention-2's backward, one op: it recomputes the probabilities
+  // from the saved row log-sum-exp rather than reading them. The
+  // log-sum-exp is the kernel's own bookkeeping: nothing else reads it.
+  if (resultGrads[1])
+    return emitOpError("has no gradient rule for its logsumexp result");
+  auto grad = builder.create<FlashAttentionGradOp>(
+      getLoc(), getQuery().getType(), getKey().getType(), getValue().getType(),
+      getQuery(), getKey(), getValue(), getKeep(), getBias(), getResult(),
+      getLogsumexp(), resultGrads[0], getScaleAttr(), getMaskedScoreAttr());
+  operandGrads.append(grad.getResults().begin(), grad.getResults().end());
+  for (Value mask : {getKeep(), getBias()})
+    if (mask)
+      operandGrads.push_back(nullptr);
   return success();
 }
 

@@ -80,6 +80,11 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
   SLAPO_CPU_DISPATCH(layerNorm, input, weight, bias, out, normalizedRank, eps);
 }
 
+void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
+             const Tensor &out, double eps) {
+  SLAPO_CPU_DISPATCH(rmsNorm, input, weight, out, eps);
+}
+
 void softmax(Context &ctx, const Tensor &input, const Tensor &out,
              int64_t dim) {
   SLAPO_CPU_DISPATCH(softmax, input, out, dim);
@@ -98,6 +103,26 @@ void crossEntropy(Context &ctx, const Tensor &logits, const Tensor &target,
 void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
                       const Tensor &rowWeight, const Tensor &out) {
   SLAPO_CPU_DISPATCH(crossEntropyGrad, logits, target, rowWeight, out);
+}
+
+void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
+                    const Tensor &value, const Tensor &keep, const Tensor &bias,
+                    const Tensor &out, const Tensor &logsumexp, double scale,
+                    double maskedScore) {
+  SLAPO_CPU_DISPATCH(flashAttention, query, key, value, keep, bias, out,
+                     logsumexp, scale, maskedScore);
+}
+
+void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
+                        const Tensor &value, const Tensor &keep,
+                        const Tensor &bias, const Tensor &out,
+                        const Tensor &logsumexp, const Tensor &grad,
+                        const Tensor &gradQuery, const Tensor &gradKey,
+                        const Tensor &gradValue, double scale,
+                        double maskedScore) {
+  SLAPO_CPU_DISPATCH(flashAttentionGrad, query, key, value, keep, bias, out,
+                     logsumexp, grad, gradQuery, gradKey, gradValue, scale,
+                     maskedScore);
 }
 
 void reduce(Context &ctx, ReduceKind kind, const Tensor &input,

@@ -123,6 +123,37 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
   });
 }
 
+void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
+             const Tensor &out, double eps) {
+  int64_t size = input.shape[input.getRank() - 1];
+  int64_t rows = size ? input.getNumElements() / size : 0;
+  dispatch(FloatTypes(), input.dtype, "rmsNorm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    const T *in = input.as<T>();
+    const T *gamma = weight.as<T>();
+    T *result = out.as<T>();
+    parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T *x = in + row * size;
+        T *y = result + row * size;
+        double squares = 0;
+        for (int64_t i = 0; i < size; ++i)
+          squares += double(load(x[i])) * load(x[i]);
+        // The mean, eps and rsqrt rounded as the module's own ops round
+        // them, in the element's compute type.
+        C rstd = C(1) / std::sqrt(C(squares / size) + C(eps));
+        for (int64_t i = 0; i < size; ++i) {
+          C value = load(x[i]) * rstd;
+          if (gamma)
+            value = load(gamma[i]) * value;
+          y[i] = store<T>(value);
+        }
+      }
+    });
+  });
+}
+
 namespace {
 
 /// Columns of a strided softmax one task handles together.

@@ -125,6 +125,10 @@ int64_t getStorageBytes(mlir::Type type);
 /// `bytes` for people: "512 B", "3.5 KiB", "12.0 MiB", "1.50 GiB".
 std::string formatBytes(int64_t bytes);
 
+/// The kernels slapo-replace knows (replace("flash_attention")), in the
+/// order the schedule documents them.
+llvm::ArrayRef<llvm::StringRef> getReplaceKernels();
+
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION
 #include "slapo/Transforms/Passes.h.inc"

@@ -53,6 +53,43 @@ def Decompose : Pass<"slapo-decompose", "::mlir::ModuleOp"> {
   ];
 }
 
+def Replace : Pass<"slapo-replace", "::mlir::ModuleOp"> {
+  let summary = "schedule primitive replace(kernel): a module's computation as one library kernel";
+  let description = [{
+    For each module in `modules`, finds in @forward the ops that `kernel`
+    computes, checks that they compute exactly what the kernel computes
+    (each kernel of the registry in Replace.cpp has a pattern), and
+    replaces them by the kernel's op. Ops that differ from the pattern are
+    an error that names the module, the schedule line (the primitive's
+    location) and the first op that differs, rather than a kernel that
+    computes something else.
+
+    `flash_attention`: every slapo.softmax of the module over the last dim
+    is the middle of an attention, matched outwards from it:
+    `matmul(query, key^T)`, optionally divided or multiplied by a scalar
+    constant (the scale), optionally `where(keep, scores, constant)` (a
+    boolean mask: GPT-2's causal buffer), optionally `+ bias` (an additive
+    mask computed from no parameter: BERT's padding mask), the softmax,
+    optionally a dropout of p = 0, and `matmul(probabilities, value)`, all
+    of rank 4 ([batch, heads, seq, seq] scores), each intermediate read by
+    the next op alone. They become one slapo.flash_attention, which keeps
+    no [seq, seq] tensor for the backward. Attention dropout with p > 0 is
+    refused: the kernel draws no dropout masks.
+
+    `fused_rmsnorm`: every slapo.rsqrt of the module is the middle of an
+    RMSNorm (LLaMA's): `x * rsqrt(mean(x^2 or x * x, last dim, keepdim) +
+    eps)` with a constant eps, optionally times a weight of the last dim's
+    size; each intermediate read by the next op alone. They become one
+    slapo.rms_norm.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+  let options = [
+    ListOption<"modules", "modules", "::slapo::ModelName", "module paths">,
+    Option<"kernel", "kernel", "std::string", "\"flash_attention\"",
+           "the kernel's name (getReplaceKernels() lists them)">,
+  ];
+}
+
 def Shard : Pass<"slapo-shard", "::mlir::ModuleOp"> {
   let summary = "schedule primitive shard(param, axis): a tensor-parallel parameter";
   let description = [{

@@ -128,6 +128,10 @@ std::string getPrimitiveLocationName(llvm::StringRef primitive);
 /// as in slapo-opt's tests): where `pass`'s errors about `op` point.
 mlir::Location getPrimitiveLocation(mlir::Operation *op, mlir::Pass &pass);
 
+/// `op`'s location without the primitives' schedule locations fused into
+/// it: the model's source, where a note about the op itself points.
+mlir::Location getModelLocation(mlir::Operation *op);
+
 /// Registers `slapo-training`, built by buildTrainingPipeline.
 void registerTrainingPipeline();
 

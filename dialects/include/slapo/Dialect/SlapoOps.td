@@ -438,6 +438,24 @@ def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
+def Slapo_RmsNormOp : Slapo_Op<"rms_norm", [Pure, Slapo_Differentiable,
+                                            Slapo_Shardable]> {
+  let summary = "RMS norm over the last dim: weight * (x * rsqrt(mean(x^2) + eps))";
+  let description = [{
+    What slapo-replace makes of LLaMA's RMSNorm under
+    replace("fused_rmsnorm"): one pass over each row instead of a square,
+    a mean, an add, an rsqrt and two products, each as large as the input
+    but the mean. The products are in the module's order: the row scaled
+    by rsqrt first, then by `weight` (shape: the last dim).
+  }];
+  let arguments = (ins Slapo_FloatTensor:$input,
+                       Optional<Slapo_FloatTensor>:$weight, F64Attr:$eps);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input (`weight` $weight^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class Slapo_SoftmaxLikeOp<string mnemonic>
     : Slapo_Op<mnemonic, [Pure, SameOperandsAndResultType,
                           Slapo_Differentiable, Slapo_Shardable]> {
@@ -481,6 +499,73 @@ def Slapo_CrossEntropyGradOp : Slapo_Op<"cross_entropy_grad", [Pure]> {
                        Slapo_FloatTensor:$row_weight);
   let results = (outs Slapo_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $target `,` $row_weight attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
+    [Pure, AttrSizedOperandSegments, Slapo_Differentiable, Slapo_Shardable]> {
+  let summary = "softmax(masked q k^T scale) v without the [T, S] probabilities";
+  let description = [{
+    What slapo-replace makes of an attention module under
+    replace("flash_attention"): with query [B, H, T, D], key [B, H, S, D]
+    and value [B, H, S, E],
+
+      scores = (query x key^T) * scale                      [B, H, T, S]
+      scores = keep ? scores : masked_score   (when `keep` is given)
+      scores = scores + bias                  (when `bias` is given)
+      result = softmax(scores, last dim) x value            [B, H, T, E]
+      logsumexp = log(sum(exp(scores), last dim))           [B, H, T]
+
+    `keep` (bool) and `bias` broadcast to [B, H, T, S]: the causal mask
+    sliced from GPT-2's buffer, BERT's additive padding mask. The
+    probabilities are never stored: the kernel walks the keys in tiles with
+    a running maximum and sum (FlashAttention-2), and the gradient
+    (slapo.flash_attention_grad) recomputes them from `logsumexp`, which is
+    all the forward keeps besides its result.
+
+    ```mlir
+    %o, %lse = slapo.flash_attention %q, %k, %v keep %mask {masked_score = -3.4028234663852886E+38 : f64, scale = 0.35355339059327379 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+    ```
+  }];
+  let arguments = (ins Slapo_FloatTensor:$query, Slapo_FloatTensor:$key,
+                       Slapo_FloatTensor:$value,
+                       Optional<Slapo_BoolTensor>:$keep,
+                       Optional<Slapo_FloatTensor>:$bias, F64Attr:$scale,
+                       F64Attr:$masked_score);
+  let results = (outs Slapo_FloatTensor:$result,
+                      Slapo_FloatTensor:$logsumexp);
+  let assemblyFormat = "$query `,` $key `,` $value (`keep` $keep^)? "
+                       "(`bias` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_FlashAttentionGradOp : Slapo_Op<"flash_attention_grad",
+    [Pure, AttrSizedOperandSegments]> {
+  let summary = "the gradients of flash_attention's query, key and value";
+  let description = [{
+    With P = exp(scores - logsumexp) recomputed tile by tile from the
+    operands of the slapo.flash_attention whose `result` and `logsumexp`
+    are given, and dS = P * (grad x value^T - rowsum(grad * result)), zero
+    where `keep` is false (the scores there are a constant):
+    grad_query = dS x key * scale, grad_key = dS^T x query * scale,
+    grad_value = P^T x grad. What slapo.flash_attention's gradient rule
+    builds; the mask and bias get no gradient.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$query, Slapo_FloatTensor:$key,
+                       Slapo_FloatTensor:$value,
+                       Optional<Slapo_BoolTensor>:$keep,
+                       Optional<Slapo_FloatTensor>:$bias,
+                       Slapo_FloatTensor:$result, Slapo_FloatTensor:$logsumexp,
+                       Slapo_FloatTensor:$grad, F64Attr:$scale,
+                       F64Attr:$masked_score);
+  let results = (outs Slapo_FloatTensor:$grad_query,
+                      Slapo_FloatTensor:$grad_key,
+                      Slapo_FloatTensor:$grad_value);
+  let assemblyFormat = "$query `,` $key `,` $value (`keep` $keep^)? "
+                       "(`bias` $bias^)? `result` $result `,` $logsumexp "
+                       "`grad` $grad attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }

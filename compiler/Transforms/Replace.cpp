@@ -1,0 +1,536 @@
+//===- Replace.cpp - schedule primitive replace(kernel) -------------------===//
+//
+// Slapo's replace() swaps a module's computation for a library kernel. A
+// kernel computes one thing; a module that computes something else (a
+// different mask, a dropout the kernel cannot draw) must not be swapped
+// silently, so each kernel has a pattern, matched op by op, and the first op
+// that differs is the error.
+//
+//===----------------------------------------------------------------------===//
+#include "slapo/Transforms/Passes.h"
+
+#include "slapo/Dialect/ModulePath.h"
+#include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
+#include "slapo/Transforms/Pipeline.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include <sstream>
+
+namespace slapo {
+#define GEN_PASS_DEF_REPLACE
+#include "slapo/Transforms/Passes.h.inc"
+} // namespace slapo
+
+using namespace mlir;
+
+namespace slapo {
+namespace {
+
+/// Why a module's ops are not the kernel's: the message and the op that
+/// differs (null when the module lacks an op the pattern needs).
+struct Mismatch {
+  std::string message;
+  Operation *op = nullptr;
+};
+
+/// The ops of one attention, from the product query x key^T to the product
+/// with the values.
+struct AttentionMatch {
+  MatmulOp scores;
+  double scale = 1.0;
+  Value keep, bias;
+  double maskedScore = 0.0;
+  MatmulOp output;
+  /// The chain, in program order.
+  SmallVector<Operation *> ops;
+};
+
+/// The single value of a splat constant, if `value` is one.
+std::optional<double> getSplatConstant(Value value) {
+  DenseElementsAttr attr;
+  if (!matchPattern(value, m_Constant(&attr)) || !attr.isSplat() ||
+      !attr.getElementType().isa<FloatType>())
+    return std::nullopt;
+  return attr.getSplatValue<APFloat>().convertToDouble();
+}
+
+/// `'slapo.div'` for messages.
+std::string describeOp(Operation *op) {
+  return "'" + op->getName().getStringRef().str() + "'";
+}
+
+/// Whether `value` is computed from a parameter (not a buffer): such a bias
+/// would need a gradient, which flash_attention does not give its masks.
+bool dependsOnParameter(Value value) {
+  SmallVector<Value> work = {value};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      auto param =
+          SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, get.getNameAttr());
+      if (param && !param.getBuffer())
+        return true;
+      continue;
+    }
+    work.append(op->getOperands().begin(), op->getOperands().end());
+  }
+  return false;
+}
+
+/// Records the first difference from a pattern; the checks every pattern
+/// makes.
+struct PatternMatcher {
+  Mismatch &mismatch;
+
+  LogicalResult fail(Operation *op, const Twine &message) {
+    mismatch = {message.str(), op};
+    return failure();
+  }
+
+  /// Each intermediate of a kernel is read by the next op of the pattern
+  /// alone: a second reader would need the tensor the kernel never makes.
+  LogicalResult checkOnlyReader(Value value, Operation *producer,
+                                Operation *consumer) {
+    for (Operation *user : value.getUsers())
+      if (user != consumer)
+        return fail(user, "the result of " + describeOp(producer) +
+                              " (an intermediate of the kernel) is also "
+                              "read by " +
+                              describeOp(user) +
+                              ": the kernel never stores it");
+    return success();
+  }
+};
+
+/// Matches the attention around `softmax`, outwards: the scores before it,
+/// the product with the values after it.
+FailureOr<AttentionMatch> matchAttention(SoftmaxOp softmax,
+                                         Mismatch &mismatch) {
+  PatternMatcher matcher{mismatch};
+  auto fail = [&](Operation *op, const Twine &message) {
+    return matcher.fail(op, message);
+  };
+  AttentionMatch match;
+  int64_t rank = rankOf(softmax.getResult());
+  if (rank != 4)
+    return fail(softmax, "the softmax's operand has shape " +
+                             shapeString(shapeOf(softmax.getResult())) +
+                             ", not the scores [batch, heads, seq, seq]");
+  if (static_cast<int64_t>(softmax.getDim()) != rank - 1)
+    return fail(softmax, "the softmax is over dim " + Twine(softmax.getDim()) +
+                             ", not the keys (the last dim)");
+
+  auto checkSingleUse = [&](Value value, Operation *producer,
+                            Operation *consumer) {
+    return matcher.checkOnlyReader(value, producer, consumer);
+  };
+
+  // Backwards from the softmax: bias, mask, scale, product.
+  Value scores = softmax.getInput();
+  SmallVector<Operation *> before;
+  Operation *consumer = softmax;
+  auto step = [&](Operation *op, Value next) -> LogicalResult {
+    if (failed(checkSingleUse(scores, op, consumer)))
+      return failure();
+    before.push_back(op);
+    consumer = op;
+    scores = next;
+    return success();
+  };
+  Operation *op = scores.getDefiningOp();
+  if (auto add = dyn_cast_or_null<AddOp>(op)) {
+    // The scores are the operand of the scores' shape; the other one, the
+    // mask, broadcasts to it.
+    bool lhsIsScores = shapeOf(add.getLhs()) == shapeOf(add.getResult());
+    Value bias = lhsIsScores ? add.getRhs() : add.getLhs();
+    if (dependsOnParameter(bias))
+      return fail(add, "the additive mask is computed from a parameter (a "
+                       "learned bias needs a gradient, and flash_attention "
+                       "gives its masks none)");
+    match.bias = bias;
+    if (failed(step(add, lhsIsScores ? add.getLhs() : add.getRhs())))
+      return failure();
+    op = scores.getDefiningOp();
+  }
+  if (auto where = dyn_cast_or_null<WhereOp>(op)) {
+    std::optional<double> fill = getSplatConstant(where.getOnFalse());
+    if (!fill || shapeOf(where.getOnTrue()) != shapeOf(where.getResult()))
+      return fail(where, "the mask keeps the scores where its condition is "
+                         "true and puts a constant elsewhere "
+                         "(where(mask, scores, constant)); this 'slapo.where' "
+                         "does not");
+    match.keep = where.getCondition();
+    match.maskedScore = *fill;
+    if (failed(step(where, where.getOnTrue())))
+      return failure();
+    op = scores.getDefiningOp();
+  }
+  if (isa_and_nonnull<DivOp, MulOp>(op)) {
+    Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+    bool divides = isa<DivOp>(op);
+    std::optional<double> factor = getSplatConstant(rhs);
+    Value product = lhs;
+    if (!factor && !divides) {
+      factor = getSplatConstant(lhs);
+      product = rhs;
+    }
+    if (!factor || shapeOf(product) != shapeOf(op->getResult(0)))
+      return fail(op, "the scores are scaled by " + describeOp(op) +
+                          " of a tensor, not of a scalar constant");
+    match.scale = divides ? 1.0 / *factor : *factor;
+    if (failed(step(op, product)))
+      return failure();
+    op = scores.getDefiningOp();
+  }
+  auto product = dyn_cast_or_null<MatmulOp>(op);
+  if (!product)
+    return fail(op, op ? "the scores are computed by " + describeOp(op) +
+                             ", not by the product query x key^T "
+                             "('slapo.matmul')"
+                       : std::string("the scores are an argument of "
+                                     "@forward, not the product query x "
+                                     "key^T"));
+  if (failed(checkSingleUse(scores, product, consumer)))
+    return failure();
+  if (shapeOf(product.getLhs()).take_front(2) !=
+          shapeOf(product.getResult()).take_front(2) ||
+      shapeOf(product.getRhs()).take_front(2) !=
+          shapeOf(product.getResult()).take_front(2))
+    return fail(product, "the product query x key^T broadcasts its batch or "
+                         "head dims; flash_attention takes query and key of "
+                         "one shape [batch, heads, seq, head size]");
+  match.scores = product;
+
+  // Forwards from the softmax: the product with the values. A dropout in
+  // between has p > 0 (the importer drops the others).
+  Value probabilities = softmax.getResult();
+  for (Operation *user : probabilities.getUsers())
+    if (auto dropout = dyn_cast<DropoutOp>(user)) {
+      // p as the model wrote it (0.1), the shortest decimal that reads back.
+      std::ostringstream p;
+      p << dropout.getP().convertToDouble();
+      return fail(dropout, "the attention's dropout has p=" + p.str() +
+                               ": flash_attention draws no dropout masks; "
+                               "train the model without attention dropout "
+                               "(p=0) or leave the module unreplaced");
+    }
+  if (probabilities.use_empty())
+    return fail(softmax, "the probabilities are read by no op");
+  // The product is the reader that should be there; any other is extra.
+  Operation *next = *probabilities.getUsers().begin();
+  for (Operation *user : probabilities.getUsers())
+    if (auto product = dyn_cast<MatmulOp>(user);
+        product && product.getLhs() == probabilities)
+      next = user;
+  if (failed(checkSingleUse(probabilities, softmax, next)))
+    return failure();
+  auto output = dyn_cast<MatmulOp>(next);
+  if (!output || output.getLhs() != probabilities)
+    return fail(next, "the probabilities are read by " + describeOp(next) +
+                          ", not by the product probabilities x value "
+                          "('slapo.matmul')");
+  if (shapeOf(output.getRhs()).take_front(2) !=
+      shapeOf(output.getResult()).take_front(2))
+    return fail(output, "the product probabilities x value broadcasts its "
+                        "batch or head dims");
+  match.output = output;
+
+  match.ops.push_back(product);
+  match.ops.append(before.rbegin(), before.rend());
+  match.ops.push_back(softmax);
+  match.ops.push_back(output);
+  return match;
+}
+
+/// Erases a replaced chain (in program order, each op read by the next
+/// alone) and what only it read: a transposed key, constants.
+void eraseChain(ArrayRef<Operation *> chain) {
+  llvm::SetVector<Operation *> inputs;
+  for (Operation *op : chain)
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && isa<PermuteOp, ConstantOp>(def))
+        inputs.insert(def);
+  for (Operation *op : llvm::reverse(chain))
+    op->erase();
+  for (Operation *op : inputs)
+    if (op->use_empty())
+      op->erase();
+}
+
+/// `keyT` transposed back: the permute that made it, undone, or a permute.
+Value transposeBack(OpBuilder &builder, Location loc, Value keyT) {
+  SmallVector<int64_t> swap = {0, 1, 3, 2};
+  Value source = keyT;
+  SmallVector<int64_t> permutation = swap;
+  if (auto permute = keyT.getDefiningOp<PermuteOp>()) {
+    // permute(permute(x, p), s) = permute(x, [p[s[i]]]).
+    ArrayRef<int64_t> first = permute.getPermutation();
+    source = permute.getInput();
+    for (auto [i, dim] : llvm::enumerate(swap))
+      permutation[i] = first[dim];
+  }
+  if (llvm::equal(permutation, llvm::seq<int64_t>(0, 4)))
+    return source;
+  return TensorBuilder(builder, loc).permute(source, permutation);
+}
+
+void replaceAttention(AttentionMatch &match) {
+  MatmulOp output = match.output;
+  OpBuilder builder(output);
+  ModulePathScope inModule(builder, output);
+  SmallVector<Location> locations;
+  for (Operation *op : match.ops)
+    locations.push_back(op->getLoc());
+  Location loc = FusedLoc::get(builder.getContext(), locations);
+  Value query = match.scores.getLhs();
+  Value keyT = match.scores.getRhs();
+  Value key = transposeBack(builder, loc, keyT);
+  ArrayRef<int64_t> rows = shapeOf(output.getResult()).drop_back();
+  auto lse = RankedTensorType::get(rows, elementTypeOf(query));
+  auto attention = builder.create<FlashAttentionOp>(
+      loc, output.getType(), lse, query, key, output.getRhs(), match.keep,
+      match.bias, builder.getF64FloatAttr(match.scale),
+      builder.getF64FloatAttr(match.maskedScore));
+  output.getResult().replaceAllUsesWith(attention.getResult());
+  eraseChain(match.ops);
+}
+
+/// The ops of one RMSNorm: square, mean over the last dim, + eps, rsqrt,
+/// the product with the input and, optionally, with the weight.
+struct RmsNormMatch {
+  Value input, weight;
+  double eps = 0;
+  Operation *last = nullptr;
+  /// The chain, in program order.
+  SmallVector<Operation *> ops;
+};
+
+/// Whether `op` squares `x` (x * x, or pow(x, 2)); sets `x`.
+bool isSquare(Operation *op, Value &x) {
+  if (auto mul = dyn_cast_or_null<MulOp>(op);
+      mul && mul.getLhs() == mul.getRhs()) {
+    x = mul.getLhs();
+    return true;
+  }
+  if (auto pow = dyn_cast_or_null<PowOp>(op);
+      pow && getSplatConstant(pow.getRhs()) == 2.0) {
+    x = pow.getLhs();
+    return true;
+  }
+  return false;
+}
+
+/// Matches the RMSNorm around `rsqrt` (LLaMA's: x * rsqrt(mean(x^2, -1,
+/// keepdim) + eps), times the weight), outwards.
+FailureOr<RmsNormMatch> matchRmsNorm(RsqrtOp rsqrt, Mismatch &mismatch) {
+  PatternMatcher matcher{mismatch};
+  RmsNormMatch match;
+  auto add = rsqrt.getInput().getDefiningOp<AddOp>();
+  std::optional<double> eps;
+  Value meanSquare;
+  if (add) {
+    eps = getSplatConstant(add.getRhs());
+    meanSquare = add.getLhs();
+    if (!eps) {
+      eps = getSplatConstant(add.getLhs());
+      meanSquare = add.getRhs();
+    }
+  }
+  if (!eps)
+    return matcher.fail(rsqrt, "the rsqrt's operand is not mean(x^2) plus a "
+                               "constant eps");
+  auto mean = meanSquare.getDefiningOp<MeanOp>();
+  int64_t rank = rankOf(rsqrt.getResult());
+  if (!mean || !mean.getKeepdim() || mean.getDims().size() != 1 ||
+      mean.getDims()[0] != rank - 1)
+    return matcher.fail(meanSquare.getDefiningOp() ? meanSquare.getDefiningOp()
+                                                   : add.getOperation(),
+                        "eps is not added to a mean over the last dim "
+                        "(keepdim)");
+  Value x;
+  Operation *square = mean.getInput().getDefiningOp();
+  if (!isSquare(square, x))
+    return matcher.fail(square ? square : mean.getOperation(),
+                        "the mean is not of the input squared (x * x or "
+                        "pow(x, 2))");
+  if (failed(matcher.checkOnlyReader(square->getResult(0), square, mean)) ||
+      failed(matcher.checkOnlyReader(mean.getResult(), mean, add)) ||
+      failed(matcher.checkOnlyReader(add.getResult(), add, rsqrt)))
+    return failure();
+  if (!rsqrt.getResult().hasOneUse())
+    return matcher.checkOnlyReader(rsqrt.getResult(), rsqrt,
+                                   *rsqrt.getResult().getUsers().begin());
+  auto product = dyn_cast<MulOp>(*rsqrt.getResult().getUsers().begin());
+  if (!product || (product.getLhs() != x && product.getRhs() != x))
+    return matcher.fail(*rsqrt.getResult().getUsers().begin(),
+                        "the rsqrt does not scale the input it was computed "
+                        "from (x * rsqrt(...))");
+  match.input = x;
+  match.eps = *eps;
+  match.ops = {square, mean, add, rsqrt, product};
+  match.last = product;
+  // The weight: a product of the normalized rows by a vector of their size.
+  Value normalized = product.getResult();
+  if (normalized.hasOneUse())
+    if (auto scaled = dyn_cast<MulOp>(*normalized.getUsers().begin())) {
+      Value weight =
+          scaled.getLhs() == normalized ? scaled.getRhs() : scaled.getLhs();
+      if (shapeOf(weight) == shapeOf(x).take_back() &&
+          shapeOf(scaled.getResult()) == shapeOf(x) &&
+          elementTypeOf(weight) == elementTypeOf(x)) {
+        match.weight = weight;
+        match.ops.push_back(scaled);
+        match.last = scaled;
+      }
+    }
+  return match;
+}
+
+void replaceRmsNorm(RmsNormMatch &match) {
+  OpBuilder builder(match.last);
+  ModulePathScope inModule(builder, match.last);
+  SmallVector<Location> locations;
+  for (Operation *op : match.ops)
+    locations.push_back(op->getLoc());
+  auto norm = builder.create<RmsNormOp>(
+      FusedLoc::get(builder.getContext(), locations),
+      match.last->getResult(0).getType(), match.input, match.weight,
+      builder.getF64FloatAttr(match.eps));
+  match.last->getResult(0).replaceAllUsesWith(norm.getResult());
+  eraseChain(match.ops);
+}
+
+struct ReplacePass : impl::ReplaceBase<ReplacePass> {
+  using ReplaceBase::ReplaceBase;
+
+  void runOnOperation() override;
+  LogicalResult replaceFlashAttention(func::FuncOp forward, StringRef module);
+  LogicalResult replaceFusedRmsNorm(func::FuncOp forward, StringRef module);
+  /// Replaces every match of `match` around the ops of type OpT in
+  /// `module` (an anchor per kernel instance), or reports the first
+  /// mismatch; `none` says what the module lacks when it has no anchor.
+  template <typename OpT, typename MatchT>
+  LogicalResult replaceAll(func::FuncOp forward, StringRef module,
+                           StringRef none,
+                           FailureOr<MatchT> (*match)(OpT, Mismatch &),
+                           void (*replace)(MatchT &));
+  /// The error for `module`, at the schedule line of the primitive (found
+  /// from `at`, an op of the module) with a note at the op that differs.
+  void reportMismatch(Operation *at, StringRef module,
+                      const Mismatch &mismatch);
+};
+
+/// The registry: each kernel's name and the function that matches and
+/// replaces its pattern in one module.
+struct Kernel {
+  StringRef name;
+  LogicalResult (ReplacePass::*replace)(func::FuncOp, StringRef);
+};
+const Kernel kKernels[] = {
+    {"flash_attention", &ReplacePass::replaceFlashAttention},
+    {"fused_rmsnorm", &ReplacePass::replaceFusedRmsNorm},
+};
+
+void ReplacePass::reportMismatch(Operation *at, StringRef module,
+                                 const Mismatch &mismatch) {
+  InFlightDiagnostic error = emitError(getPrimitiveLocation(at, *this))
+                             << "replace(\"" << kernel << "\"): module '"
+                             << module << "' does not compute what " << kernel
+                             << " computes: " << mismatch.message;
+  if (mismatch.op)
+    error.attachNote(getModelLocation(mismatch.op)) << "the op that differs";
+}
+
+template <typename OpT, typename MatchT>
+LogicalResult
+ReplacePass::replaceAll(func::FuncOp forward, StringRef module, StringRef none,
+                        FailureOr<MatchT> (*match)(OpT, Mismatch &),
+                        void (*replace)(MatchT &)) {
+  SmallVector<Operation *> ops;
+  SmallVector<OpT> anchors;
+  forward.walk([&](Operation *op) {
+    if (!isInModule(op, module))
+      return;
+    ops.push_back(op);
+    if (auto anchor = dyn_cast<OpT>(op))
+      anchors.push_back(anchor);
+  });
+  if (ops.empty()) {
+    forward.emitError("replace(\"")
+        << kernel << "\"): module '" << module << "' has no ops in @forward";
+    return failure();
+  }
+  if (anchors.empty()) {
+    reportMismatch(ops.front(), module, {none.str(), nullptr});
+    return failure();
+  }
+  SmallVector<MatchT> matches;
+  for (OpT anchor : anchors) {
+    Mismatch mismatch;
+    FailureOr<MatchT> matched = match(anchor, mismatch);
+    if (failed(matched)) {
+      reportMismatch(anchor, module, mismatch);
+      return failure();
+    }
+    matches.push_back(std::move(*matched));
+  }
+  for (MatchT &matched : matches)
+    replace(matched);
+  return success();
+}
+
+LogicalResult ReplacePass::replaceFlashAttention(func::FuncOp forward,
+                                                 StringRef module) {
+  return replaceAll<SoftmaxOp, AttentionMatch>(
+      forward, module,
+      "it computes no softmax (the attention's probabilities over the keys)",
+      matchAttention, replaceAttention);
+}
+
+LogicalResult ReplacePass::replaceFusedRmsNorm(func::FuncOp forward,
+                                               StringRef module) {
+  return replaceAll<RsqrtOp, RmsNormMatch>(
+      forward, module,
+      "it computes no rsqrt (RMSNorm's 1 / sqrt(mean(x^2) + eps))",
+      matchRmsNorm, replaceRmsNorm);
+}
+
+void ReplacePass::runOnOperation() {
+  func::FuncOp forward = lookupForward(getOperation(), "slapo-replace");
+  if (!forward)
+    return signalPassFailure();
+  const Kernel *entry = llvm::find_if(
+      kKernels, [&](const Kernel &known) { return known.name == kernel; });
+  if (entry == std::end(kKernels)) {
+    getOperation().emitError("slapo-replace: unknown kernel '")
+        << kernel << "' (known: " << llvm::join(getReplaceKernels(), ", ")
+        << ")";
+    return signalPassFailure();
+  }
+  for (const std::string &module : modules)
+    if (failed((this->*(entry->replace))(forward, module)))
+      return signalPassFailure();
+}
+
+} // namespace
+
+ArrayRef<StringRef> getReplaceKernels() {
+  static const SmallVector<StringRef> names = [] {
+    SmallVector<StringRef> list;
+    for (const Kernel &known : kKernels)
+      list.push_back(known.name);
+    return list;
+  }();
+  return names;
+}
+
+} // namespace slapo

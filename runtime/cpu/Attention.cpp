@@ -1,0 +1,261 @@
+//===- Attention.cpp - flash attention, forward and backward --------------===//
+//
+// FlashAttention-2 (Dao, 2023) on the CPU: the scores of a block of query
+// rows against a tile of keys live only in the task's scratch, and the
+// softmax is computed online, with a running maximum and sum per row that
+// rescale what the earlier tiles added. The forward keeps the rows'
+// log-sum-exp; the backward computes every probability again from it, so
+// that no [T, S] tensor is ever in memory. One task per (batch, head) and
+// block of query rows in the forward, per (batch, head) in the backward
+// (whose key and value gradients sum over all query rows).
+//
+//===----------------------------------------------------------------------===//
+#include "KernelSupport.h"
+#include "KernelVariant.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+SLAPO_CPU_VARIANT_ISA_BEGIN
+namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
+
+using namespace detail;
+
+namespace {
+
+/// Query rows per forward task, keys per tile: a tile of keys and values
+/// (64 x 64 floats each at head size 64) stays in L1/L2 while a block of
+/// rows is scored against it.
+constexpr int64_t kQueryBlock = 32;
+constexpr int64_t kKeyTile = 64;
+
+/// The sizes of an attention and where its masks are: element (b, h, t, s)
+/// of a mask broadcast to [B, H, T, S] is at b * strides[0] + h * strides[1]
+/// + t * strides[2] + s * strides[3] (0 along the dims it broadcasts over).
+struct Geometry {
+  int64_t batch, heads, rows, keys, headSize, valueSize;
+  std::array<int64_t, 4> keepStrides{}, biasStrides{};
+
+  Geometry(const Tensor &query, const Tensor &key, const Tensor &value,
+           const Tensor &keep, const Tensor &bias)
+      : batch(query.shape[0]), heads(query.shape[1]), rows(query.shape[2]),
+        keys(key.shape[2]), headSize(query.shape[3]),
+        valueSize(value.shape[3]) {
+    setStrides(keep, keepStrides);
+    setStrides(bias, biasStrides);
+  }
+
+  void setStrides(const Tensor &mask, std::array<int64_t, 4> &strides) const {
+    if (!mask.data)
+      return;
+    const int64_t full[4] = {batch, heads, rows, keys};
+    int64_t stride = 1;
+    for (int d = 3; d >= 0; --d) {
+      int maskDim = d - (4 - mask.shape.rank);
+      bool present =
+          maskDim >= 0 && mask.shape[maskDim] == full[d] && full[d] != 1;
+      strides[d] = present ? stride : 0;
+      if (maskDim >= 0)
+        stride *= mask.shape[maskDim];
+    }
+  }
+
+  int64_t offset(const std::array<int64_t, 4> &strides, int64_t b, int64_t h,
+                 int64_t t) const {
+    return b * strides[0] + h * strides[1] + t * strides[2];
+  }
+};
+
+/// The scores of one query row against keys [first, first + count), masked
+/// as the module masked them, into `scores`.
+template <typename T, typename C>
+void scoreRow(const Geometry &g, const T *q, const T *keys, int64_t first,
+              int64_t count, const bool *keepRow, const T *biasRow, C scale,
+              C maskedScore, C *scores) {
+  for (int64_t j = 0; j < count; ++j) {
+    const T *k = keys + (first + j) * g.headSize;
+    C dot = 0;
+    for (int64_t d = 0; d < g.headSize; ++d)
+      dot += load(q[d]) * load(k[d]);
+    C score = dot * scale;
+    int64_t s = first + j;
+    if (keepRow && !keepRow[s * g.keepStrides[3]])
+      score = maskedScore;
+    if (biasRow)
+      score += load(biasRow[s * g.biasStrides[3]]);
+    scores[j] = score;
+  }
+}
+
+/// The masks' rows for query row t of head (b, h), or null.
+struct MaskRows {
+  const bool *keep = nullptr;
+  const void *bias = nullptr;
+};
+MaskRows maskRows(const Geometry &g, const Tensor &keep, const Tensor &bias,
+                  size_t biasElementSize, int64_t b, int64_t h, int64_t t) {
+  MaskRows rows;
+  if (keep.data)
+    rows.keep = keep.as<bool>() + g.offset(g.keepStrides, b, h, t);
+  if (bias.data)
+    rows.bias = static_cast<const char *>(bias.data) +
+                g.offset(g.biasStrides, b, h, t) * biasElementSize;
+  return rows;
+}
+
+} // namespace
+
+void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
+                    const Tensor &value, const Tensor &keep, const Tensor &bias,
+                    const Tensor &out, const Tensor &logsumexp, double scale,
+                    double maskedScore) {
+  Geometry g(query, key, value, keep, bias);
+  int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock;
+  dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    parallelFor(
+        ctx, g.batch * g.heads * blocks, 1, [&](int64_t begin, int64_t end) {
+          std::vector<C> scores(kKeyTile), sums(kQueryBlock * g.valueSize);
+          std::vector<C> maxima(kQueryBlock), totals(kQueryBlock);
+          for (int64_t task = begin; task < end; ++task) {
+            int64_t head = task / blocks, block = task % blocks;
+            int64_t b = head / g.heads, h = head % g.heads;
+            int64_t first = block * kQueryBlock;
+            int64_t count = std::min(kQueryBlock, g.rows - first);
+            const T *q = query.as<T>() + (head * g.rows + first) * g.headSize;
+            const T *k = key.as<T>() + head * g.keys * g.headSize;
+            const T *v = value.as<T>() + head * g.keys * g.valueSize;
+            std::fill(maxima.begin(), maxima.end(),
+                      -std::numeric_limits<C>::infinity());
+            std::fill(totals.begin(), totals.end(), C(0));
+            std::fill(sums.begin(), sums.end(), C(0));
+            for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
+              int64_t width = std::min(kKeyTile, g.keys - tile);
+              for (int64_t i = 0; i < count; ++i) {
+                MaskRows masks =
+                    maskRows(g, keep, bias, sizeof(T), b, h, first + i);
+                scoreRow(g, q + i * g.headSize, k, tile, width, masks.keep,
+                         static_cast<const T *>(masks.bias), C(scale),
+                         C(maskedScore), scores.data());
+                C maximum = maxima[i];
+                for (int64_t j = 0; j < width; ++j)
+                  maximum = std::max(maximum, scores[j]);
+                // What the earlier tiles added, rescaled to the new maximum.
+                C rescale = std::exp(maxima[i] - maximum);
+                C *sum = sums.data() + i * g.valueSize;
+                C total = totals[i] * rescale;
+                for (int64_t e = 0; e < g.valueSize; ++e)
+                  sum[e] *= rescale;
+                for (int64_t j = 0; j < width; ++j) {
+                  C p = std::exp(scores[j] - maximum);
+                  total += p;
+                  const T *vRow = v + (tile + j) * g.valueSize;
+                  for (int64_t e = 0; e < g.valueSize; ++e)
+                    sum[e] += p * load(vRow[e]);
+                }
+                maxima[i] = maximum;
+                totals[i] = total;
+              }
+            }
+            T *o = out.as<T>() + (head * g.rows + first) * g.valueSize;
+            T *lse = logsumexp.as<T>() + head * g.rows + first;
+            for (int64_t i = 0; i < count; ++i) {
+              C inverse = C(1) / totals[i];
+              for (int64_t e = 0; e < g.valueSize; ++e)
+                o[i * g.valueSize + e] =
+                    store<T>(sums[i * g.valueSize + e] * inverse);
+              lse[i] = store<T>(maxima[i] + std::log(totals[i]));
+            }
+          }
+        });
+  });
+}
+
+void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
+                        const Tensor &value, const Tensor &keep,
+                        const Tensor &bias, const Tensor &out,
+                        const Tensor &logsumexp, const Tensor &grad,
+                        const Tensor &gradQuery, const Tensor &gradKey,
+                        const Tensor &gradValue, double scale,
+                        double maskedScore) {
+  Geometry g(query, key, value, keep, bias);
+  dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    parallelFor(ctx, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+      std::vector<C> scores(kKeyTile), rowDots(g.rows);
+      std::vector<C> dq(g.rows * g.headSize), dk(g.keys * g.headSize),
+          dv(g.keys * g.valueSize);
+      for (int64_t head = begin; head < end; ++head) {
+        int64_t b = head / g.heads, h = head % g.heads;
+        const T *q = query.as<T>() + head * g.rows * g.headSize;
+        const T *k = key.as<T>() + head * g.keys * g.headSize;
+        const T *v = value.as<T>() + head * g.keys * g.valueSize;
+        const T *o = out.as<T>() + head * g.rows * g.valueSize;
+        const T *dO = grad.as<T>() + head * g.rows * g.valueSize;
+        const T *lse = logsumexp.as<T>() + head * g.rows;
+        // rowsum(grad * out): the softmax's sum(grad * p) per row, as
+        // FlashAttention-2 computes it without the probabilities.
+        for (int64_t t = 0; t < g.rows; ++t) {
+          C dot = 0;
+          for (int64_t e = 0; e < g.valueSize; ++e)
+            dot += load(dO[t * g.valueSize + e]) * load(o[t * g.valueSize + e]);
+          rowDots[t] = dot;
+        }
+        std::fill(dq.begin(), dq.end(), C(0));
+        std::fill(dk.begin(), dk.end(), C(0));
+        std::fill(dv.begin(), dv.end(), C(0));
+        for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
+          int64_t width = std::min(kKeyTile, g.keys - tile);
+          for (int64_t t = 0; t < g.rows; ++t) {
+            MaskRows masks = maskRows(g, keep, bias, sizeof(T), b, h, t);
+            const T *qRow = q + t * g.headSize;
+            const T *dORow = dO + t * g.valueSize;
+            scoreRow(g, qRow, k, tile, width, masks.keep,
+                     static_cast<const T *>(masks.bias), C(scale),
+                     C(maskedScore), scores.data());
+            C rowLse = load(lse[t]);
+            C *dqRow = dq.data() + t * g.headSize;
+            for (int64_t j = 0; j < width; ++j) {
+              int64_t s = tile + j;
+              C p = std::exp(scores[j] - rowLse);
+              const T *vRow = v + s * g.valueSize;
+              C *dvRow = dv.data() + s * g.valueSize;
+              C dp = 0;
+              for (int64_t e = 0; e < g.valueSize; ++e) {
+                C dOut = load(dORow[e]);
+                dvRow[e] += p * dOut;
+                dp += dOut * load(vRow[e]);
+              }
+              // A masked score is a constant: no gradient passes it.
+              if (masks.keep && !masks.keep[s * g.keepStrides[3]])
+                continue;
+              C dScore = p * (dp - rowDots[t]) * C(scale);
+              const T *kRow = k + s * g.headSize;
+              C *dkRow = dk.data() + s * g.headSize;
+              for (int64_t d = 0; d < g.headSize; ++d) {
+                dqRow[d] += dScore * load(kRow[d]);
+                dkRow[d] += dScore * load(qRow[d]);
+              }
+            }
+          }
+        }
+        auto write = [](const std::vector<C> &from, const Tensor &to,
+                        int64_t offset) {
+          T *target = to.as<T>() + offset;
+          for (size_t i = 0; i < from.size(); ++i)
+            target[i] = store<T>(from[i]);
+        };
+        write(dq, gradQuery, head * g.rows * g.headSize);
+        write(dk, gradKey, head * g.keys * g.headSize);
+        write(dv, gradValue, head * g.keys * g.valueSize);
+      }
+    });
+  });
+}
+
+} // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT
+SLAPO_CPU_VARIANT_ISA_END

@@ -1,0 +1,156 @@
+// RUN: slapo-opt "--slapo-replace=modules=attn kernel=flash_attention" %s --split-input-file --verify-diagnostics | FileCheck %s
+
+// GPT-2's attention (Hugging Face's _attn): q k^T, divided by sqrt(head
+// size), the causal buffer's slice as where(mask, scores, lowest), softmax
+// over the keys, times v: one slapo.flash_attention, the key transposed back
+// (the two permutes compose to the heads' split), the mask kept as an
+// operand, and nothing of the chain left.
+module {
+  slapo.param buffer @attn.bias : tensor<1x1x8x8xi1>
+  func.func @forward(%x: tensor<2x8x8xf32>) -> tensor<2x4x8x2xf32> {
+    %r = slapo.reshape %x {slapo.module = "attn"} : tensor<2x8x8xf32> -> tensor<2x8x4x2xf32>
+    %q = slapo.permute %r {permutation = array<i64: 0, 2, 1, 3>, slapo.module = "attn"} : tensor<2x8x4x2xf32> -> tensor<2x4x8x2xf32>
+    %kt = slapo.permute %r {permutation = array<i64: 0, 2, 3, 1>, slapo.module = "attn"} : tensor<2x8x4x2xf32> -> tensor<2x4x2x8xf32>
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    %c = slapo.constant dense<1.41421354> : tensor<f32>
+    %d = slapo.div %s, %c {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+    %mask = slapo.get_param @attn.bias {slapo.module = "attn"} : tensor<1x1x8x8xi1>
+    %low = slapo.constant dense<-3.40282347E+38> : tensor<f32>
+    %w = slapo.where %mask, %d, %low {slapo.module = "attn"} : (tensor<1x1x8x8xi1>, tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+    %p = slapo.softmax %w {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %q {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
+// CHECK-LABEL: func.func @forward
+//       CHECK: %[[R:.*]] = slapo.reshape
+//       CHECK: %[[Q:.*]] = slapo.permute %[[R]] {permutation = array<i64: 0, 2, 1, 3>
+//       CHECK: %[[MASK:.*]] = slapo.get_param @attn.bias
+//       CHECK: %[[K:.*]] = slapo.permute %[[R]] {permutation = array<i64: 0, 2, 1, 3>, slapo.module = "attn"}
+//       CHECK: %[[O:.*]], %{{.*}} = slapo.flash_attention %[[Q]], %[[K]], %[[Q]] keep %[[MASK]] {masked_score = -3.4028234663852886E+38 : f64, scale = 0.707106{{[0-9]+}} : f64, slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x8x2xf32>, tensor<2x4x8x2xf32>, tensor<1x1x8x8xi1>) -> (tensor<2x4x8x2xf32>, tensor<2x4x8xf32>)
+//       CHECK: return %[[O]]
+//   CHECK-NOT: slapo.softmax
+//   CHECK-NOT: slapo.matmul
+
+// -----
+
+// BERT's: scaled by a product here, an additive padding mask [B, 1, 1, S]
+// from an input; the key already in [B, H, S, D] and transposed once.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %k: tensor<2x4x8x2xf32>, %v: tensor<2x4x8x3xf32>, %m: tensor<2x1x1x8xf32>) -> tensor<2x4x8x3xf32> {
+    %kt = slapo.permute %k {permutation = array<i64: 0, 1, 3, 2>, slapo.module = "attn"} : tensor<2x4x8x2xf32> -> tensor<2x4x2x8xf32>
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    %c = slapo.constant dense<5.000000e-01> : tensor<f32>
+    %d = slapo.mul %c, %s {slapo.module = "attn"} : (tensor<f32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+    %a = slapo.add %d, %m {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x8xf32>
+    %p = slapo.softmax %a {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x3xf32>) -> tensor<2x4x8x3xf32>
+    return %o : tensor<2x4x8x3xf32>
+  }
+}
+// CHECK-LABEL: func.func @forward
+//  CHECK-NEXT: %[[O:.*]], %{{.*}} = slapo.flash_attention %arg0, %arg1, %arg2 bias %arg3 {masked_score = 0.000000e+00 : f64, scale = 5.000000e-01 : f64, slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x8x2xf32>, tensor<2x4x8x3xf32>, tensor<2x1x1x8xf32>) -> (tensor<2x4x8x3xf32>, tensor<2x4x8xf32>)
+//  CHECK-NEXT: return %[[O]]
+
+// -----
+
+// Attention dropout (p > 0) is refused: the kernel draws no masks.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-error@+1 {{replace("flash_attention"): module 'attn' does not compute what flash_attention computes: the attention's dropout has p=0.1: flash_attention draws no dropout masks; train the model without attention dropout (p=0) or leave the module unreplaced}}
+    %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    // expected-note@+1 {{the op that differs}}
+    %dp = slapo.dropout %p {p = 1.000000e-01 : f64, stream = 0 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %dp, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
+
+// -----
+
+// The probabilities read by a second op (returned) must be stored: refused.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> (tensor<2x4x8x2xf32>, tensor<2x4x8x8xf32>) {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-error@+1 {{module 'attn' does not compute what flash_attention computes: the result of 'slapo.softmax' (an intermediate of the kernel) is also read by 'func.return': the kernel never stores it}}
+    %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    // expected-note@+1 {{the op that differs}}
+    return %o, %p : tensor<2x4x8x2xf32>, tensor<2x4x8x8xf32>
+  }
+}
+
+// -----
+
+// A scale that is not a constant.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>, %t: tensor<f32>) -> tensor<2x4x8x2xf32> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-note@+1 {{the op that differs}}
+    %d = slapo.div %s, %t {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+    // expected-error@+1 {{the scores are scaled by 'slapo.div' of a tensor, not of a scalar constant}}
+    %p = slapo.softmax %d {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
+
+// -----
+
+// Scores that are no product q k^T (here an exp of it, which softmax would
+// need to see).
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-note@+1 {{the op that differs}}
+    %e = slapo.tanh %s {slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    // expected-error@+1 {{the scores are computed by 'slapo.tanh', not by the product query x key^T ('slapo.matmul')}}
+    %p = slapo.softmax %e {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
+
+// -----
+
+// A softmax over the queries, not the keys.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-error@+2 {{the softmax is over dim 2, not the keys (the last dim)}}
+    // expected-note@+1 {{the op that differs}}
+    %p = slapo.softmax %s {dim = 2 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
+
+// -----
+
+// A module without attention.
+module {
+  func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+    // expected-error@+1 {{module 'attn' does not compute what flash_attention computes: it computes no softmax (the attention's probabilities over the keys)}}
+    %y = slapo.relu %x {slapo.module = "attn"} : tensor<2x8xf32>
+    return %y : tensor<2x8xf32>
+  }
+}
+
+// -----
+
+// An additive bias computed from a parameter (a learned relative-position
+// bias) needs a gradient, which the kernel gives its masks none of.
+module {
+  slapo.param @attn.rel : tensor<1x4x8x8xf32>
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    %b = slapo.get_param @attn.rel {slapo.module = "attn"} : tensor<1x4x8x8xf32>
+    // expected-note@+1 {{the op that differs}}
+    %a = slapo.add %s, %b {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<1x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-error@+1 {{the additive mask is computed from a parameter (a learned bias needs a gradient, and flash_attention gives its masks none)}}
+    %p = slapo.softmax %a {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
