@@ -355,6 +355,35 @@ std::vector<RuleCase> ruleCases() {
        "%y = slapo.layer_norm %x {eps = 1.0e-05 : f64, normalized_rank = 2 : "
        "i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>",
        "tensor<2x3x4xf32>"},
+      {"rms_norm with weight",
+       {{"x", "tensor<2x3x8xf32>"}, {"w", "tensor<8xf32>"}},
+       "%y = slapo.rms_norm %x weight %w {eps = 1.0e-06 : f64} : "
+       "(tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>",
+       "tensor<2x3x8xf32>"},
+      {"flash_attention with a causal mask",
+       {{"q", "tensor<2x2x5x3xf32>"},
+        {"k", "tensor<2x2x5x3xf32>"},
+        {"v", "tensor<2x2x5x4xf32>"}},
+       "%m = slapo.constant dense<[[[[true, false, false, false, false], "
+       "[true, true, false, false, false], [true, true, true, false, false], "
+       "[true, true, true, true, false], [true, true, true, true, true]]]]> : "
+       "tensor<1x1x5x5xi1>\n"
+       "%y, %lse = slapo.flash_attention %q, %k, %v keep %m "
+       "{masked_score = -3.4028234663852886E+38 : f64, scale = 0.5 : f64} : "
+       "(tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x4xf32>, "
+       "tensor<1x1x5x5xi1>) -> (tensor<2x2x5x4xf32>, tensor<2x2x5xf32>)",
+       "tensor<2x2x5x4xf32>"},
+      {"flash_attention with an additive padding mask",
+       {{"q", "tensor<2x2x5x3xf32>"},
+        {"k", "tensor<2x2x5x3xf32>"},
+        {"v", "tensor<2x2x5x3xf32>"}},
+       "%b = slapo.constant dense<[[[[0.0, 0.0, 0.0, -1.0e4, -1.0e4]]], "
+       "[[[0.0, 0.0, 0.0, 0.0, -1.0e4]]]]> : tensor<2x1x1x5xf32>\n"
+       "%y, %lse = slapo.flash_attention %q, %k, %v bias %b "
+       "{masked_score = 0.0 : f64, scale = 0.57735026918962584 : f64} : "
+       "(tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, "
+       "tensor<2x1x1x5xf32>) -> (tensor<2x2x5x3xf32>, tensor<2x2x5xf32>)",
+       "tensor<2x2x5x3xf32>"},
       {"conv2d with bias, stride, padding, dilation and groups",
        {{"x", "tensor<2x4x7x6xf32>"},
         {"w", "tensor<6x2x3x3xf32>"},
