@@ -18,10 +18,11 @@ n_positions = seq):
                batch 8, vocab 8192
 
 --prepare exports each with gpt_train.prepare (torch.jit.trace, under no_grad so that tracing
-the 124M model at [16, 1024] does not keep its activations) and compiles it with
+the 124M model at [16, 1024] does not keep its activations) and compiles it twice with
 `slapoc model.pt --input ... --target=cuda --schedule out.sched -o DIR/CONFIG/out`, the
 schedule being gpt_train.py's AdamW (lr 3e-4, betas (0.9, 0.999), eps 1e-8, weight decay 0.1)
-with precision="bf16".  The weights (500 MB for GPT-2 small), the TorchScript file and the
+with precision="bf16": with fusion="none" into out/ (one kernel per op) and with
+fusion="auto" into out-fused/ (elementwise chains as generated kernels).  The weights (500 MB for GPT-2 small), the TorchScript file and the
 batches gpt_train.prepare writes are deleted and rank0/train is stripped, so that DIR travels
 (it must stay under 60 MiB); DIR/CONFIG/config.json keeps what --run needs: the model's sizes,
 the FLOPs per step, and every tensor the program reads with its dtype and shape (the header of
@@ -30,15 +31,16 @@ GPT-2 small's forward three times at [16, 1024] in fp32 on the CPU (the trace an
 minutes, and far more on a busy two-core machine.
 
 --run rebuilds each model with the same seed and writes its tensors, under every name
-config.json lists, to DIR/CONFIG/out/rank0/weights.safetensors, where the program reads them
+config.json lists, to rank0/weights.safetensors of out/ and out-fused/, where the programs read them
 (PyTorch there may draw other values than LibTorch here: what matters is that all sides start
 from the same weights).
-Then each repeat runs three sides in turn (alternating, so that drift hits all of them),
+Then each repeat runs four sides in turn (alternating, so that drift hits all of them),
 W untimed + N timed steps each (defaults 3 + 10, R = 3):
 
   slapoc   out/launch --steps W+N --log-json LOG --quiet: synthetic batches, made by the
            program; a step's time is the log's step_time_s (the host fills the batch and copies
            it to the GPU, forward, backward, AdamW, then synchronizes)
+  fused    the same with out-fused/launch
   eager    the nn.Module on the GPU, forward under torch.autocast("cuda", torch.bfloat16),
            torch.optim.AdamW(fused=True) with the same hyperparameters; timed between
            torch.cuda.synchronize() calls around model(ids, labels).backward(), step(),
@@ -91,7 +93,10 @@ PEAK_FLOPS = 989e12  # dense bf16, H100 / H200 SXM
 TRAVEL_LIMIT = 60 * 2 ** 20
 GEMM_SIZE = {"cuda": 8192, "cpu": 1024}
 LAUNCH_TIMEOUT_S = 300
-SIDES = (("slapoc", "slapoc"), ("eager", "PyTorch eager"), ("compile", "torch.compile"))
+# slapoc's programs, by side: the directory each is compiled into and its schedule's fusion.
+PROGRAMS = {"slapoc": ("out", "none"), "fused": ("out-fused", "auto")}
+SIDES = (("slapoc", "slapoc"), ("fused", 'slapoc fusion="auto"'), ("eager", "PyTorch eager"),
+         ("compile", "torch.compile"))
 SAFETENSORS_DTYPES = {"F32": "float32", "F64": "float64", "F16": "float16", "BF16": "bfloat16",
                       "I64": "int64", "I32": "int32", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
 
@@ -124,11 +129,17 @@ def prepare_config(args, root, name, sizes):
     start = time.perf_counter()
     with torch.no_grad():
         n_params, flops = gpt_train.prepare(model_args, work)
-    slapoc_argv = gpt_train.compile_slapoc(
-        args, work, "out", SCHEDULE, gpt_train.input_flags(model_args) + ["--target=cuda"])
+    commands = {}
+    for side, (program, fusion) in PROGRAMS.items():
+        schedule = SCHEDULE.replace(")\n", ', fusion="%s")\n' % fusion)
+        argv = gpt_train.compile_slapoc(args, work, program, schedule,
+                                        gpt_train.input_flags(model_args) + ["--target=cuda"])
+        commands[side] = gpt_train.shell(os.path.relpath(a, work) if a.startswith(work) else a
+                                         for a in argv)
     out = os.path.join(work, "out")
     with open(os.path.join(out, "manifest.json")) as f:
         manifest = json.load(f)
+    # Fusion changes the step, never the parameters: both programs read one weights file.
     weights = os.path.join(out, "rank0", "weights.safetensors")
     with safe_open(weights, framework="pt") as f:
         layout = {key: {"dtype": f.get_slice(key).get_dtype(),
@@ -138,10 +149,11 @@ def prepare_config(args, root, name, sizes):
     for param in manifest["parameters"]:
         for tensor_name in [param["name"]] + param["aliases"]:
             tensors.append(dict(name=tensor_name, **layout[param["name"]]))
-    for path in (weights, os.path.join(work, "model.pt"),
-                 os.path.join(work, "batches.safetensors")):
+    for path in (os.path.join(work, "model.pt"), os.path.join(work, "batches.safetensors")):
         os.remove(path)
-    subprocess.run(["strip", os.path.join(out, "rank0", "train")], check=True)
+    for program, _ in PROGRAMS.values():
+        os.remove(os.path.join(work, program, "rank0", "weights.safetensors"))
+        subprocess.run(["strip", os.path.join(work, program, "rank0", "train")], check=True)
     config = {
         "name": name,
         "model": sizes,
@@ -154,8 +166,7 @@ def prepare_config(args, root, name, sizes):
         "weights_metadata": metadata,
         "arena_bytes": manifest["ranks"][0]["planned_memory_bytes"]["arena_bytes"],
         "build": manifest["build"],
-        "slapoc_command": gpt_train.shell(os.path.relpath(a, work) if a.startswith(work) else a
-                                          for a in slapoc_argv),
+        "slapoc_commands": commands,
     }
     with open(os.path.join(work, "config.json"), "w") as f:
         json.dump(config, f, indent=1)
@@ -243,10 +254,11 @@ def gemm_rate(device):
     return 2 * n ** 3 / statistics.median(seconds[3:])
 
 
-def run_slapoc(args, work):
-    """One run of the compiled program: its median timed step, last loss and arena."""
-    log = os.path.join(work, "slapoc-log.json")
-    argv = [os.path.join(work, "out", "launch"), "--steps", str(args.warmup + args.steps),
+def run_slapoc(args, work, side):
+    """One run of a compiled program: its median timed step, last loss and arena."""
+    program = PROGRAMS[side][0]
+    log = os.path.join(work, program + "-log.json")
+    argv = [os.path.join(work, program, "launch"), "--steps", str(args.warmup + args.steps),
             "--log-json", log, "--quiet"]
     try:
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -318,17 +330,20 @@ def bench_config(args, root, name, device, peak_gemm):
     model_args = argparse.Namespace(**config["model"])
     cpu_model = gpt_train.build_model(model_args)
     failures = {}
-    try:
-        write_weights(cpu_model, config, os.path.join(work, "out", "rank0", "weights.safetensors"))
-    except gpt_train.BenchError as error:
-        failures["slapoc"] = str(error)
+    for side, (program, _) in PROGRAMS.items():
+        try:
+            write_weights(cpu_model, config,
+                          os.path.join(work, program, "rank0", "weights.safetensors"))
+        except gpt_train.BenchError as error:
+            failures[side] = str(error)
     # Random ids and labels, drawn apart as the program's synthetic batches are.
     generator = torch.Generator(device=device).manual_seed(0)
     batches = [[torch.randint(model_args.vocab, (model_args.batch, model_args.seq),
                               generator=generator, device=device) for _ in range(2)]
                for _ in range(args.warmup + args.steps)]
     runners = {
-        "slapoc": lambda: run_slapoc(args, work),
+        "slapoc": lambda: run_slapoc(args, work, "slapoc"),
+        "fused": lambda: run_slapoc(args, work, "fused"),
         "eager": lambda: run_pytorch(args, cpu_model, config, batches, device, compiled=False),
         "compile": lambda: run_pytorch(args, cpu_model, config, batches, device, compiled=True),
     }
@@ -364,7 +379,8 @@ def bench_config(args, root, name, device, peak_gemm):
         if "error" not in result and "error" not in sides["eager"]:
             result["vs_eager"] = result["tokens_per_s"] / sides["eager"]["tokens_per_s"]
     return {"model": config["model"], "parameters": config["parameters"],
-            "flops_per_step": flops, "slapoc_command": config["slapoc_command"], "sides": sides}
+            "flops_per_step": flops, "slapoc_commands": config["slapoc_commands"],
+            "sides": sides}
 
 
 def print_table(name, result, peak_gemm, device):
@@ -374,7 +390,8 @@ def print_table(name, result, peak_gemm, device):
           "%.1f GFLOP per step\n" % (name, model["layers"], model["hidden"], model["heads"],
                                      model["seq"], model["batch"], model["vocab"],
                                      result["parameters"] / 1e6, result["flops_per_step"] / 1e9))
-    print("slapoc: `%s`\n" % result["slapoc_command"])
+    for side, command in result["slapoc_commands"].items():
+        print("%s: `%s`\n" % (dict(SIDES)[side], command))
     print("| | tokens/s | ms/step | vs eager | MFU vs 989 TFLOP/s | MFU vs GEMM (%.1f TFLOP/s) "
           "| %s |" % (peak_gemm / 1e12, memory_label))
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -384,7 +401,7 @@ def print_table(name, result, peak_gemm, device):
             print("| %s | n/a (%s) | | | | | |" % (label, r["error"].replace("|", "/")))
             continue
         memory = "-" if r["memory_bytes"] is None else "%s%s" % (
-            size_text(r["memory_bytes"]), " (planned arena)" if side == "slapoc" else "")
+            size_text(r["memory_bytes"]), " (planned arena)" if side in PROGRAMS else "")
         print("| %s | %.1fk | %.1f | %s | %.1f%% | %.1f%% | %s |"
               % (label, r["tokens_per_s"] / 1e3, r["step_ms"],
                  "%.2fx" % r["vs_eager"] if "vs_eager" in r else "-",
