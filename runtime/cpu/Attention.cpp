@@ -109,13 +109,19 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                 for (int64_t j = 0; j < width; ++j)
                   maximum = std::max(maximum, scores[j]);
                 // What the earlier tiles added, rescaled to the new maximum.
-                C rescale = std::exp(maxima[i] - maximum);
+                // A score of -inf (a key masked by a -inf bias) adds
+                // nothing, even where every score so far is -inf and
+                // e^(-inf - -inf) would be NaN.
+                constexpr C kNone = -std::numeric_limits<C>::infinity();
+                C rescale =
+                    maxima[i] == kNone ? C(0) : std::exp(maxima[i] - maximum);
                 C *sum = sums.data() + i * g.valueSize;
                 C total = totals[i] * rescale;
                 for (int64_t e = 0; e < g.valueSize; ++e)
                   sum[e] *= rescale;
                 for (int64_t j = 0; j < width; ++j) {
-                  C p = std::exp(scores[j] - maximum);
+                  C p =
+                      scores[j] == kNone ? C(0) : std::exp(scores[j] - maximum);
                   total += p;
                   const T *vRow = v + (tile + j) * g.valueSize;
                   for (int64_t e = 0; e < g.valueSize; ++e)

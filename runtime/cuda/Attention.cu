@@ -225,16 +225,21 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
     __syncthreads();
     // One warp per row, one lane per key: the tile's maximum, the
     // probabilities relative to the new running maximum, and what the
-    // earlier tiles added rescaled to it.
+    // earlier tiles added rescaled to it. A score of -inf (a key past the
+    // tile's end, or masked by a -inf bias) adds nothing, even where every
+    // score so far is -inf and e^(-inf - -inf) would be NaN (as on the
+    // CPU).
+    constexpr C kNone = -std::numeric_limits<C>::infinity();
     for (int r = warp; r < rows; r += kWarps) {
       C score = sh.scores[r * kKeys + lane];
       C maximum = Max()(sh.maxima[r], warpReduce(score, Max()));
-      C p = lane < width ? C(exp(score - maximum)) : C(0);
+      C p = score == kNone ? C(0) : C(exp(score - maximum));
       C total = warpReduce(p, Add());
       sh.scores[r * kKeys + lane] = p;
       __syncwarp();
       if (lane == 0) {
-        C rescale = exp(sh.maxima[r] - maximum);
+        C rescale =
+            sh.maxima[r] == kNone ? C(0) : C(exp(sh.maxima[r] - maximum));
         sh.rescales[r] = rescale;
         sh.totals[r] = sh.totals[r] * rescale + total;
         sh.maxima[r] = maximum;

@@ -992,11 +992,13 @@ void addAttention(CaseList &cases) {
       if (c.biasShape.rank) {
         bias = random(dtype, c.biasShape, 175);
         int64_t keys = c.biasShape.dims[3];
-        // Padding: the last 7 keys of batch 1 where the bias is per key.
+        // Padding where the bias is per key: the last 20 keys of batch 1,
+        // so that whole tiles of keys are masked (by -inf in bf16, where
+        // the f32 minimum rounds to it).
         for (int64_t i = 0; i < bias->getCount(); ++i)
           if (bias->getCount() == c.batch * keys)
-            bias->set(i, i / keys == 1 && i % keys >= keys - 7 ? kMaskedScore
-                                                               : 0.0);
+            bias->set(i, i / keys == 1 && i % keys >= keys - 20 ? kMaskedScore
+                                                                : 0.0);
       }
       double scale = 1 / std::sqrt(double(c.headSize));
       double maskedScore = keep ? kMaskedScore : 0;
