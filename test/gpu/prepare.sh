@@ -107,7 +107,7 @@ shipped() {
   sed -e 's/i64\[8, 32\]/i64[2, 16]/' \
     -e '/^train(/,/)$/c train(optimizer="adamw", lr=0.003, weight_decay=0.1, grad_clip=1.0, lr_schedule="warmup_cosine", warmup_steps=2)' \
     "$root/schedules/$1" > "$to"
-  grep -q 'lr_schedule="warmup_cosine"' "$to"
+  grep -q 'warmup_steps=2)' "$to"
   grep -q 'i64\[2, 16\]' "$to"
   grep -q '\.replace(' "$to"
 }
