@@ -148,12 +148,6 @@ std::string describeModule(Operation *op) {
                       : "module '" + path.str() + "'";
 }
 
-/// Ops whose kernels only the CPU runtime has yet (the kernels of
-/// replace(): flash attention and the fused RMS norm).
-bool hasCpuKernelOnly(Operation *op) {
-  return isa<FlashAttentionOp, FlashAttentionGradOp, RmsNormOp>(op);
-}
-
 /// An op of the runtime's unary or binary kernel: the kernel, and the
 /// kind's enumerator (UnaryKind::Exp).
 struct ElementwiseKind {
@@ -556,12 +550,6 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                          kind, use(op->getOperand(0)), out(), dimMask(dims));
   };
   using Call = FailureOr<std::string>;
-  if (info.target != "cpu" && hasCpuKernelOnly(op))
-    return op->emitError("code generation for --target=")
-           << info.target << " does not support '" << op->getName()
-           << "' yet (in " << describeModule(op)
-           << "): only the CPU runtime has its kernel; compile with "
-              "--target=cpu";
   return llvm::TypeSwitch<Operation *, Call>(op)
       .Case([&](FusedOp fused) { return getFusedLoopCall(fused); })
       .Case([&](CastOp) -> Call {

@@ -13,7 +13,8 @@
 #include "KernelSupport.h"
 #include "KernelVariant.h"
 
-#include <array>
+#include "slapo/runtime/AttentionGeometry.h"
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -31,49 +32,12 @@ namespace {
 constexpr int64_t kQueryBlock = 32;
 constexpr int64_t kKeyTile = 64;
 
-/// The sizes of an attention and where its masks are: element (b, h, t, s)
-/// of a mask broadcast to [B, H, T, S] is at b * strides[0] + h * strides[1]
-/// + t * strides[2] + s * strides[3] (0 along the dims it broadcasts over).
-struct Geometry {
-  int64_t batch, heads, rows, keys, headSize, valueSize;
-  std::array<int64_t, 4> keepStrides{}, biasStrides{};
-
-  Geometry(const Tensor &query, const Tensor &key, const Tensor &value,
-           const Tensor &keep, const Tensor &bias)
-      : batch(query.shape[0]), heads(query.shape[1]), rows(query.shape[2]),
-        keys(key.shape[2]), headSize(query.shape[3]),
-        valueSize(value.shape[3]) {
-    setStrides(keep, keepStrides);
-    setStrides(bias, biasStrides);
-  }
-
-  void setStrides(const Tensor &mask, std::array<int64_t, 4> &strides) const {
-    if (!mask.data)
-      return;
-    const int64_t full[4] = {batch, heads, rows, keys};
-    int64_t stride = 1;
-    for (int d = 3; d >= 0; --d) {
-      int maskDim = d - (4 - mask.shape.rank);
-      bool present =
-          maskDim >= 0 && mask.shape[maskDim] == full[d] && full[d] != 1;
-      strides[d] = present ? stride : 0;
-      if (maskDim >= 0)
-        stride *= mask.shape[maskDim];
-    }
-  }
-
-  int64_t offset(const std::array<int64_t, 4> &strides, int64_t b, int64_t h,
-                 int64_t t) const {
-    return b * strides[0] + h * strides[1] + t * strides[2];
-  }
-};
-
 /// The scores of one query row against keys [first, first + count), masked
 /// as the module masked them, into `scores`.
 template <typename T, typename C>
-void scoreRow(const Geometry &g, const T *q, const T *keys, int64_t first,
-              int64_t count, const bool *keepRow, const T *biasRow, C scale,
-              C maskedScore, C *scores) {
+void scoreRow(const AttentionGeometry &g, const T *q, const T *keys,
+              int64_t first, int64_t count, const bool *keepRow,
+              const T *biasRow, C scale, C maskedScore, C *scores) {
   for (int64_t j = 0; j < count; ++j) {
     const T *k = keys + (first + j) * g.headSize;
     C dot = 0;
@@ -94,8 +58,9 @@ struct MaskRows {
   const bool *keep = nullptr;
   const void *bias = nullptr;
 };
-MaskRows maskRows(const Geometry &g, const Tensor &keep, const Tensor &bias,
-                  size_t biasElementSize, int64_t b, int64_t h, int64_t t) {
+MaskRows maskRows(const AttentionGeometry &g, const Tensor &keep,
+                  const Tensor &bias, size_t biasElementSize, int64_t b,
+                  int64_t h, int64_t t) {
   MaskRows rows;
   if (keep.data)
     rows.keep = keep.as<bool>() + g.offset(g.keepStrides, b, h, t);
@@ -111,7 +76,7 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
                     double maskedScore) {
-  Geometry g(query, key, value, keep, bias);
+  AttentionGeometry g(query, key, value, keep, bias);
   int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock;
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -144,13 +109,19 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                 for (int64_t j = 0; j < width; ++j)
                   maximum = std::max(maximum, scores[j]);
                 // What the earlier tiles added, rescaled to the new maximum.
-                C rescale = std::exp(maxima[i] - maximum);
+                // A score of -inf (a key masked by a -inf bias) adds
+                // nothing, even where every score so far is -inf and
+                // e^(-inf - -inf) would be NaN.
+                constexpr C kNone = -std::numeric_limits<C>::infinity();
+                C rescale =
+                    maxima[i] == kNone ? C(0) : std::exp(maxima[i] - maximum);
                 C *sum = sums.data() + i * g.valueSize;
                 C total = totals[i] * rescale;
                 for (int64_t e = 0; e < g.valueSize; ++e)
                   sum[e] *= rescale;
                 for (int64_t j = 0; j < width; ++j) {
-                  C p = std::exp(scores[j] - maximum);
+                  C p =
+                      scores[j] == kNone ? C(0) : std::exp(scores[j] - maximum);
                   total += p;
                   const T *vRow = v + (tile + j) * g.valueSize;
                   for (int64_t e = 0; e < g.valueSize; ++e)
@@ -181,7 +152,7 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
                         double maskedScore) {
-  Geometry g(query, key, value, keep, bias);
+  AttentionGeometry g(query, key, value, keep, bias);
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;

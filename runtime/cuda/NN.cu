@@ -141,7 +141,7 @@ void embeddingGrad(Context &ctx, const Tensor &grad, const Tensor &indices,
 }
 
 //===----------------------------------------------------------------------===//
-// Layer norm.
+// Layer norm and RMS norm.
 //===----------------------------------------------------------------------===//
 
 namespace {
@@ -152,29 +152,38 @@ struct Add {
   }
 };
 
-/// One block per row: the mean, then the biased variance about it (two
-/// passes, as on the CPU), then the normalized row.
-template <typename T>
-__global__ void layerNormKernel(int64_t rows, int64_t size, double eps,
-                                const T *in, const T *gamma, const T *beta,
-                                T *out) {
+/// One block per row. Layer norm: the mean, then the biased variance about
+/// it (two passes, as on the CPU), then the normalized row. RMS norm
+/// (`Rms`): the mean of the squares, then the scaled row (a mean of 0
+/// subtracts nothing, exactly).
+template <bool Rms, typename T>
+__global__ void normKernel(int64_t rows, int64_t size, double eps,
+                           const T *in, const T *gamma, const T *beta,
+                           T *out) {
   using C = Compute<T>;
   using A = Accumulate<T>;
   __shared__ A shared[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *x = in + row * size;
     T *y = out + row * size;
-    A sum = 0;
-    for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
-      sum += load(x[i]);
-    A mean = blockReduce(sum, Add(), A(0), shared) / A(size);
+    A mean = 0;
+    if constexpr (!Rms) {
+      A sum = 0;
+      for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+        sum += load(x[i]);
+      mean = blockReduce(sum, Add(), A(0), shared) / A(size);
+    }
     A squares = 0;
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
       A centered = A(load(x[i])) - mean;
       squares += centered * centered;
     }
     squares = blockReduce(squares, Add(), A(0), shared);
-    C rstd = C(1.0 / sqrt(double(squares) / double(size) + eps));
+    C rstd;
+    if constexpr (Rms) // the mean, eps and rsqrt rounded as the CPU's are
+      rstd = C(1) / sqrt(C(squares / A(size)) + C(eps));
+    else
+      rstd = C(1.0 / sqrt(double(squares) / double(size) + eps));
     C center = C(mean);
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
       C value = (load(x[i]) - center) * rstd;
@@ -187,24 +196,39 @@ __global__ void layerNormKernel(int64_t rows, int64_t size, double eps,
   }
 }
 
+/// Normalizes the rows of `size` elements of `input` into `out`.
+template <bool Rms>
+void launchNorm(Context &ctx, const char *kernel, const Tensor &input,
+                const Tensor &weight, const Tensor &bias, const Tensor &out,
+                int64_t size, double eps) {
+  int64_t rows = size ? input.getNumElements() / size : 0;
+  if (rows == 0)
+    return;
+  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normKernel<Rms><<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0,
+                      ctx.getStream()>>>(rows, size, eps, input.as<T>(),
+                                         weight.as<T>(), bias.as<T>(),
+                                         out.as<T>());
+    checkLaunch(kernel);
+  });
+}
+
 } // namespace
 
 void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
                const Tensor &bias, const Tensor &out, int64_t normalizedRank,
                double eps) {
   int rank = input.getRank();
-  int64_t size = product(input.shape, rank - int(normalizedRank), rank);
-  int64_t rows = size ? input.getNumElements() / size : 0;
-  if (rows == 0)
-    return;
-  dispatch(FloatTypes(), input.dtype, "layerNorm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    layerNormKernel<<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0,
-                      ctx.getStream()>>>(rows, size, eps, input.as<T>(),
-                                         weight.as<T>(), bias.as<T>(),
-                                         out.as<T>());
-    checkLaunch("layerNorm");
-  });
+  launchNorm<false>(ctx, "layerNorm", input, weight, bias, out,
+                    product(input.shape, rank - int(normalizedRank), rank),
+                    eps);
+}
+
+void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
+             const Tensor &out, double eps) {
+  launchNorm<true>(ctx, "rmsNorm", input, weight, Tensor(), out,
+                   input.shape.dims[input.getRank() - 1], eps);
 }
 
 //===----------------------------------------------------------------------===//

@@ -99,6 +99,23 @@ reference llama "${adamw[@]}"
 program llama fp32 --input 'input_ids=i64[2,16]' --input 'labels=i64[2,16]' \
   --schedule "$e2e/Inputs/adamw.sched"
 
+# shipped SCHEDULE CASE: the shipped schedule (tp=2 and its replace() kernels:
+# flash attention, fused RMSNorm) with the case's inputs and adamw.sched's
+# optimizer, into cases/CASE/shipped.sched.
+shipped() {
+  local to=$suite/cases/$2/shipped.sched
+  sed -e 's/i64\[8, 32\]/i64[2, 16]/' \
+    -e '/^train(/,/)$/c train(optimizer="adamw", lr=0.003, weight_decay=0.1, grad_clip=1.0, lr_schedule="warmup_cosine", warmup_steps=2)' \
+    "$root/schedules/$1" > "$to"
+  grep -q 'warmup_steps=2)' "$to"
+  grep -q 'i64\[2, 16\]' "$to"
+  grep -q '\.replace(' "$to"
+}
+shipped bert.sched bert
+program bert shipped --schedule "$suite/cases/bert/shipped.sched"
+shipped llama.sched llama
+program llama shipped --schedule "$suite/cases/llama/shipped.sched"
+
 # The WideResNet in training mode (cuDNN convolutions, batch_norm's batch
 # statistics and running-statistics buffers), 8 images of 32x32 a step, SGD
 # as wideresnet.test trains it: in fp32 and in bf16.

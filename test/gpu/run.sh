@@ -10,6 +10,9 @@
 #     (wideresnet.test's bounds);
 #   - GPT-2 with tp=2 and with dp=2, two ranks on one GPU (MPI staged through
 #     host memory), against the same reference;
+#   - BERT and LLaMA with their shipped schedules (tp=2, two ranks on one
+#     GPU; the replace() kernels: flash attention and LLaMA's fused
+#     RMSNorm), within 1e-4 of the same reference;
 #   - GPT-2 with fusion="auto" (generated fused kernels): within 1e-4 of
 #     PyTorch and bit for bit the unfused fp32 program's losses;
 #   - a checkpoint saved on the GPU resumes bit for bit and merges into a
@@ -97,6 +100,8 @@ check gpt2-bf16-differs bf16_is_not_fp32
 check wideresnet-fp32 trains wideresnet fp32 1 1e-4 1e-4
 check wideresnet-bf16 trains wideresnet bf16 1 2e-3 0.5
 check gpt2-tp2 trains gpt2 tp2 2 1e-4 1e-4
+check bert-shipped trains bert shipped 2 1e-4 1e-4
+check llama-shipped trains llama shipped 2 1e-4 1e-4
 # The fused kernels round as the kernels they replace: PyTorch's within
 # 1e-4, and the unfused program's losses bit for bit.
 check gpt2-fused trains gpt2 fused 1 1e-4 1e-4

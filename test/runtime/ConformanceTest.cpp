@@ -832,6 +832,23 @@ void addNN(CaseList &cases) {
           withAbsolute(1e-5));
     }
 
+  // RMS norm over the last dim, with and without its weight.
+  for (DType dtype : kFloatTypes)
+    for (const NormCase &c :
+         {NormCase{{6, 77}, 1, true}, NormCase{{3, 5, 24}, 1, false},
+          NormCase{{2, 4099}, 1, true}}) {
+      cases.addKernel(
+          "rmsNorm " + describe(dtype, c.shape) +
+              (c.affine ? " with weight" : ""),
+          {random(dtype, c.shape, 133, -2, 3),
+           random(dtype, {c.shape.dims[c.shape.rank - 1]}, 134, 0.5, 1.5)},
+          dtype, c.shape,
+          [c](auto &ctx, auto &in, const Tensor &out) {
+            rmsNorm(ctx, in[0], c.affine ? in[1] : Tensor(), out, 1e-6);
+          },
+          withAbsolute(1e-5));
+    }
+
   struct SoftmaxCase {
     Shape shape;
     int64_t dim;
@@ -922,6 +939,106 @@ void addNN(CaseList &cases) {
             },
             getRelative);
       }
+}
+
+/// Flash attention, forward and backward: the output, the log-sum-exp and
+/// the three gradients (the backward from each backend's own forward). Sizes
+/// that are not multiples of the kernels' tiles, more keys than queries,
+/// and the masks the compiler passes: a causal keep mask, an additive
+/// padding bias, both at full shape, or none.
+void addAttention(CaseList &cases) {
+  struct AttentionCase {
+    const char *name;
+    int64_t batch, heads, rows, keys, headSize, valueSize;
+    Shape keepShape, biasShape; // rank 0: none
+  };
+  const AttentionCase kCases[] = {
+      {"causal", 2, 3, 37, 37, 24, 24, {1, 1, 37, 37}, {}},
+      {"padding bias", 2, 2, 19, 45, 16, 40, {}, {2, 1, 1, 45}},
+      {"no mask", 1, 2, 33, 70, 64, 64, {}, {}},
+      {"full masks", 1, 2, 17, 17, 8, 12, {1, 2, 17, 17}, {1, 2, 17, 17}},
+  };
+  // torch.finfo(torch.float32).min, the masked score and padding bias the
+  // modules use.
+  const double kMaskedScore = -3.4028234663852886e38;
+  for (const AttentionCase &c : kCases)
+    for (DType dtype : kFloatTypes) {
+      // Every case in f32 and bf16 (the 16-bit inputs the kernels widen to
+      // f32), the causal one in every float dtype.
+      if (dtype != DType::F32 && dtype != DType::BF16 &&
+          std::string(c.name) != "causal")
+        continue;
+      Shape queryShape = {c.batch, c.heads, c.rows, c.headSize};
+      Shape keyShape = {c.batch, c.heads, c.keys, c.headSize};
+      Shape valueShape = {c.batch, c.heads, c.keys, c.valueSize};
+      Shape outShape = {c.batch, c.heads, c.rows, c.valueSize};
+      HostTensor query = random(dtype, queryShape, 170, -2, 2);
+      HostTensor key = random(dtype, keyShape, 171, -2, 2);
+      HostTensor value = random(dtype, valueShape, 172);
+      HostTensor grad = random(dtype, outShape, 173);
+      std::optional<HostTensor> keep, bias;
+      if (c.keepShape.rank) {
+        keep = random(DType::Bool, c.keepShape, 174);
+        int64_t rows = c.keepShape.dims[2], keys = c.keepShape.dims[3];
+        // Causal where the mask is one [T, S] plane; random (but never a
+        // whole row masked) where it is full.
+        for (int64_t i = 0; i < keep->getCount(); ++i) {
+          int64_t t = i / keys % rows, s = i % keys;
+          keep->set(i, keep->getCount() == rows * keys
+                           ? s <= t
+                           : s == t || keep->get(i));
+        }
+      }
+      if (c.biasShape.rank) {
+        bias = random(dtype, c.biasShape, 175);
+        int64_t keys = c.biasShape.dims[3];
+        // Padding where the bias is per key: the last 20 keys of batch 1,
+        // so that whole tiles of keys are masked (by -inf in bf16, where
+        // the f32 minimum rounds to it).
+        for (int64_t i = 0; i < bias->getCount(); ++i)
+          if (bias->getCount() == c.batch * keys)
+            bias->set(i, i / keys == 1 && i % keys >= keys - 20 ? kMaskedScore
+                                                                : 0.0);
+      }
+      double scale = 1 / std::sqrt(double(c.headSize));
+      double maskedScore = keep ? kMaskedScore : 0;
+      std::string name = std::string("flashAttention ") + c.name + " " +
+                         describe(dtype, queryShape) + " keys " +
+                         std::to_string(c.keys) + " value size " +
+                         std::to_string(c.valueSize);
+      cases.add(
+          name,
+          [=](auto &session) -> Outputs {
+            Tensor q = session.upload(query), k = session.upload(key),
+                   v = session.upload(value), g = session.upload(grad);
+            Tensor keepMask = keep ? session.upload(*keep) : Tensor();
+            Tensor biasMask = bias ? session.upload(*bias) : Tensor();
+            Tensor out = session.output(dtype, outShape);
+            Tensor logsumexp =
+                session.output(dtype, {c.batch, c.heads, c.rows});
+            flashAttention(session.ctx, q, k, v, keepMask, biasMask, out,
+                           logsumexp, scale, maskedScore);
+            Tensor gq = session.output(dtype, queryShape);
+            Tensor gk = session.output(dtype, keyShape);
+            Tensor gv = session.output(dtype, valueShape);
+            flashAttentionGrad(session.ctx, q, k, v, keepMask, biasMask, out,
+                               logsumexp, g, gq, gk, gv, scale, maskedScore);
+            return {session.download(out), session.download(logsumexp),
+                    session.download(gq), session.download(gk),
+                    session.download(gv)};
+          },
+          // Sums of up to 70 terms in another order, whose gradients
+          // cancel; 16-bit results may round one way on one backend and
+          // the other way on the other, twice (the log-sum-exp, then the
+          // gradients).
+          [](DType dtype) {
+            if (dtype == DType::BF16)
+              return Tolerance{1.6e-2, 2e-3};
+            if (dtype == DType::F16)
+              return Tolerance{3e-3, 2e-4};
+            return withAbsolute(1e-5)(dtype);
+          });
+    }
 }
 
 void addConvolutionsAndPooling(CaseList &cases) {
@@ -1253,6 +1370,7 @@ const std::vector<Case> &getCases() {
     addTriangularAndDropout(list);
     addContractions(list);
     addNN(list);
+    addAttention(list);
     addConvolutionsAndPooling(list);
     addReductions(list);
     addRunningSums(list);

@@ -282,3 +282,27 @@ TEST_CASE("cross entropy's gradient is the softmax minus the one-hot row, "
     }
   }
 }
+
+TEST_CASE("flash attention: keys masked by a -inf bias add nothing, even "
+          "whole tiles of them before any other key") {
+  // One query against 130 keys (tiles of 64: [0, 64), [64, 128), [128,
+  // 130)); every score is 0 but the bias masks keys 0 to 127 with -inf,
+  // so the first two tiles hold only -inf scores: the softmax averages
+  // the values of keys 128 and 129.
+  const int64_t keys = 130;
+  std::vector<float> query = {1}, key(keys, 0), value(keys, 100), bias(keys);
+  for (int64_t s = 0; s < keys; ++s)
+    bias[s] = s < 128 ? -std::numeric_limits<float>::infinity() : 0;
+  value[128] = 1;
+  value[129] = 3;
+  std::vector<float> out(1), logsumexp(1);
+  Context ctx(1);
+  flashAttention(ctx, Tensor(query.data(), DType::F32, {1, 1, 1, 1}),
+                 Tensor(key.data(), DType::F32, {1, 1, keys, 1}),
+                 Tensor(value.data(), DType::F32, {1, 1, keys, 1}), Tensor(),
+                 Tensor(bias.data(), DType::F32, {1, 1, 1, keys}),
+                 Tensor(out.data(), DType::F32, {1, 1, 1, 1}),
+                 Tensor(logsumexp.data(), DType::F32, {1, 1, 1}), 1.0, 0.0);
+  CHECK(out[0] == Approx(2));
+  CHECK(logsumexp[0] == Approx(std::log(2.0)));
+}

@@ -1,0 +1,576 @@
+//===- Attention.cu - flash attention, forward and backward ---------------===//
+//
+// FlashAttention-2 (Dao, 2023) on the GPU, without tensor cores: a block of
+// query rows meets the keys and values one tile at a time in shared memory,
+// and the softmax is computed online, with a running maximum and sum per
+// row that rescale what the earlier tiles added, so that no [T, S] tensor
+// is ever in global memory. The forward keeps each row's log-sum-exp; the
+// backward computes every probability again from it. Scores, sums and
+// probabilities are in the compute type (f32 for 16-bit elements), summed
+// in the CPU kernel's order where one thread owns a sum
+// (runtime/cpu/Attention.cpp).
+//
+// The backward runs two passes instead of one with atomic adds: a key-major
+// pass, one block per (batch * head, key tile), sums the key and value
+// gradients over every query row; a query-major pass, one block per (batch
+// * head, query tile), sums the query gradient over every key. Each
+// gradient element is then summed by one thread in a fixed order: the
+// result does not depend on scheduling (the same bits on every run, as the
+// rest of the runtime), 16-bit gradients need no f32 scratch, and the cost
+// is computing the scores twice.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelSupport.cuh"
+
+#include "slapo/runtime/AttentionGeometry.h"
+#include "slapo/runtime/cuda/Kernels.h"
+
+namespace slapo::rt::cuda {
+
+using namespace detail;
+
+namespace {
+
+/// Query rows per block (forward, query gradient) or per step of the
+/// key-major pass, and keys per tile: one key per lane of a warp, so that a
+/// warp reduces a row's scores of a tile with shuffles.
+constexpr int kRows = 16;
+constexpr int kKeys = 32;
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+
+/// What every attention kernel reads: the operands, their sizes and masks.
+template <typename T> struct AttentionOperands {
+  AttentionGeometry geometry;
+  const T *query, *key, *value;
+  const bool *keep; // null: no keep mask
+  const T *bias;    // null: no additive bias
+  double scale, maskedScore;
+};
+
+/// min(count, limit) for a count of rows or keys left.
+inline __host__ __device__ int clampCount(int64_t count, int limit) {
+  return count < limit ? static_cast<int>(count) : limit;
+}
+
+/// Shared-memory row strides of the key and value tiles: odd, so that the
+/// lanes of a warp reading one column of 32 rows hit 32 different banks.
+inline __host__ __device__ int getTileStride(int64_t width) {
+  return static_cast<int>(width | 1);
+}
+
+/// Carves a kernel's shared-memory buffers one after the other; with a null
+/// base it only counts, so that the host sizes the launch with the code
+/// the kernel carves with.
+template <typename C> struct SharedCarver {
+  C *base;
+  int64_t used = 0;
+
+  __host__ __device__ C *take(int64_t count) {
+    int64_t at = used;
+    used += count;
+    return base ? base + at : nullptr;
+  }
+};
+
+/// The key and value tiles of a head.
+template <typename C> struct KeyTiles {
+  C *key, *value;
+  int keyStride, valueStride;
+
+  __host__ __device__ KeyTiles(const AttentionGeometry &g,
+                               SharedCarver<C> &carver)
+      : keyStride(getTileStride(g.headSize)),
+        valueStride(getTileStride(g.valueSize)) {
+    key = carver.take(int64_t(kKeys) * keyStride);
+    value = carver.take(int64_t(kKeys) * valueStride);
+  }
+};
+
+/// Rows [first, first + count) of a row-major [*, width] matrix into shared
+/// rows of `stride`, zeros in the rows from count to `tileRows`.
+template <typename T, typename C>
+__device__ void loadTile(const T *from, int64_t first, int count,
+                         int64_t width, int tileRows, int stride, C *to) {
+  for (int64_t i = threadIdx.x; i < tileRows * width; i += blockDim.x) {
+    int64_t r = i / width, c = i % width;
+    to[r * stride + c] = r < count ? load(from[(first + r) * width + c]) : C(0);
+  }
+}
+
+/// Keys and values [first, first + width) of `head` into `tiles`.
+template <typename T, typename C>
+__device__ void loadKeyTiles(const AttentionOperands<T> &a, int64_t head,
+                             int64_t first, int width, KeyTiles<C> &tiles) {
+  const AttentionGeometry &g = a.geometry;
+  loadTile(a.key + head * g.keys * g.headSize, first, width, g.headSize,
+           kKeys, tiles.keyStride, tiles.key);
+  loadTile(a.value + head * g.keys * g.valueSize, first, width, g.valueSize,
+           kKeys, tiles.valueStride, tiles.value);
+}
+
+/// The kernel's shared-memory buffers, as `Shared` carves them.
+template <template <typename> class Shared, typename C>
+__device__ Shared<C> carveShared(const AttentionGeometry &g) {
+  extern __shared__ __align__(16) unsigned char sharedBytes[];
+  SharedCarver<C> carver{reinterpret_cast<C *>(sharedBytes)};
+  return Shared<C>(g, carver);
+}
+
+/// Where a block works: head (b, h) of batch * heads, and `count` rows or
+/// keys from `first`, blocks taking `step` each of a head's `length`
+/// (`perHead` blocks).
+struct BlockPlace {
+  int64_t head, b, h, first;
+  int count;
+
+  __device__ BlockPlace(const AttentionGeometry &g, int64_t perHead, int step,
+                        int64_t length)
+      : head(blockIdx.x / perHead), b(head / g.heads), h(head % g.heads),
+        first(blockIdx.x % perHead * step),
+        count(clampCount(length - first, step)) {}
+};
+
+/// The score of row `r` of the shared query block (row t of head (b, h))
+/// against key `j` of the tile (key s): q . k * scale, maskedScore where
+/// the keep mask is false (then `kept` is false), plus the bias.
+template <typename T, typename C>
+__device__ C getScore(const AttentionOperands<T> &a, int64_t b, int64_t h,
+                      int64_t t, int64_t s, const C *q, const KeyTiles<C> &k,
+                      int j, bool &kept) {
+  const AttentionGeometry &g = a.geometry;
+  const C *kRow = k.key + j * k.keyStride;
+  C dot = 0;
+  for (int64_t d = 0; d < g.headSize; ++d)
+    dot += q[d] * kRow[d];
+  C score = dot * C(a.scale);
+  kept = !a.keep || a.keep[g.offset(g.keepStrides, b, h, t) +
+                           s * g.keepStrides[3]];
+  if (!kept)
+    score = C(a.maskedScore);
+  if (a.bias)
+    score += load(
+        a.bias[g.offset(g.biasStrides, b, h, t) + s * g.biasStrides[3]]);
+  return score;
+}
+
+struct Max {
+  template <typename C> __device__ C operator()(C a, C b) const {
+    return a > b ? a : b;
+  }
+};
+struct Add {
+  template <typename C> __device__ C operator()(C a, C b) const {
+    return a + b;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Forward.
+//===----------------------------------------------------------------------===//
+
+template <typename C> struct ForwardShared {
+  KeyTiles<C> tiles;
+  /// The block's query rows, their scores (then probabilities) against
+  /// the tile, the running sums of probability-weighted values, and each
+  /// row's running maximum, running total and the factor that rescaled it.
+  C *query, *scores, *sums, *maxima, *totals, *rescales;
+
+  __host__ __device__ ForwardShared(const AttentionGeometry &g,
+                                    SharedCarver<C> &carver)
+      : tiles(g, carver) {
+    query = carver.take(int64_t(kRows) * g.headSize);
+    scores = carver.take(kRows * kKeys);
+    sums = carver.take(int64_t(kRows) * g.valueSize);
+    maxima = carver.take(kRows);
+    totals = carver.take(kRows);
+    rescales = carver.take(kRows);
+  }
+};
+
+/// One block per (batch * head, block of kRows query rows).
+template <typename T>
+__global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
+                                     T *out, T *logsumexp) {
+  using C = Compute<T>;
+  const AttentionGeometry &g = a.geometry;
+  ForwardShared<C> sh = carveShared<ForwardShared, C>(g);
+  BlockPlace place(g, blocks, kRows, g.rows);
+  int64_t head = place.head, first = place.first;
+  int rows = place.count;
+  int64_t D = g.headSize, E = g.valueSize;
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+
+  loadTile(a.query + head * g.rows * D, first, rows, D, kRows, int(D),
+           sh.query);
+  for (int64_t i = threadIdx.x; i < kRows * E; i += blockDim.x)
+    sh.sums[i] = 0;
+  if (threadIdx.x < kRows) {
+    sh.maxima[threadIdx.x] = -std::numeric_limits<C>::infinity();
+    sh.totals[threadIdx.x] = 0;
+  }
+  for (int64_t tile = 0; tile < g.keys; tile += kKeys) {
+    int width = clampCount(g.keys - tile, kKeys);
+    __syncthreads(); // the previous tile's readers are done
+    loadKeyTiles(a, head, tile, width, sh.tiles);
+    __syncthreads();
+    for (int i = threadIdx.x; i < kRows * kKeys; i += blockDim.x) {
+      int r = i / kKeys, j = i % kKeys;
+      bool kept;
+      sh.scores[i] = r < rows && j < width
+                         ? getScore(a, place.b, place.h, first + r, tile + j,
+                                    sh.query + r * D, sh.tiles, j, kept)
+                         : -std::numeric_limits<C>::infinity();
+    }
+    __syncthreads();
+    // One warp per row, one lane per key: the tile's maximum, the
+    // probabilities relative to the new running maximum, and what the
+    // earlier tiles added rescaled to it. A score of -inf (a key past the
+    // tile's end, or masked by a -inf bias) adds nothing, even where every
+    // score so far is -inf and e^(-inf - -inf) would be NaN (as on the
+    // CPU).
+    constexpr C kNone = -std::numeric_limits<C>::infinity();
+    for (int r = warp; r < rows; r += kWarps) {
+      C score = sh.scores[r * kKeys + lane];
+      C maximum = Max()(sh.maxima[r], warpReduce(score, Max()));
+      C p = score == kNone ? C(0) : C(exp(score - maximum));
+      C total = warpReduce(p, Add());
+      sh.scores[r * kKeys + lane] = p;
+      __syncwarp();
+      if (lane == 0) {
+        C rescale =
+            sh.maxima[r] == kNone ? C(0) : C(exp(sh.maxima[r] - maximum));
+        sh.rescales[r] = rescale;
+        sh.totals[r] = sh.totals[r] * rescale + total;
+        sh.maxima[r] = maximum;
+      }
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < rows * E; i += blockDim.x) {
+      int64_t r = i / E, e = i % E;
+      C sum = sh.sums[i] * sh.rescales[r];
+      const C *p = sh.scores + r * kKeys;
+      for (int j = 0; j < width; ++j)
+        sum += p[j] * sh.tiles.value[j * sh.tiles.valueStride + e];
+      sh.sums[i] = sum;
+    }
+  }
+  __syncthreads();
+  T *o = out + (head * g.rows + first) * E;
+  for (int64_t i = threadIdx.x; i < rows * E; i += blockDim.x)
+    o[i] = store<T>(sh.sums[i] * (C(1) / sh.totals[i / E]));
+  if (threadIdx.x < rows)
+    logsumexp[head * g.rows + first + threadIdx.x] = store<T>(
+        sh.maxima[threadIdx.x] + log(sh.totals[threadIdx.x]));
+}
+
+//===----------------------------------------------------------------------===//
+// Backward.
+//===----------------------------------------------------------------------===//
+
+/// What the backward keeps of kRows query rows: the rows of query and of
+/// out's gradient, each row's log-sum-exp and rowsum(grad * out), and the
+/// probabilities and score gradients of the rows against a key tile.
+template <typename C> struct QueryBlock {
+  C *query, *grad, *logsumexp, *rowDots, *probabilities, *scoreGrads;
+
+  __host__ __device__ QueryBlock(const AttentionGeometry &g,
+                                 SharedCarver<C> &carver,
+                                 bool withProbabilities) {
+    query = carver.take(int64_t(kRows) * g.headSize);
+    grad = carver.take(int64_t(kRows) * g.valueSize);
+    logsumexp = carver.take(kRows);
+    rowDots = carver.take(kRows);
+    probabilities = withProbabilities ? carver.take(kRows * kKeys) : nullptr;
+    scoreGrads = carver.take(kRows * kKeys);
+  }
+};
+
+/// The backward's own operands.
+template <typename T> struct GradOperands {
+  const T *out, *logsumexp, *grad;
+};
+
+/// Loads query rows [first, first + rows) of `head` into `block`, with
+/// their log-sum-exp and rowsum(grad * out): the softmax's sum(grad * p)
+/// per row, as FlashAttention-2 computes it without the probabilities.
+template <typename T, typename C>
+__device__ void loadQueryBlock(const AttentionOperands<T> &a,
+                               const GradOperands<T> &go, int64_t head,
+                               int64_t first, int rows, QueryBlock<C> &block) {
+  const AttentionGeometry &g = a.geometry;
+  int64_t D = g.headSize, E = g.valueSize;
+  loadTile(a.query + head * g.rows * D, first, rows, D, kRows, int(D),
+           block.query);
+  loadTile(go.grad + head * g.rows * E, first, rows, E, kRows, int(E),
+           block.grad);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int r = warp; r < kRows; r += kWarps) {
+    int64_t t = head * g.rows + first + r;
+    C dot = 0;
+    for (int64_t e = lane; r < rows && e < E; e += 32)
+      dot += load(go.grad[t * E + e]) * load(go.out[t * E + e]);
+    dot = warpReduce(dot, Add());
+    if (lane == 0) {
+      block.rowDots[r] = dot;
+      block.logsumexp[r] = r < rows ? load(go.logsumexp[t]) : C(0);
+    }
+  }
+}
+
+/// The probabilities and score gradients of the block's rows [0, rows)
+/// against the tile's keys [0, width) (zeros elsewhere): p = e^(score -
+/// logsumexp), dScore = p * (grad . value - rowDot) * scale, and no
+/// gradient through a masked score, which is a constant.
+template <typename T, typename C>
+__device__ void scoreTileGrads(const AttentionOperands<T> &a, int64_t b,
+                               int64_t h, int64_t first, int rows,
+                               int64_t tile, int width,
+                               const KeyTiles<C> &tiles,
+                               QueryBlock<C> &block) {
+  const AttentionGeometry &g = a.geometry;
+  for (int i = threadIdx.x; i < kRows * kKeys; i += blockDim.x) {
+    int r = i / kKeys, j = i % kKeys;
+    C p = 0, dScore = 0;
+    if (r < rows && j < width) {
+      bool kept;
+      C score = getScore(a, b, h, first + r, tile + j,
+                         block.query + r * g.headSize, tiles, j, kept);
+      p = exp(score - block.logsumexp[r]);
+      const C *dO = block.grad + r * g.valueSize;
+      const C *v = tiles.value + j * tiles.valueStride;
+      C dp = 0;
+      for (int64_t e = 0; e < g.valueSize; ++e)
+        dp += dO[e] * v[e];
+      if (kept)
+        dScore = p * (dp - block.rowDots[r]) * C(a.scale);
+    }
+    if (block.probabilities)
+      block.probabilities[i] = p;
+    block.scoreGrads[i] = dScore;
+  }
+}
+
+template <typename C> struct KeyGradShared {
+  KeyTiles<C> tiles;
+  QueryBlock<C> block;
+  /// The tile's key and value gradients, summed over the query rows.
+  C *keyGrads, *valueGrads;
+
+  __host__ __device__ KeyGradShared(const AttentionGeometry &g,
+                                    SharedCarver<C> &carver)
+      : tiles(g, carver), block(g, carver, /*withProbabilities=*/true) {
+    keyGrads = carver.take(int64_t(kKeys) * g.headSize);
+    valueGrads = carver.take(int64_t(kKeys) * g.valueSize);
+  }
+};
+
+/// The key-major pass: one block per (batch * head, tile of kKeys keys),
+/// over every query row, kRows at a time; each thread owns gradient
+/// elements and adds the rows to them in order, as the CPU does.
+template <typename T>
+__global__ void flashAttentionKeyGradKernel(AttentionOperands<T> a,
+                                            GradOperands<T> go,
+                                            int64_t tiles, T *gradKey,
+                                            T *gradValue) {
+  using C = Compute<T>;
+  const AttentionGeometry &g = a.geometry;
+  KeyGradShared<C> sh = carveShared<KeyGradShared, C>(g);
+  BlockPlace place(g, tiles, kKeys, g.keys);
+  int64_t head = place.head, tile = place.first;
+  int width = place.count;
+  int64_t D = g.headSize, E = g.valueSize;
+
+  loadKeyTiles(a, head, tile, width, sh.tiles);
+  for (int64_t i = threadIdx.x; i < kKeys * D; i += blockDim.x)
+    sh.keyGrads[i] = 0;
+  for (int64_t i = threadIdx.x; i < kKeys * E; i += blockDim.x)
+    sh.valueGrads[i] = 0;
+  for (int64_t first = 0; first < g.rows; first += kRows) {
+    int rows = clampCount(g.rows - first, kRows);
+    __syncthreads(); // the previous rows' readers are done
+    loadQueryBlock(a, go, head, first, rows, sh.block);
+    __syncthreads();
+    scoreTileGrads(a, place.b, place.h, first, rows, tile, width, sh.tiles,
+                   sh.block);
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < width * E; i += blockDim.x) {
+      int64_t j = i / E, e = i % E;
+      C sum = sh.valueGrads[i];
+      for (int r = 0; r < rows; ++r)
+        sum += sh.block.probabilities[r * kKeys + j] * sh.block.grad[r * E + e];
+      sh.valueGrads[i] = sum;
+    }
+    for (int64_t i = threadIdx.x; i < width * D; i += blockDim.x) {
+      int64_t j = i / D, d = i % D;
+      C sum = sh.keyGrads[i];
+      for (int r = 0; r < rows; ++r)
+        sum += sh.block.scoreGrads[r * kKeys + j] * sh.block.query[r * D + d];
+      sh.keyGrads[i] = sum;
+    }
+  }
+  // Each thread writes the elements it summed: no barrier needed.
+  for (int64_t i = threadIdx.x; i < width * D; i += blockDim.x)
+    gradKey[(head * g.keys + tile) * D + i] = store<T>(sh.keyGrads[i]);
+  for (int64_t i = threadIdx.x; i < width * E; i += blockDim.x)
+    gradValue[(head * g.keys + tile) * E + i] = store<T>(sh.valueGrads[i]);
+}
+
+template <typename C> struct QueryGradShared {
+  KeyTiles<C> tiles;
+  QueryBlock<C> block;
+  /// The block's query gradients, summed over the keys.
+  C *queryGrads;
+
+  __host__ __device__ QueryGradShared(const AttentionGeometry &g,
+                                      SharedCarver<C> &carver)
+      : tiles(g, carver), block(g, carver, /*withProbabilities=*/false) {
+    queryGrads = carver.take(int64_t(kRows) * g.headSize);
+  }
+};
+
+/// The query-major pass: one block per (batch * head, block of kRows query
+/// rows), over every key tile.
+template <typename T>
+__global__ void flashAttentionQueryGradKernel(AttentionOperands<T> a,
+                                              GradOperands<T> go,
+                                              int64_t blocks, T *gradQuery) {
+  using C = Compute<T>;
+  const AttentionGeometry &g = a.geometry;
+  QueryGradShared<C> sh = carveShared<QueryGradShared, C>(g);
+  BlockPlace place(g, blocks, kRows, g.rows);
+  int64_t head = place.head, first = place.first;
+  int rows = place.count;
+  int64_t D = g.headSize;
+
+  loadQueryBlock(a, go, head, first, rows, sh.block);
+  for (int64_t i = threadIdx.x; i < kRows * D; i += blockDim.x)
+    sh.queryGrads[i] = 0;
+  for (int64_t tile = 0; tile < g.keys; tile += kKeys) {
+    int width = clampCount(g.keys - tile, kKeys);
+    __syncthreads(); // the previous tile's readers are done
+    loadKeyTiles(a, head, tile, width, sh.tiles);
+    __syncthreads();
+    scoreTileGrads(a, place.b, place.h, first, rows, tile, width, sh.tiles,
+                   sh.block);
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < rows * D; i += blockDim.x) {
+      int64_t r = i / D, d = i % D;
+      C sum = sh.queryGrads[i];
+      const C *dScore = sh.block.scoreGrads + r * kKeys;
+      for (int j = 0; j < width; ++j)
+        sum += dScore[j] * sh.tiles.key[j * sh.tiles.keyStride + d];
+      sh.queryGrads[i] = sum;
+    }
+  }
+  for (int64_t i = threadIdx.x; i < rows * D; i += blockDim.x)
+    gradQuery[(head * g.rows + first) * D + i] = store<T>(sh.queryGrads[i]);
+}
+
+//===----------------------------------------------------------------------===//
+// Launches.
+//===----------------------------------------------------------------------===//
+
+/// The shared-memory bytes of a kernel whose buffers `Shared` carves.
+template <template <typename> class Shared, typename C>
+size_t getSharedBytes(const AttentionGeometry &g) {
+  SharedCarver<C> carver{nullptr};
+  Shared<C> counted(g, carver);
+  (void)counted;
+  return size_t(carver.used) * sizeof(C);
+}
+
+/// Launches `kernel` on `blocks` blocks with `bytes` of shared memory,
+/// opting in to more than the default 48 KiB where the head sizes need it;
+/// throws Error naming `name` when the GPU has less.
+template <typename Kernel, typename... Args>
+void launchTiled(Context &ctx, const char *name, Kernel kernel, int64_t blocks,
+                 size_t bytes, const AttentionGeometry &g, Args... args) {
+  if (blocks <= 0)
+    return;
+  constexpr size_t kDefaultShared = 48 << 10;
+  if (bytes > kDefaultShared) {
+    int available = 0;
+    checkCuda(cudaDeviceGetAttribute(&available,
+                                     cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                     ctx.getDevice()),
+              "cudaDeviceGetAttribute(shared memory per block)");
+    if (bytes > size_t(available))
+      throw Error(std::string("the CUDA kernel '") + name + "' needs " +
+                  std::to_string(bytes) +
+                  " bytes of shared memory for head sizes " +
+                  std::to_string(g.headSize) + " and " +
+                  std::to_string(g.valueSize) + "; the GPU has " +
+                  std::to_string(available));
+    checkCuda(cudaFuncSetAttribute(kernel,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(bytes)),
+              "cudaFuncSetAttribute(shared memory)");
+  }
+  kernel<<<static_cast<unsigned>(blocks), kThreads, bytes,
+           ctx.getStream()>>>(args...);
+  checkLaunch(name);
+}
+
+template <typename T>
+AttentionOperands<T> getOperands(const Tensor &query, const Tensor &key,
+                                 const Tensor &value, const Tensor &keep,
+                                 const Tensor &bias, double scale,
+                                 double maskedScore) {
+  return {AttentionGeometry(query, key, value, keep, bias),
+          query.as<T>(),
+          key.as<T>(),
+          value.as<T>(),
+          keep.as<bool>(),
+          bias.as<T>(),
+          scale,
+          maskedScore};
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+} // namespace
+
+void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
+                    const Tensor &value, const Tensor &keep, const Tensor &bias,
+                    const Tensor &out, const Tensor &logsumexp, double scale,
+                    double maskedScore) {
+  dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    AttentionOperands<T> a =
+        getOperands<T>(query, key, value, keep, bias, scale, maskedScore);
+    const AttentionGeometry &g = a.geometry;
+    int64_t blocks = ceilDiv(g.rows, kRows);
+    launchTiled(ctx, "flashAttention", flashAttentionKernel<T>,
+                g.batch * g.heads * blocks,
+                getSharedBytes<ForwardShared, Compute<T>>(g), g, a, blocks,
+                out.as<T>(), logsumexp.as<T>());
+  });
+}
+
+void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
+                        const Tensor &value, const Tensor &keep,
+                        const Tensor &bias, const Tensor &out,
+                        const Tensor &logsumexp, const Tensor &grad,
+                        const Tensor &gradQuery, const Tensor &gradKey,
+                        const Tensor &gradValue, double scale,
+                        double maskedScore) {
+  dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    AttentionOperands<T> a =
+        getOperands<T>(query, key, value, keep, bias, scale, maskedScore);
+    GradOperands<T> go{out.as<T>(), logsumexp.as<T>(), grad.as<T>()};
+    const AttentionGeometry &g = a.geometry;
+    int64_t tiles = ceilDiv(g.keys, kKeys), blocks = ceilDiv(g.rows, kRows);
+    launchTiled(ctx, "flashAttentionGrad", flashAttentionKeyGradKernel<T>,
+                g.batch * g.heads * tiles, getSharedBytes<KeyGradShared, C>(g),
+                g, a, go, tiles, gradKey.as<T>(), gradValue.as<T>());
+    launchTiled(ctx, "flashAttentionGrad", flashAttentionQueryGradKernel<T>,
+                g.batch * g.heads * blocks,
+                getSharedBytes<QueryGradShared, C>(g), g, a, go, blocks,
+                gradQuery.as<T>());
+  });
+}
+
+} // namespace slapo::rt::cuda

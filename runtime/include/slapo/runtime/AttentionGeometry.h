@@ -1,0 +1,62 @@
+//===- AttentionGeometry.h - an attention's sizes and masks -----*- C++ -*-===//
+//
+// Shared by the CPU and CUDA backends' flash attention (KernelSet.inc's
+// flashAttention and flashAttentionGrad), so that both read the same mask
+// element for every score: the keep mask and the additive bias broadcast
+// to [B, H, T, S] as PyTorch broadcasts them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
+#define SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
+
+#include "slapo/runtime/HostDevice.h"
+#include "slapo/runtime/Tensor.h"
+
+#include <cstdint>
+
+namespace slapo::rt {
+
+/// The sizes of an attention of query [B, H, T, D] and key [B, H, S, D]
+/// against value [B, H, S, E], and where its masks are: element (b, h, t,
+/// s) of a mask broadcast to [B, H, T, S] is at b * strides[0] + h *
+/// strides[1] + t * strides[2] + s * strides[3] (0 along the dims it
+/// broadcasts over).
+struct AttentionGeometry {
+  int64_t batch, heads, rows, keys, headSize, valueSize;
+  int64_t keepStrides[4] = {}, biasStrides[4] = {};
+
+  AttentionGeometry(const Tensor &query, const Tensor &key, const Tensor &value,
+                    const Tensor &keep, const Tensor &bias)
+      : batch(query.shape[0]), heads(query.shape[1]), rows(query.shape[2]),
+        keys(key.shape[2]), headSize(query.shape[3]),
+        valueSize(value.shape[3]) {
+    setStrides(keep, keepStrides);
+    setStrides(bias, biasStrides);
+  }
+
+  /// Where row t of head (b, h) of a mask of `strides` starts.
+  SLAPO_HOST_DEVICE int64_t offset(const int64_t (&strides)[4], int64_t b,
+                                   int64_t h, int64_t t) const {
+    return b * strides[0] + h * strides[1] + t * strides[2];
+  }
+
+private:
+  void setStrides(const Tensor &mask, int64_t (&strides)[4]) const {
+    if (!mask.data)
+      return;
+    const int64_t full[4] = {batch, heads, rows, keys};
+    int64_t stride = 1;
+    for (int d = 3; d >= 0; --d) {
+      int maskDim = d - (4 - mask.shape.rank);
+      bool present =
+          maskDim >= 0 && mask.shape[maskDim] == full[d] && full[d] != 1;
+      strides[d] = present ? stride : 0;
+      if (maskDim >= 0)
+        stride *= mask.shape[maskDim];
+    }
+  }
+};
+
+} // namespace slapo::rt
+
+#endif // SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
