@@ -260,10 +260,17 @@ def PipelineRank : Pass<"slapo-pipeline-rank", "::mlir::ModuleOp"> {
     Megatron's embedding group), so that both copies train alike, and the
     last stage's copy is marked `slapo.tied_copy` for gradient norms. @forward
     and the parameters the stage does not read are erased.
+
+    With `dp` > 1, a stage that receives a loss over counted targets (a
+    mean-reduced cross-entropy) counts them itself, from the labels every
+    stage reads, for slapo-data-parallel to weigh its ranks by, as the last
+    stage does.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
     Option<"stage", "stage", "int64_t", "0", "the pipeline stage to keep">,
+    Option<"dp", "dp", "int64_t", "1",
+           "the data-parallel ranks of each stage">,
   ];
 }
 
