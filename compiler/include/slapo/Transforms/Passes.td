@@ -481,6 +481,14 @@ def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
     again (masks are counter-based) and collectives are issued again, as
     Megatron does, so the step computes bit for bit what it computed before.
 
+    With microbatches (`slapo.microbatch`, slapo-microbatch), each
+    microbatch's backward of the module recomputes that microbatch's forward
+    from its own values, before its own first reader; what serves every
+    microbatch (an op of no microbatch) is kept. On a pipeline stage
+    (slapo-pipeline-rank), a module none of whose ops is this stage's is
+    left to its stage, and a value received from another stage
+    (`slapo.stage_recv`) is kept: it is sent once.
+
     With `memory-budget` (bytes, > 0), modules of `candidates` are added,
     cheapest first (matmul FLOPs recomputed per byte of activations freed),
     the fewest that make the planned arena fit; if checkpointing all of them
