@@ -256,36 +256,12 @@ mlir::LogicalResult
 rejectUnimplementedTraining(const schedule::Schedule &spec,
                             schedule::DiagnosticReporter &reporter) {
   const schedule::TrainOptions &train = spec.train;
-  bool ok = true;
-  auto reject = [&](llvm::SMLoc loc, const std::string &message,
-                    llvm::ArrayRef<schedule::DiagnosticNote> notes = {}) {
-    reporter.error(loc, message, notes);
-    ok = false;
-  };
-  // slapo-checkpoint recomputes a module's forward before the module's
-  // first backward op, which with microbatches is the first microbatch's.
-  if (train.microbatches != 1) {
-    std::string with =
-        "microbatches=" + std::to_string(train.microbatches) + " with ";
-    auto checkpoint =
-        llvm::find_if(spec.primitives, [](const schedule::Primitive &p) {
-          return p.kind == schedule::PrimitiveKind::Checkpoint;
-        });
-    if (checkpoint != spec.primitives.end())
-      reject(train.microbatchesLoc,
-             with + "checkpoint() is not implemented yet",
-             {{checkpoint->loc, "checkpoint() here"}});
-    else if (train.memoryBudget)
-      reject(train.microbatchesLoc,
-             with + "memory_budget is not implemented yet (it checkpoints "
-                    "modules)",
-             {{train.memoryBudgetLoc, "memory_budget here"}});
-  }
-  if (train.loss != "forward")
-    reject(train.lossLoc, "loss=\"" + train.loss +
-                              "\" is not implemented yet: the forward must "
-                              "return the loss");
-  return mlir::success(ok);
+  if (train.loss == "forward")
+    return mlir::success();
+  reporter.error(train.lossLoc, "loss=\"" + train.loss +
+                                    "\" is not implemented yet: the forward "
+                                    "must return the loss");
+  return mlir::failure();
 }
 
 /// The train() options as they were compiled, for the manifest.

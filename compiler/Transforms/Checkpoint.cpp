@@ -5,7 +5,9 @@
 // to its backward, and what that saves is what slapo-plan-memory then plans.
 // So a memory budget is met by trial plans at compile time instead of trial
 // runs. It runs after CSE, which would merge the clones back into the
-// originals.
+// originals. With microbatches each microbatch's backward recomputes its
+// own forward, in the order slapo-pipeline-schedule gave them; on a
+// pipeline stage, each stage checkpoints the modules it computes.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -15,6 +17,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace slapo {
@@ -31,17 +34,28 @@ constexpr llvm::StringLiteral kBackwardPhase = "backward";
 
 /// What checkpointing one module clones, and what that buys and costs.
 struct Recomputation {
-  /// The module's forward ops its backward needs again, in block order.
-  SmallVector<Operation *> ops;
+  /// The module's forward ops its backward needs again, in block order: one
+  /// list per microbatch (one in all without microbatches), since each
+  /// microbatch's backward recomputes its own forward.
+  SmallVector<SmallVector<Operation *>> perMicrobatch;
   /// Bytes of the results of `ops` that the module's backward reads: kept
   /// until then without checkpointing.
   int64_t savedBytes = 0;
   int64_t matmulFlops = 0;
 };
 
-/// Ops whose result is as cheap to keep as to recompute: the clones read
-/// the originals.
-bool isReadInPlace(Operation *op) { return isa<GetParamOp, ConstantOp>(op); }
+/// Ops whose result the clones read from the originals: a parameter or a
+/// constant, as cheap to keep as to recompute, and a value received from
+/// another pipeline stage, which sends it once.
+bool isKept(Operation *op) {
+  return isa<GetParamOp, ConstantOp, StageRecvOp>(op);
+}
+
+/// The microbatch whose forward or backward `op` computes: null without
+/// microbatches, and for what serves them all (a weight's cast).
+Attribute getMicrobatch(Operation *op) {
+  return op->getAttr(kMicrobatchAttrName);
+}
 
 bool isBackwardOf(Operation *op, StringRef module) {
   auto phase = op->getAttrOfType<StringAttr>(kPhaseAttrName);
@@ -77,6 +91,9 @@ int64_t getMatmulFlops(Operation *op) {
 /// checkpointed (with the op to report it at, if any).
 struct Analysis {
   std::optional<Recomputation> recomputation;
+  /// On a pipeline stage, the module is another stage's: that stage
+  /// checkpoints it.
+  bool onOtherStage = false;
   std::string problem;
   Operation *problemOp = nullptr;
 };
@@ -85,14 +102,27 @@ Analysis analyze(func::FuncOp step, StringRef module) {
   Block &block = step.getBody().front();
   llvm::SmallPtrSet<Operation *, 32> forward;
   Operation *computing = nullptr;
+  // On a pipeline stage, the module is this stage's if it computes an op of
+  // the stage: what only reads the step's inputs and constants (a causal
+  // mask) carries no stage, as every stage computes it.
+  bool pipelineStage = false, onThisStage = false;
   for (Operation &op : block.without_terminator()) {
+    pipelineStage |= op.hasAttr(kStageAttrName);
     if (!isForwardOp(&op) || !isInModule(&op, module))
       continue;
     forward.insert(&op);
-    if (!isReadInPlace(&op) && !computing)
+    if (isKept(&op))
+      continue;
+    onThisStage |= op.hasAttr(kStageAttrName);
+    if (!computing)
       computing = &op;
   }
   Analysis analysis;
+  if (pipelineStage && !onThisStage) {
+    analysis.recomputation = Recomputation();
+    analysis.onOtherStage = true;
+    return analysis;
+  }
   if (!computing) {
     analysis.problem = "module '" + module.str() +
                        "' computes nothing in the forward: there is "
@@ -110,16 +140,21 @@ Analysis analyze(func::FuncOp step, StringRef module) {
     }
 
   // The forward values the module's backward reads, then what they are
-  // computed from inside the module.
+  // computed from inside the module, each microbatch's from its own: what
+  // serves all microbatches is kept.
   Recomputation recomputation;
   llvm::SmallPtrSet<Operation *, 32> needed;
   SmallVector<Operation *> worklist;
+  auto isRecomputable = [&](Operation *def, Operation *user) {
+    return def && forward.contains(def) && !isKept(def) &&
+           getMicrobatch(def) == getMicrobatch(user);
+  };
   for (Operation &op : block) {
     if (!isBackwardOf(&op, module))
       continue;
     for (Value operand : op.getOperands()) {
       Operation *def = operand.getDefiningOp();
-      if (!def || !forward.contains(def) || isReadInPlace(def))
+      if (!isRecomputable(def, &op))
         continue;
       if (needed.insert(def).second) {
         worklist.push_back(def);
@@ -132,28 +167,26 @@ Analysis analyze(func::FuncOp step, StringRef module) {
     Operation *op = worklist.pop_back_val();
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp();
-          def && forward.contains(def) && !isReadInPlace(def) &&
-          needed.insert(def).second)
+          isRecomputable(def, op) && needed.insert(def).second)
         worklist.push_back(def);
   }
+  llvm::MapVector<Attribute, SmallVector<Operation *>> perMicrobatch;
   for (Operation &op : block)
     if (needed.contains(&op)) {
-      recomputation.ops.push_back(&op);
+      perMicrobatch[getMicrobatch(&op)].push_back(&op);
       recomputation.matmulFlops += getMatmulFlops(&op);
     }
+  for (auto &[microbatch, ops] : perMicrobatch)
+    recomputation.perMicrobatch.push_back(std::move(ops));
   analysis.recomputation = std::move(recomputation);
   return analysis;
 }
 
-/// Clones the ops of `recomputation` before the first backward op of
-/// `module` that reads one of them, and makes the module's backward read
-/// the clones.
-void apply(func::FuncOp step, StringRef module,
-           const Recomputation &recomputation) {
-  if (recomputation.ops.empty())
-    return;
-  llvm::SmallPtrSet<Operation *, 32> cloned(recomputation.ops.begin(),
-                                            recomputation.ops.end());
+/// Clones `ops`, one microbatch's part of a recomputation, before the first
+/// backward op of `module` that reads one of them, and makes the module's
+/// backward read the clones.
+void recompute(func::FuncOp step, StringRef module, ArrayRef<Operation *> ops) {
+  llvm::SmallPtrSet<Operation *, 32> cloned(ops.begin(), ops.end());
   llvm::SmallPtrSet<Operation *, 32> readers;
   Operation *firstReader = nullptr;
   for (Operation &op : step.getBody().front()) {
@@ -169,16 +202,23 @@ void apply(func::FuncOp step, StringRef module,
   OpBuilder builder(firstReader);
   IRMapping mapping;
   Attribute phase = firstReader->getAttr(kPhaseAttrName);
-  for (Operation *op : recomputation.ops) {
+  for (Operation *op : ops) {
     Operation *clone = builder.clone(*op, mapping);
     clone->setAttr(kPhaseAttrName, phase);
     clone->setAttr(kRecomputedAttrName, builder.getUnitAttr());
   }
-  for (Operation *op : recomputation.ops)
+  for (Operation *op : ops)
     for (Value result : op->getResults())
       result.replaceUsesWithIf(mapping.lookup(result), [&](OpOperand &use) {
         return readers.contains(use.getOwner());
       });
+}
+
+/// Each microbatch's backward of `module` recomputes its forward.
+void apply(func::FuncOp step, StringRef module,
+           const Recomputation &recomputation) {
+  for (ArrayRef<Operation *> ops : recomputation.perMicrobatch)
+    recompute(step, module, ops);
 }
 
 /// `paths` without those inside another of them: checkpointing a module
@@ -309,14 +349,18 @@ void CheckpointPass::runOnOperation() {
         << kTrainStepName << " (run slapo-optimizer first)";
     return signalPassFailure();
   }
-  SmallVector<std::string> paths = getOutermost(modules);
-  for (const std::string &path : paths) {
+  SmallVector<std::string> paths;
+  for (const std::string &path : getOutermost(modules)) {
     Analysis analysis = analyze(step, path);
-    if (analysis.recomputation)
+    if (analysis.onOtherStage)
       continue;
-    (analysis.problemOp ? analysis.problemOp->emitError() : module.emitError())
-        << "checkpoint(): " << analysis.problem;
-    return signalPassFailure();
+    if (!analysis.recomputation) {
+      (analysis.problemOp ? analysis.problemOp->emitError()
+                          : module.emitError())
+          << "checkpoint(): " << analysis.problem;
+      return signalPassFailure();
+    }
+    paths.push_back(path);
   }
   FailureOr<int64_t> arenaWithout = planArena({});
   if (failed(arenaWithout))
@@ -333,7 +377,7 @@ void CheckpointPass::runOnOperation() {
   int64_t matmulFlops = 0, savedBytes = 0;
   for (const std::string &path : paths) {
     Analysis analysis = analyze(step, path);
-    if (analysis.recomputation->ops.empty())
+    if (analysis.recomputation->perMicrobatch.empty())
       step.emitWarning() << "checkpoint(): module '" << path
                          << "' keeps nothing for its backward: there is "
                             "nothing to recompute";

@@ -86,17 +86,10 @@ struct DataParallelPass : impl::DataParallelBase<DataParallelPass> {
     });
 
     OpBuilder builder(&getContext());
-    // A pipeline stage other than the last has no loss of its own to count
-    // targets in, only the last stage's, received: until the rank's weight
-    // travels with it, no stage weighs (the ranks' means are averaged, as
-    // DDP does), so that all stages of a rank combine alike.
-    bool pipelineStage = false;
-    function.walk([&](Operation *op) {
-      pipelineStage |= isa<StageSendOp, StageRecvOp>(op);
-    });
+    // A pipeline stage that receives the loss has counted its targets itself
+    // (slapo-pipeline-rank): every stage of a rank weighs alike.
     std::optional<RankWeight> weight;
-    if (!pipelineStage &&
-        getLossWeighting(ret.getOperand(0)) == LossWeighting::CountedTargets)
+    if (getLossWeighting(ret.getOperand(0)) == LossWeighting::CountedTargets)
       weight = buildRankWeight(builder, ret.getOperand(0));
     Attribute backward = builder.getStringAttr("backward");
     PhaseScope inBackward(builder, backward);

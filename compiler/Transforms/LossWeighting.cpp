@@ -12,9 +12,25 @@ namespace slapo {
 static constexpr llvm::StringLiteral kCountedMeanAttrName =
     "slapo.counted_mean";
 
+/// Marks the count of markCountedTargetsOfReceivedLoss, in the same way.
+static constexpr llvm::StringLiteral kReceivedLossTargetsAttrName =
+    "slapo.received_loss_targets";
+
 static DivOp getCountedMean(Value loss) {
   auto div = loss.getDefiningOp<DivOp>();
   return div && div->hasAttr(kCountedMeanAttrName) ? div : DivOp();
+}
+
+/// The count of targets marked for `loss`, a loss received from another
+/// pipeline stage, or null.
+static Value getCountedTargetsOfReceivedLoss(Value loss) {
+  auto recv = loss.getDefiningOp<StageRecvOp>();
+  if (!recv)
+    return {};
+  for (Operation &op : *recv->getBlock())
+    if (op.hasAttr(kReceivedLossTargetsAttrName))
+      return op.getResult(0);
+  return {};
 }
 
 LossWeighting getLossWeighting(Value loss) {
@@ -22,7 +38,7 @@ LossWeighting getLossWeighting(Value loss) {
     return crossEntropy.getReduction() == Reduction::mean
                ? LossWeighting::CountedTargets
                : LossWeighting::Sum;
-  if (getCountedMean(loss))
+  if (getCountedMean(loss) || getCountedTargetsOfReceivedLoss(loss))
     return LossWeighting::CountedTargets;
   if (loss.getDefiningOp<SumOp>())
     return LossWeighting::Sum;
@@ -32,6 +48,8 @@ LossWeighting getLossWeighting(Value loss) {
 Value buildCountedTargets(TensorBuilder &g, Value loss) {
   if (DivOp mean = getCountedMean(loss))
     return mean.getRhs();
+  if (Value count = getCountedTargetsOfReceivedLoss(loss))
+    return count;
   auto crossEntropy = loss.getDefiningOp<CrossEntropyOp>();
   assert(crossEntropy && crossEntropy.getReduction() == Reduction::mean &&
          "not a mean over counted targets");
@@ -46,6 +64,11 @@ Value buildCountedMean(TensorBuilder &g, Value sum, Value count) {
   mean.getDefiningOp()->setAttr(kCountedMeanAttrName,
                                 g.getBuilder().getUnitAttr());
   return mean;
+}
+
+void markCountedTargetsOfReceivedLoss(Value count) {
+  count.getDefiningOp()->setAttr(kReceivedLossTargetsAttrName,
+                                 UnitAttr::get(count.getContext()));
 }
 
 Value weighPart(TensorBuilder &g, Value value, Value weight, Value count) {

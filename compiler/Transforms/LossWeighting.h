@@ -39,6 +39,12 @@ mlir::Value buildCountedTargets(TensorBuilder &g, mlir::Value loss);
 mlir::Value buildCountedMean(TensorBuilder &g, mlir::Value sum,
                              mlir::Value count);
 
+/// On a pipeline stage that receives the loss from the last stage, marks
+/// `count`, the targets that loss counts, which this stage counts itself from
+/// the labels every stage reads: getLossWeighting and buildCountedTargets of
+/// the received loss find it.
+void markCountedTargetsOfReceivedLoss(mlir::Value count);
+
 /// `value`, weighted by `weight` for its part: `value * weight`, or 0 where
 /// the part counts no target (its mean, 0 / 0, adds nothing to the whole).
 mlir::Value weighPart(TensorBuilder &g, mlir::Value value, mlir::Value weight,

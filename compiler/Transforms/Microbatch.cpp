@@ -29,18 +29,6 @@ using namespace mlir;
 namespace slapo {
 namespace {
 
-/// Puts the ops a builder inserts in the backward phase: the sums of the
-/// microbatches follow their backward. While `microbatch` is set, they are
-/// that microbatch's.
-struct MarkBackward : OpBuilder::Listener {
-  void notifyOperationInserted(Operation *op) override {
-    op->setAttr(kPhaseAttrName, StringAttr::get(op->getContext(), "backward"));
-    if (microbatch)
-      op->setAttr(kMicrobatchAttrName, microbatch);
-  }
-  IntegerAttr microbatch;
-};
-
 /// Marks the ops a builder inserts as microbatch `index`'s (its slices of
 /// the inputs, its copy of the forward and backward).
 struct MarkMicrobatch : OpBuilder::Listener {
@@ -122,7 +110,8 @@ void MicrobatchPass::runOnOperation() {
 
   OpBuilder builder(&getContext());
   builder.setInsertionPointToEnd(step);
-  MarkBackward backward;
+  // The sums of the microbatches follow their backward, in its phase.
+  Attribute backward = builder.getStringAttr("backward");
   TensorBuilder g(builder, ret.getLoc());
   LossWeighting weighting = getLossWeighting(ret.getOperand(0));
   // The microbatches' sums of their (weighted) losses and gradients, and of
@@ -131,7 +120,7 @@ void MicrobatchPass::runOnOperation() {
   Value weights;
   MarkMicrobatch inMicrobatch;
   for (int64_t i = 0; i < microbatches; ++i) {
-    inMicrobatch.index = backward.microbatch = builder.getI64IntegerAttr(i);
+    inMicrobatch.index = builder.getI64IntegerAttr(i);
     builder.setListener(&inMicrobatch);
     IRMapping rows;
     for (auto [arg, batch] :
@@ -141,7 +130,7 @@ void MicrobatchPass::runOnOperation() {
     }
     for (Operation &op : microbatch.without_terminator())
       builder.clone(op, rows);
-    builder.setListener(&backward);
+    PhaseScope inBackward(builder, backward);
     Value weight;
     if (weighting == LossWeighting::CountedTargets) {
       weight = buildCountedTargets(g, rows.lookup(ret.getOperand(0)));
@@ -153,17 +142,17 @@ void MicrobatchPass::runOnOperation() {
         value = weighPart(g, value, weight, weight);
       sum = sum ? g.add(sum, value) : value;
     }
-    builder.setListener(nullptr);
-  }
-  backward.microbatch = IntegerAttr();
-  builder.setListener(&backward);
-  for (Value &sum : sums) {
-    if (weighting == LossWeighting::MeanOfEqualShares)
-      sum = g.scale(sum, 1.0 / double(microbatches));
-    else if (weighting == LossWeighting::CountedTargets)
-      sum = buildCountedMean(g, sum, weights);
   }
   builder.setListener(nullptr);
+  {
+    PhaseScope inBackward(builder, backward);
+    for (Value &sum : sums) {
+      if (weighting == LossWeighting::MeanOfEqualShares)
+        sum = g.scale(sum, 1.0 / double(microbatches));
+      else if (weighting == LossWeighting::CountedTargets)
+        sum = buildCountedMean(g, sum, weights);
+    }
+  }
   builder.create<func::ReturnOp>(ret.getLoc(), sums);
 
   function.getBody().front().erase();

@@ -68,7 +68,8 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
 static LogicalResult
 buildStagePipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
   if (options.pp > 1) {
-    pm.addPass(createPipelineRank(PipelineRankOptions{options.stage}));
+    pm.addPass(
+        createPipelineRank(PipelineRankOptions{options.stage, options.dp}));
     pm.addPass(createPipelineSchedule(
         PipelineScheduleOptions{options.stage, options.pp}));
   }

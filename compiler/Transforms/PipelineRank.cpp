@@ -10,8 +10,11 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "LossWeighting.h"
+
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -53,7 +56,8 @@ struct PipelineRankPass : impl::PipelineRankBase<PipelineRankPass> {
   /// across stages over the tied group.
   void keepOwnResults(func::FuncOp function);
   /// The loss on this stage: the last stage's `loss`, which it sends to
-  /// every other stage, or the one received from it.
+  /// every other stage, or the one received from it, with the targets it
+  /// counts, counted here.
   Value passLoss(func::FuncOp function, Value loss);
   /// Erases the other stages' ops and the boundaries; fails where an op
   /// kept uses one (a boundary missing).
@@ -155,6 +159,16 @@ Value PipelineRankPass::passLoss(func::FuncOp function, Value loss) {
         break;
       }
     }
+  // The data-parallel ranks of a stage weigh their gradients by the targets
+  // the loss counts (slapo-data-parallel): every stage counts them from the
+  // labels it reads, as the last stage does, instead of waiting for a count
+  // sent with the loss, which comes after the backward with microbatches.
+  if (dp > 1 && getLossWeighting(loss) == LossWeighting::CountedTargets) {
+    TensorBuilder g(builder, loc);
+    Value count = buildCountedTargets(g, loss);
+    markCountedTargetsOfReceivedLoss(count);
+    place(count.getDefiningOp());
+  }
   auto recv = builder.create<StageRecvOp>(loc, loss.getType(), last);
   place(recv);
   return recv.getResult();

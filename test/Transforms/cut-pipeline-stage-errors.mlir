@@ -24,6 +24,27 @@ module {
 
 // -----
 
+// Tied between a middle stage and the last one (stages 1 and 2 of three):
+// refused in the same way.
+module {
+  slapo.param @embed.weight : tensor<8x4xf32>
+  slapo.param @h.0.fc.weight : tensor<4x4xf32>
+  func.func @forward(%ids: tensor<2xi64>, %target: tensor<2xi64>) -> tensor<f32> {
+    %we = slapo.get_param @embed.weight {slapo.module = "embed"} : tensor<8x4xf32>
+    %x = slapo.embedding %we, %ids {slapo.module = "embed"} : (tensor<8x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+    %w0 = slapo.get_param @h.0.fc.weight {slapo.module = "h.0.fc"} : tensor<4x4xf32>
+    %f0 = slapo.linear %x, %w0 {slapo.module = "h.0.fc"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %f1 = slapo.linear %f0, %w0 {slapo.module = "h.1.fc"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %l = slapo.cross_entropy %f1, %target {ignore_index = -100 : i64, reduction = #slapo.reduction<mean>} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+// TIED: error: cut_pipeline_stage(): parameter 'h.0.fc.weight' is used on stage 1 (by 'h.0.fc') and on stage 2 (by 'h.1.fc'): a parameter tied across stages must be used on the first and the last stage only
+// TIED: note: used on stage 1 here
+// TIED: note: used on stage 2 here
+
+// -----
+
 // A module called around another: a cut after the inner one would run the
 // outer one on two stages.
 module {

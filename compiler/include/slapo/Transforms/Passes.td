@@ -260,10 +260,17 @@ def PipelineRank : Pass<"slapo-pipeline-rank", "::mlir::ModuleOp"> {
     Megatron's embedding group), so that both copies train alike, and the
     last stage's copy is marked `slapo.tied_copy` for gradient norms. @forward
     and the parameters the stage does not read are erased.
+
+    With `dp` > 1, a stage that receives a loss over counted targets (a
+    mean-reduced cross-entropy) counts them itself, from the labels every
+    stage reads, for slapo-data-parallel to weigh its ranks by, as the last
+    stage does.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
     Option<"stage", "stage", "int64_t", "0", "the pipeline stage to keep">,
+    Option<"dp", "dp", "int64_t", "1",
+           "the data-parallel ranks of each stage">,
   ];
 }
 
@@ -473,6 +480,14 @@ def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
     their first reader and `slapo.recomputed`. Dropouts draw the same masks
     again (masks are counter-based) and collectives are issued again, as
     Megatron does, so the step computes bit for bit what it computed before.
+
+    With microbatches (`slapo.microbatch`, slapo-microbatch), each
+    microbatch's backward of the module recomputes that microbatch's forward
+    from its own values, before its own first reader; what serves every
+    microbatch (an op of no microbatch) is kept. On a pipeline stage
+    (slapo-pipeline-rank), a module none of whose ops is this stage's is
+    left to its stage, and a value received from another stage
+    (`slapo.stage_recv`) is kept: it is sent once.
 
     With `memory-budget` (bytes, > 0), modules of `candidates` are added,
     cheapest first (matmul FLOPs recomputed per byte of activations freed),
