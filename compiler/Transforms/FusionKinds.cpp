@@ -154,13 +154,17 @@ struct BiasedProduct {
 };
 
 /// Whether `value` is a product without bias: a matmul's or a bias-less
-/// linear's, or their sum over tp ranks (a row-parallel layer adds its bias
-/// after the all-reduce).
+/// linear's, possibly viewed through reshapes that keep the last dim and
+/// summed over tp ranks (a row-parallel layer adds its bias after the
+/// all-reduce).
 bool isProduct(Value value) {
   Operation *producer = value.getDefiningOp();
-  if (auto sum = dyn_cast_or_null<AllReduceOp>(producer);
-      sum && sum->getNumOperands() == 1)
-    producer = sum->getOperand(0).getDefiningOp();
+  while (producer && producer->getNumOperands() == 1 &&
+         ((isa<AllReduceOp>(producer) && producer->getNumResults() == 1) ||
+          (isa<ReshapeOp>(producer) && rankOf(producer->getOperand(0)) > 0 &&
+           shapeOf(producer->getOperand(0)).back() ==
+               shapeOf(producer->getResult(0)).back())))
+    producer = producer->getOperand(0).getDefiningOp();
   auto linear = dyn_cast_or_null<LinearOp>(producer);
   return isa_and_nonnull<MatmulOp>(producer) || (linear && !linear.getBias());
 }
