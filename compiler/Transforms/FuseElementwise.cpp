@@ -92,12 +92,6 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
       Operation *at = nullptr;
       if (succeeded(prepareFuseKind(kind, step, module, kindOps, mismatch, at)))
         continue;
-      if (!at) {
-        step.emitError("fuse(\"")
-            << kind << "\"): module '" << module << "' has no ops in the "
-            << "forward";
-        return failure();
-      }
       InFlightDiagnostic error = emitError(getPrimitiveLocation(at, *this))
                                  << "fuse(\"" << kind << "\"): module '"
                                  << module << "' does not compute "

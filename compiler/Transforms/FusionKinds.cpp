@@ -79,7 +79,8 @@ public:
 
   /// The module's ops of type OpT in the forward or a recomputation of it
   /// (none where the forward has none), in program order, and its forward
-  /// ops in `forward`, `at` set to the first. Fails where it has none.
+  /// ops in `forward`, `at` set to the first. Fails where it has none: the
+  /// step of a pipeline stage holds only the stage's modules.
   template <typename OpT>
   FailureOr<SmallVector<OpT>> collect(SmallVectorImpl<Operation *> &forward,
                                       Operation *&at) {
@@ -302,7 +303,7 @@ LogicalResult prepareBiasGelu(KindMatcher &matcher, Operation *&at) {
   SmallVector<Operation *> forward;
   FailureOr<SmallVector<GeluOp>> gelus = matcher.collect<GeluOp>(forward, at);
   if (failed(gelus))
-    return failure();
+    return success(); // on another pipeline stage
   if (gelus->empty())
     return reportBiasedProductReader(forward, "slapo.gelu", "", matcher, at);
   for (GeluOp gelu : *gelus) {
@@ -373,7 +374,7 @@ LogicalResult prepareBiasDropoutAdd(KindMatcher &matcher, Operation *&at) {
   FailureOr<SmallVector<DropoutOp>> dropouts =
       matcher.collect<DropoutOp>(forward, at);
   if (failed(dropouts))
-    return failure();
+    return success(); // on another pipeline stage
   // The module's other dropouts (of attention probabilities) are not the
   // pattern's: the dropouts of linear layers with a bias are.
   bool any = false;
@@ -416,7 +417,7 @@ LogicalResult prepareSiluMul(KindMatcher &matcher, Operation *&at) {
   SmallVector<Operation *> forward;
   FailureOr<SmallVector<SiluOp>> silus = matcher.collect<SiluOp>(forward, at);
   if (failed(silus))
-    return failure();
+    return success(); // on another pipeline stage
   if (silus->empty())
     return matcher.fail(nullptr, "it computes no silu");
   for (SiluOp silu : *silus) {

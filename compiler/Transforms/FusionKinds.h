@@ -23,9 +23,10 @@ llvm::StringRef getFuseKindPattern(llvm::StringRef kind);
 /// Checks that the forward of `module` in `step` (a training step) computes
 /// `kind`'s pattern, prepares the matched ops and adds to `members` the ops
 /// the kind's groups may hold: the matched ops, their recomputations and
-/// the elementwise ops of their gradients. Fails where the module's ops
-/// differ, with `mismatch` saying why and `at` set to an op of the module
-/// (null where the module has no forward op).
+/// the elementwise ops of their gradients; a module without forward ops
+/// (of another pipeline stage) has nothing to fuse. Fails where the
+/// module's ops differ, with `mismatch` saying why and `at` set to an op of
+/// the module.
 mlir::LogicalResult
 prepareFuseKind(llvm::StringRef kind, mlir::func::FuncOp step,
                 llvm::StringRef module,

@@ -529,7 +529,8 @@ def FuseElementwise : Pass<"slapo-fuse-elementwise", "::mlir::ModuleOp"> {
     kind prepares the matched ops and the groups hold only them and the
     elementwise ops of their gradients (the backward ops at the same
     location and module path), grouped as above; each group records the
-    kind (`kind` of slapo.fused).
+    kind (`kind` of slapo.fused). A module without forward ops in the step
+    (one of another pipeline stage) has nothing to fuse.
 
     `bias_gelu`: every gelu of the module reads a linear layer with a bias
     (slapo.linear with a bias, or a product plus a bias row: HF's Conv1D),
