@@ -111,19 +111,18 @@ ModuleIndex::getParameterNames(llvm::StringRef path) const {
 //===----------------------------------------------------------------------===//
 
 std::string PipelineEntry::getPassName() const {
-  // fuse() without a kind is elementwise fusion; each named kind would be a
-  // pass of its own (slapo-fuse-bias-gelu), none of which exists yet.
-  if (kind == PrimitiveKind::Fuse && options.empty())
+  // fuse() is elementwise fusion; a named kind is its option (kind=bias_gelu),
+  // the pattern its groups must match.
+  if (kind == PrimitiveKind::Fuse)
     return "slapo-fuse-elementwise";
   std::string name = getPrimitiveName(kind).str();
-  if (kind == PrimitiveKind::Fuse)
-    name += "_" + options.front().second;
   std::replace(name.begin(), name.end(), '_', '-');
   return "slapo-" + name;
 }
 
 bool PipelineEntry::hasPass() const {
-  // slapo-replace knows some of the kernels the schedule language names.
+  // slapo-replace knows some of the kernels the schedule language names
+  // (slapo-fuse-elementwise every fusion kind: getFuseKinds()).
   if (kind == PrimitiveKind::Replace &&
       !llvm::is_contained(getReplaceKernels(), options.front().second))
     return false;
@@ -651,7 +650,7 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
   options.fusion = train.fusion;
   if (!plan)
     return;
-  std::vector<std::string> primitives;
+  std::vector<std::string> primitives, fuseKinds;
   std::vector<ModelName> checkpointed, fused;
   for (const PipelineEntry &entry : plan->pipeline) {
     // Checkpointing and fusion run on the training step, after the
@@ -662,7 +661,10 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
       continue;
     }
     if (entry.kind == PrimitiveKind::Fuse && entry.hasPass()) {
-      fused.insert(fused.end(), entry.modules.begin(), entry.modules.end());
+      if (entry.options.empty())
+        fused.insert(fused.end(), entry.modules.begin(), entry.modules.end());
+      else
+        fuseKinds.push_back(entry.getPass());
       continue;
     }
     if (!entry.hasPass())
@@ -672,6 +674,7 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
   options.primitives = primitives;
   options.checkpoint = checkpointed;
   options.fuse = fused;
+  options.fuseKinds = fuseKinds;
   options.checkpointCandidates = std::vector<ModelName>(
       plan->checkpointCandidates.begin(), plan->checkpointCandidates.end());
 }
@@ -728,10 +731,6 @@ rejectUnimplementedPrimitives(const Plan &plan, DiagnosticReporter &reporter) {
     if (entry.hasPass())
       continue;
     std::string what = "'" + getPrimitiveName(entry.kind).str() + "'";
-    if (entry.kind == PrimitiveKind::Fuse)
-      what = "fuse(\"" + entry.options.front().second +
-             "\") (fuse() without a kind fuses the module's elementwise "
-             "chains)";
     if (entry.kind == PrimitiveKind::Replace)
       what = "replace(\"" + entry.options.front().second +
              "\") (implemented: " +

@@ -80,6 +80,7 @@ const Parameter syncParameters[] = {
     Parameter::choice("op", syncOps).asPositional().asRequired(),
     Parameter::integer("axis"),
 };
+// slapo-fuse-elementwise implements each kind (getFuseKinds()).
 const llvm::StringLiteral fuseKinds[] = {"bias_gelu", "bias_dropout_add",
                                          "silu_mul"};
 const Parameter fuseParameters[] = {

@@ -912,6 +912,10 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
   DenseMap<Value, std::string> elements;
   for (auto [arg, indexing] : llvm::zip(body.getArguments(), indexings)) {
     unsigned n = arg.getArgNumber();
+    // A dropout's step number is read on the host (its mask's key).
+    Type element = arg.getType().cast<RankedTensorType>().getElementType();
+    if (!element.isa<FloatType>())
+      continue;
     pointers += llvm::formatv("  const {0} *__restrict in{1} = static_cast<"
                               "const {0} *>({2}[{1}]);\n",
                               scalar, n, data);
@@ -937,9 +941,50 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
     }
   }
   int computed = 0;
+  // After the operands' and results' addresses, each dropout's key and first
+  // counter, as numbers: its mask keeps element i iff
+  // uniform01(splitmix64(key ^ (first + i))) >= p, as the dropout kernel
+  // draws it for a tensor of this rank that is not split over tp ranks.
+  unsigned numAddresses = fused.getNumOperands() + fused.getNumResults();
+  SmallVector<std::string> drawArguments;
   for (Operation &op : body.without_terminator()) {
-    ElementwiseKind kind = *getElementwiseKind(&op);
     std::string name = "v" + std::to_string(computed++);
+    if (auto dropout = dyn_cast<DropoutOp>(&op)) {
+      size_t draw = drawArguments.size() / 2;
+      pointers += llvm::formatv(
+          "  const uint64_t key{0} = reinterpret_cast<uintptr_t>({1}[{2}]);\n"
+          "  const uint64_t first{0} = reinterpret_cast<uintptr_t>({1}[{3}]);"
+          "\n",
+          draw, data, numAddresses + 2 * draw, numAddresses + 2 * draw + 1);
+      std::string p = doubleLiteral(dropout.getP().convertToDouble());
+      // Dropped elements are multiplied by 0, as the kernel does: NaN stays.
+      computes += llvm::formatv(
+          "{0}const {1} {2} = {3} * (uniform01(splitmix64(key{4} ^ (first{4} "
+          "+ uint64_t(i)))) >= {5} ? static_cast<{1}>(1.0 / (1.0 - {5})) : "
+          "{1}(0));\n",
+          indent, scalar, name, elements[dropout.getInput()], draw, p);
+      auto arg = dropout.getStep().cast<BlockArgument>();
+      FailureOr<std::string> step =
+          getStepNumber(fused, fused.getInputs()[arg.getArgNumber()]);
+      if (failed(step))
+        return failure();
+      drawArguments.push_back(
+          llvm::formatv("reinterpret_cast<void *>(uintptr_t(dropoutKey(kSeed, "
+                        "{0}, /*stream=*/{1}, /*rankStream=*/{2})))",
+                        *step, useBlockNumber(dropout.getStream()),
+                        dropout.getForkRng() ? "mesh.getTpRank()" : "0")
+              .str());
+      // This data-parallel rank's rows follow the lower ranks' in the batch.
+      drawArguments.push_back(
+          llvm::formatv("reinterpret_cast<void *>(uintptr_t(mesh.getDpRank() "
+                        "* {0}))",
+                        numElements)
+              .str());
+      elements[dropout.getResult()] = name;
+      ops += (ops.empty() ? "" : ", ") + std::string("dropout");
+      continue;
+    }
+    ElementwiseKind kind = *getElementwiseKind(&op);
     std::string arguments;
     for (Value operand : op.getOperands())
       arguments += (arguments.empty() ? "" : ", ") + elements[operand];
@@ -958,7 +1003,7 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
     stores +=
         llvm::formatv("{2}out{0}[i] = {1};\n", n, elements[result], indent);
   }
-  unsigned numOperands = fused.getNumOperands() + fused.getNumResults();
+  unsigned numOperands = numAddresses + drawArguments.size();
   std::string text;
   if (cuda) {
     text = llvm::formatv(
@@ -1004,6 +1049,8 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
     pointerList += use(value) + ".data, ";
   for (Value value : fused.getResults())
     pointerList += use(value) + ".data, ";
+  for (const std::string &argument : drawArguments)
+    pointerList += argument + ", ";
   pointerList.resize(pointerList.size() - 2);
   return llvm::formatv("runFusedLoop(ctx, k{0}, std::array<void *, {1}>{{{2}}"
                        ".data(), {3})",
@@ -1029,6 +1076,9 @@ LogicalResult Emitter::emitOp(Operation *op, std::string &body) {
     comment += " (recomputed)";
   std::string what = op->getName().stripDialect().str();
   if (auto fused = dyn_cast<FusedOp>(op)) {
+    // The schedule's fusion kind that made the group, if any.
+    if (std::optional<StringRef> kind = fused.getKind())
+      what += " by fuse(\"" + kind->str() + "\")";
     what += " (";
     for (Operation &inner : fused.getBody().front().without_terminator())
       what += (&inner == &fused.getBody().front().front() ? "" : ", ") +

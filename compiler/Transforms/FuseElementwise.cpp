@@ -10,13 +10,17 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "FusionKinds.h"
+
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace slapo {
 #define GEN_PASS_DEF_FUSEELEMENTWISE
@@ -62,10 +66,43 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
           << kTrainStepName << " (run slapo-optimizer first)";
       return signalPassFailure();
     }
+    if (!kind.empty() && failed(prepareKind(step)))
+      return signalPassFailure();
     std::vector<Group> groups = findGroups(step.getBody().front());
     for (Group &group : groups)
       if (group.ops.size() > 1)
         buildFusedOp(group);
+  }
+
+  /// fuse(kind): checks that every module computes the kind's pattern and
+  /// collects the ops its groups may hold.
+  LogicalResult prepareKind(func::FuncOp step) {
+    if (getFuseKindPattern(kind).empty()) {
+      getOperation().emitError("slapo-fuse-elementwise: unknown kind '")
+          << kind << "' (known: " << llvm::join(getFuseKinds(), ", ") << ")";
+      return failure();
+    }
+    if (modules.empty()) {
+      getOperation().emitError("slapo-fuse-elementwise: kind=")
+          << kind << " needs the modules that compute it";
+      return failure();
+    }
+    for (const std::string &module : modules) {
+      Mismatch mismatch;
+      Operation *at = nullptr;
+      if (succeeded(prepareFuseKind(kind, step, module, kindOps, mismatch, at)))
+        continue;
+      InFlightDiagnostic error = emitError(getPrimitiveLocation(at, *this))
+                                 << "fuse(\"" << kind << "\"): module '"
+                                 << module << "' does not compute "
+                                 << getFuseKindPattern(kind) << ": "
+                                 << mismatch.message;
+      if (mismatch.op)
+        error.attachNote(getModelLocation(mismatch.op))
+            << "the op that differs";
+      return failure();
+    }
+    return success();
   }
 
   /// Whether `op` may be in a group at all.
@@ -77,11 +114,19 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
     Type element = tensorType(op->getResult(0)).getElementType();
     if (!element.isF32() && !element.isF64())
       return false;
+    // A loop draws a dropout's mask by the element's index, which is its
+    // counter where the tensor is not split over tp ranks; and with the
+    // step's number, which the step's dropouts have.
+    if (auto dropout = dyn_cast<DropoutOp>(op);
+        dropout && (!dropout.getStep() || dropout.getShardAxis()))
+      return false;
     ArrayRef<int64_t> loop = tensorType(op->getResult(0)).getShape();
     if (llvm::any_of(op->getOperands(), [&](Value operand) {
           return !getBroadcastIndexing(tensorType(operand).getShape(), loop);
         }))
       return false;
+    if (!kind.empty())
+      return kindOps.contains(op);
     return modules.empty() || llvm::any_of(modules, [&](StringRef module) {
              return isInModule(op, module);
            });
@@ -160,6 +205,8 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
         FusedLoc::get(&getContext(), locations), ValueRange(results).getTypes(),
         inputs.getArrayRef());
     setModulePath(fused, module);
+    if (!kind.empty())
+      fused.setKindAttr(builder.getStringAttr(kind));
     for (StringRef name : {kPhaseAttrName, kRecomputedAttrName})
       if (Attribute value = last->getAttr(name))
         fused->setAttr(name, value);
@@ -180,6 +227,9 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
     for (Operation *op : llvm::reverse(group.ops))
       op->erase();
   }
+
+  /// With a kind: the ops its groups may hold.
+  llvm::SmallPtrSet<Operation *, 32> kindOps;
 };
 
 } // namespace

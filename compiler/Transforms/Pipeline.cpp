@@ -20,7 +20,8 @@ static bool isShardingPrimitive(llvm::StringRef pass) {
 }
 
 static LogicalResult buildStagePipeline(OpPassManager &pm,
-                                        const TrainingPipelineOptions &options);
+                                        const TrainingPipelineOptions &options,
+                                        llvm::raw_ostream &errors);
 
 LogicalResult buildTrainingPipeline(OpPassManager &pm,
                                     const TrainingPipelineOptions &options,
@@ -41,7 +42,7 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
     return failure();
   }
   if (part == PipelinePart::Stage)
-    return buildStagePipeline(pm, options);
+    return buildStagePipeline(pm, options, errors);
   // The model's spelled-out activations, before anything else sees them.
   pm.addPass(createRecognizeGelu());
   bool shards = options.tp > 1;
@@ -60,13 +61,14 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createMicrobatch(MicrobatchOptions{options.microbatches}));
   if (part == PipelinePart::Shared)
     return success();
-  return buildStagePipeline(pm, options);
+  return buildStagePipeline(pm, options, errors);
 }
 
 /// The passes after the microbatches: one stage's part of the step (all of
 /// it without stages), then what each rank applies to its gradients.
-static LogicalResult
-buildStagePipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
+static LogicalResult buildStagePipeline(OpPassManager &pm,
+                                        const TrainingPipelineOptions &options,
+                                        llvm::raw_ostream &errors) {
   if (options.pp > 1) {
     pm.addPass(
         createPipelineRank(PipelineRankOptions{options.stage, options.dp}));
@@ -104,7 +106,11 @@ buildStagePipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
     pm.addPass(createCheckpoint(checkpoint));
   }
   // On the final step, recomputation included; before the plan, so that
-  // the values a group keeps to itself get no bytes.
+  // the values a group keeps to itself get no bytes. The named kinds first:
+  // their patterns are checked on ops no other group has taken.
+  for (const std::string &kind : options.fuseKinds)
+    if (failed(parsePassPipeline(kind, pm, errors)))
+      return failure();
   if (options.fusion == "auto") {
     pm.addPass(createFuseElementwise());
   } else if (!options.fuse.empty()) {

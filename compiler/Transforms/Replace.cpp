@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "CheckedPatterns.h"
+
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Dialect/TensorBuilder.h"
@@ -31,13 +33,6 @@ using namespace mlir;
 namespace slapo {
 namespace {
 
-/// Why a module's ops are not the kernel's: the message and the op that
-/// differs (null when the module lacks an op the pattern needs).
-struct Mismatch {
-  std::string message;
-  Operation *op = nullptr;
-};
-
 /// The ops of one attention, from the product query x key^T to the product
 /// with the values.
 struct AttentionMatch {
@@ -57,11 +52,6 @@ std::optional<double> getSplatConstant(Value value) {
       !attr.getElementType().isa<FloatType>())
     return std::nullopt;
   return attr.getSplatValue<APFloat>().convertToDouble();
-}
-
-/// `'slapo.div'` for messages.
-std::string describeOp(Operation *op) {
-  return "'" + op->getName().getStringRef().str() + "'";
 }
 
 /// Whether `value` is computed from a parameter (not a buffer): such a bias
@@ -523,14 +513,6 @@ void ReplacePass::runOnOperation() {
 
 } // namespace
 
-ArrayRef<StringRef> getReplaceKernels() {
-  static const SmallVector<StringRef> names = [] {
-    SmallVector<StringRef> list;
-    for (const Kernel &known : kKernels)
-      list.push_back(known.name);
-    return list;
-  }();
-  return names;
-}
+ArrayRef<StringRef> getReplaceKernels() { return getRegistryNames(kKernels); }
 
 } // namespace slapo

@@ -330,8 +330,7 @@ void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
   counter.first = placement.dpRank * outer * counter.whole * inner;
   counter.consecutive = shard.tp == 1;
   uint64_t streamKey =
-      splitmix64(splitmix64(key.seed) ^
-                 dropoutStream(key.step, key.stream, key.rankStream));
+      dropoutKey(key.seed, key.step, key.stream, key.rankStream);
   // p * 2^53 is exact for p in [0, 1]; p = 1 drops everything.
   uint64_t threshold =
       static_cast<uint64_t>(std::ceil(std::clamp(p, 0.0, 1.0) * 0x1.0p53));

@@ -129,6 +129,10 @@ std::string formatBytes(int64_t bytes);
 /// order the schedule documents them.
 llvm::ArrayRef<llvm::StringRef> getReplaceKernels();
 
+/// The named kinds slapo-fuse-elementwise knows (fuse("bias_gelu")), in the
+/// order the schedule documents them.
+llvm::ArrayRef<llvm::StringRef> getFuseKinds();
+
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION
 #include "slapo/Transforms/Passes.h.inc"

@@ -533,12 +533,48 @@ def FuseElementwise : Pass<"slapo-fuse-elementwise", "::mlir::ModuleOp"> {
     So a group never spans an op that is not fusible: a reduction or a
     collective between two elementwise ops reads the first, before the
     second, and keeps them apart. The group's module path is the longest
-    one that holds all of its ops; its location fuses theirs.
+    one that holds all of its ops; its location fuses theirs. A dropout of
+    the step (with its step number) joins a group where its tensor is not
+    split over tp ranks: the loop draws its mask from the element's index.
+
+    With a `kind` (schedule: `fuse("bias_gelu")`), each module must compute
+    the kind's pattern (the registry in FusionKinds.cpp), checked on its
+    forward ops; ops that differ are an error at the primitive's schedule
+    line naming the module, with a note at the first op that differs. The
+    kind prepares the matched ops and the groups hold only them and the
+    elementwise ops of their gradients (the backward ops at the same
+    location and module path), grouped as above; each group records the
+    kind (`kind` of slapo.fused). A module without forward ops in the step
+    (one of another pipeline stage) has nothing to fuse.
+
+    `bias_gelu`: every gelu of the module reads a linear layer with a bias
+    (slapo.linear with a bias, or a product plus a bias row: HF's Conv1D),
+    optionally through a reshape that keeps the last dim. The linear is
+    split into its product and the bias add, placed after the reshape, so
+    that the add and the gelu are one group; the backward adds the bias
+    again in front of gelu's gradient (Megatron's bias_gelu), so that its
+    group reads the product and the forward's group writes only the gelu.
+
+    `bias_dropout_add`: every dropout of the module that reads a linear
+    layer with a bias (as above) is read in its forward by one add of its
+    shape in the module, the residual add (other dropouts, of attention
+    probabilities, are not the pattern's; the module has at least one). The
+    bias is split off as for bias_gelu; the bias add, the dropout and the
+    residual add are one group.
+
+    `silu_mul`: every silu of the module is read in its forward by one
+    product alone, `silu(gate) * up` of one shape (LLaMA's MLP). The silu
+    and the product are one group; the backward computes the silu again
+    where the product's gradient reads it, so that the forward's group
+    writes only the product.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [
     ListOption<"modules", "modules", "::slapo::ModelName",
                "module paths whose ops are fused; none: every module">,
+    Option<"kind", "kind", "std::string", "\"\"",
+           "a named kind whose pattern the modules must compute "
+           "(getFuseKinds() lists them); empty: every elementwise chain">,
   ];
 }
 

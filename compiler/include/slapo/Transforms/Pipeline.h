@@ -101,6 +101,12 @@ struct TrainingPipelineOptions
   ListOption<ModelName> fuse{
       *this, "fuse",
       llvm::cl::desc("modules whose elementwise chains are fused")};
+  ListOption<std::string> fuseKinds{
+      *this, "fuse-kinds",
+      llvm::cl::desc("the passes of fuse() with a named kind, in schedule "
+                     "order: slapo-fuse-elementwise{kind=bias_gelu "
+                     "modules=a,b},...; before the fusion of fuse and "
+                     "fusion")};
 };
 
 /// Which passes of the pipeline buildTrainingPipeline adds: with pipeline

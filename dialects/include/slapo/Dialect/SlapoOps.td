@@ -29,7 +29,8 @@ def Slapo_ShardableTakingPendingBiases
                                 ["takesPendingBiases"]>;
 
 // Marks the ops whose result element i is a function of the elements their
-// operands broadcast to i, with scalar math in the runtime's ElementMath.h:
+// operands broadcast to i, with scalar math in the runtime's ElementMath.h
+// (and of i itself for slapo.dropout, whose mask is drawn for its index):
 // slapo-fuse-elementwise groups chains of them into slapo.fused, and the C++
 // emitter writes each group as one loop.
 def Slapo_FusibleElementwise : NativeOpTrait<"FusibleElementwise"> {
@@ -244,7 +245,8 @@ def Slapo_WhereOp : Slapo_Op<"where", [Pure, Slapo_Differentiable,
 
 def Slapo_DropoutOp : Slapo_Op<"dropout", [AllTypesMatch<["input", "result"]>,
                                           Slapo_Differentiable,
-                                          Slapo_Shardable]> {
+                                          Slapo_Shardable,
+                                          Slapo_FusibleElementwise]> {
   let summary = "training-mode dropout: zeroes with probability p, scales by 1/(1-p)";
   let description = [{
     Only training-mode dropout with p > 0 is represented; in eval mode the
@@ -316,7 +318,8 @@ def Slapo_FusedOp : Slapo_Op<"fused", [IsolatedFromAbove,
     every result has the group's shape, the loop's; an operand has it too,
     or broadcasts to it. Values of the region that are not results are
     never in memory: the emitted loop keeps them in registers, so the memory
-    plan gives them no bytes.
+    plan gives them no bytes. `kind` names the schedule's fusion kind
+    whose pattern the group was matched to (fuse("bias_gelu")), if any.
 
     ```mlir
     %r = slapo.fused %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
@@ -327,7 +330,8 @@ def Slapo_FusedOp : Slapo_Op<"fused", [IsolatedFromAbove,
     }
     ```
   }];
-  let arguments = (ins Variadic<Slapo_Tensor>:$inputs);
+  let arguments = (ins Variadic<Slapo_Tensor>:$inputs,
+                       OptionalAttr<StrAttr>:$kind);
   let results = (outs Variadic<Slapo_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, "

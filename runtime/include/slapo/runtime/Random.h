@@ -41,6 +41,17 @@ SLAPO_HOST_DEVICE inline uint64_t dropoutStream(uint64_t step, uint64_t opStream
                     rankStream);
 }
 
+/// The key of dropout number `opStream`'s masks at step `step` for ranks of
+/// `rankStream` under `seed`: randomBits(seed, dropoutStream(step, opStream,
+/// rankStream), counter) is splitmix64(key ^ counter). The generated fused
+/// loops draw masks from it (computed once per call).
+SLAPO_HOST_DEVICE inline uint64_t dropoutKey(uint64_t seed, uint64_t step,
+                                             uint64_t opStream,
+                                             uint64_t rankStream) {
+  return splitmix64(splitmix64(seed) ^
+                    dropoutStream(step, opStream, rankStream));
+}
+
 /// A double in [0, 1) from the 53 high bits.
 SLAPO_HOST_DEVICE inline double uniform01(uint64_t bits) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;

@@ -11,6 +11,7 @@
 #ifndef SLAPO_RUNTIME_CPU_FUSEDLOOP_H
 #define SLAPO_RUNTIME_CPU_FUSEDLOOP_H
 
+#include "slapo/runtime/Random.h"
 #include "slapo/runtime/cpu/Context.h"
 #include "slapo/runtime/cpu/ElementMath.h"
 
@@ -20,7 +21,9 @@
 namespace slapo::rt::cpu {
 
 /// One build of a fused loop: elements [begin, end) of the group's loop,
-/// reading its operands and writing its results at `data`, operands first.
+/// reading its operands and writing its results at `data`, operands first,
+/// then two numbers for each dropout of the group (the key and the first
+/// counter of its mask, Random.h's dropoutKey).
 using FusedLoopBuild = void (*)(void *const *data, int64_t begin, int64_t end);
 
 /// A fused loop built for each KernelIsa, in the enum's order.

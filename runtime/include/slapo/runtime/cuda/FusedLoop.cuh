@@ -10,6 +10,7 @@
 #ifndef SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
 #define SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
 
+#include "slapo/runtime/Random.h"
 #include "slapo/runtime/cuda/Context.h"
 #include "slapo/runtime/cuda/ElementMath.cuh"
 
@@ -19,8 +20,9 @@
 
 namespace slapo::rt::cuda {
 
-/// The addresses of a group's operands and results, operands first, passed
-/// to its kernel by value.
+/// The addresses of a group's operands and results, operands first, then
+/// two numbers for each dropout of the group (the key and the first counter
+/// of its mask), passed to its kernel by value.
 template <int N> struct FusedOperands {
   void *data[N];
 };

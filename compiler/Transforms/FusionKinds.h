@@ -1,0 +1,38 @@
+//===- FusionKinds.h - the named kinds of fuse(kind) ------------*- C++ -*-===//
+//
+// A named fusion kind (fuse("bias_gelu")) is a checked pattern: the module
+// must compute it, and its ops are prepared (a linear's bias split off) so
+// that slapo-fuse-elementwise's grouping, restricted to them, makes the
+// kind's groups.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_TRANSFORMS_FUSIONKINDS_H
+#define SLAPO_TRANSFORMS_FUSIONKINDS_H
+
+#include "CheckedPatterns.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace slapo {
+
+/// What `kind` computes, for messages ("gelu(x W^T + b)"); empty for a kind
+/// that getFuseKinds() does not list.
+llvm::StringRef getFuseKindPattern(llvm::StringRef kind);
+
+/// Checks that the forward of `module` in `step` (a training step) computes
+/// `kind`'s pattern, prepares the matched ops and adds to `members` the ops
+/// the kind's groups may hold: the matched ops, their recomputations and
+/// the elementwise ops of their gradients; a module without forward ops
+/// (of another pipeline stage) has nothing to fuse. Fails where the
+/// module's ops differ, with `mismatch` saying why and `at` set to an op of
+/// the module.
+mlir::LogicalResult
+prepareFuseKind(llvm::StringRef kind, mlir::func::FuncOp step,
+                llvm::StringRef module,
+                llvm::SmallPtrSetImpl<mlir::Operation *> &members,
+                Mismatch &mismatch, mlir::Operation *&at);
+
+} // namespace slapo
+
+#endif // SLAPO_TRANSFORMS_FUSIONKINDS_H
