@@ -878,6 +878,21 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       });
 }
 
+/// The index of a broadcast operand's element at loop element `at`: its
+/// `count` elements repeat every `inner` loop elements. The division or the
+/// remainder that changes nothing is left out, so that the code reads as
+/// what it indexes (a row: `at % count`; a column: `at / inner`).
+static std::string getBroadcastIndex(StringRef at,
+                                     const BroadcastIndexing &indexing,
+                                     int64_t numElements) {
+  std::string index = at.str();
+  if (indexing.inner != 1)
+    index += " / " + std::to_string(indexing.inner);
+  if (indexing.inner * indexing.count != numElements)
+    index += " % " + std::to_string(indexing.count);
+  return index;
+}
+
 FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
   Block &body = fused.getBody().front();
   ArrayRef<int64_t> loop = fused.getLoopShape();
@@ -926,8 +941,9 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
       loads +=
           llvm::formatv("{2}const {0} a{1} = in{1}[i];\n", scalar, n, indent);
     else if (cuda)
-      loads += llvm::formatv("{4}const {0} a{1} = in{1}[i / {2} % {3}];\n",
-                             scalar, n, indexing.inner, indexing.count, indent);
+      loads +=
+          llvm::formatv("{2}const {0} a{1} = in{1}[{3}];\n", scalar, n, indent,
+                        getBroadcastIndex("i", indexing, numElements));
     else if (indexing.inner == 1) {
       runStarts += llvm::formatv("    const int64_t at{0} = start % {1} - "
                                  "start;\n",
@@ -935,9 +951,9 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
       loads += llvm::formatv("      const {0} a{1} = in{1}[at{1} + i];\n",
                              scalar, n);
     } else {
-      runStarts += llvm::formatv("    const {0} a{1} = in{1}[start / {2} % "
-                                 "{3}];\n",
-                                 scalar, n, indexing.inner, indexing.count);
+      runStarts +=
+          llvm::formatv("    const {0} a{1} = in{1}[{2}];\n", scalar, n,
+                        getBroadcastIndex("start", indexing, numElements));
     }
   }
   int computed = 0;

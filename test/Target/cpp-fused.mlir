@@ -71,7 +71,7 @@ module {
 // CUDA-NEXT:   float *__restrict out1 = static_cast<float *>(operands.data[3]);
 // CUDA-NEXT:   for (int64_t i = cuda::getFusedLoopStart(); i < numElements; i += cuda::getFusedLoopStride()) {
 // CUDA-NEXT:     const float a0 = in0[i];
-// CUDA-NEXT:     const float a1 = in1[i / 1 % 4];
+// CUDA-NEXT:     const float a1 = in1[i % 4];
 // CUDA-NEXT:     const float v0 = cuda::applyBinary<BinaryKind::Add>(a0, a1);
 // CUDA-NEXT:     const float v1 = cuda::applyUnary<UnaryKind::GeluTanh>(v0);
 // CUDA-NEXT:     out0[i] = v0;
