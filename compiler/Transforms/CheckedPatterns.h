@@ -29,13 +29,10 @@ inline std::string describeOp(mlir::Operation *op) {
 
 /// The names of a registry's entries (each has a `name`), in its order.
 template <typename Entry, size_t N>
-llvm::ArrayRef<llvm::StringRef> getRegistryNames(const Entry (&entries)[N]) {
-  static const llvm::SmallVector<llvm::StringRef> names = [&] {
-    llvm::SmallVector<llvm::StringRef> list;
-    for (const Entry &entry : entries)
-      list.push_back(entry.name);
-    return list;
-  }();
+llvm::SmallVector<llvm::StringRef> getRegistryNames(const Entry (&entries)[N]) {
+  llvm::SmallVector<llvm::StringRef> names;
+  for (const Entry &entry : entries)
+    names.push_back(entry.name);
   return names;
 }
 

@@ -467,7 +467,12 @@ const FuseKind *lookupFuseKind(StringRef name) {
 
 } // namespace
 
-ArrayRef<StringRef> getFuseKinds() { return getRegistryNames(kFuseKinds); }
+ArrayRef<StringRef> getFuseKinds() {
+  // Kept here, not in getRegistryNames: a static there would be one per
+  // entry type and size, shared by two registries that happened to match.
+  static const SmallVector<StringRef> names = getRegistryNames(kFuseKinds);
+  return names;
+}
 
 StringRef getFuseKindPattern(StringRef kind) {
   const FuseKind *known = lookupFuseKind(kind);

@@ -513,6 +513,11 @@ void ReplacePass::runOnOperation() {
 
 } // namespace
 
-ArrayRef<StringRef> getReplaceKernels() { return getRegistryNames(kKernels); }
+ArrayRef<StringRef> getReplaceKernels() {
+  // Kept here, not in getRegistryNames: a static there would be one per
+  // entry type and size, shared by two registries that happened to match.
+  static const SmallVector<StringRef> names = getRegistryNames(kKernels);
+  return names;
+}
 
 } // namespace slapo
