@@ -703,13 +703,12 @@ void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
   os << " grad_clip=" << formatNumber(train.gradClip)
      << " precision=" << train.precision
      << " microbatches=" << train.microbatches << " seed=" << train.seed
-     << " loss=" << train.loss << " lr_schedule=" << train.lrSchedule;
+     << " loss=" << train.loss << " fusion=" << train.fusion
+     << " lr_schedule=" << train.lrSchedule;
   if (train.lrSchedule == "warmup_cosine")
     os << " warmup_steps=" << train.warmupSteps;
   if (train.memoryBudget)
     os << " memory_budget=" << train.memoryBudget << "B";
-  if (train.fusion != "none")
-    os << " fusion=" << train.fusion;
   os << "\n";
 
   for (const PipelineEntry &entry : plan.pipeline) {

@@ -194,11 +194,42 @@ std::optional<ElementwiseKind> getElementwiseKind(Operation *op) {
       .Default([](Operation *) -> Kind { return std::nullopt; });
 }
 
-/// The C++ element type of a fused loop's values.
+/// The C++ element type of a fused loop's values: f64, or f32 for f32 and
+/// bf16 elements, which compute in f32 as the kernels do.
 StringRef getScalarType(Type type) {
   return type.cast<RankedTensorType>().getElementType().isF64() ? "double"
                                                                 : "float";
 }
+
+/// How a fused loop reads and writes the elements of one tensor: a bf16
+/// element is widened as it is read and rounded as it is written, with the
+/// conversions of the target's cast kernel (BFloat16's round-to-nearest-even
+/// on the CPU, cuda_bf16.h's on the GPU); f32 and f64 are the values.
+struct FusedElementAccess {
+  std::string type;
+  bool isBF16;
+  bool cuda;
+
+  FusedElementAccess(Type tensor, bool cuda) : cuda(cuda) {
+    Type element = tensor.cast<RankedTensorType>().getElementType();
+    isBF16 = element.isBF16();
+    type = isBF16 ? (cuda ? "__nv_bfloat16" : "BFloat16")
+                  : getScalarType(tensor).str();
+  }
+
+  std::string widen(StringRef stored) const {
+    if (!isBF16)
+      return stored.str();
+    return cuda ? "__bfloat162float(" + stored.str() + ")"
+                : stored.str() + ".toFloat()";
+  }
+  std::string narrow(StringRef value) const {
+    if (!isBF16)
+      return value.str();
+    return cuda ? "__float2bfloat16_rn(" + value.str() + ")"
+                : "BFloat16::fromFloat(" + value.str() + ")";
+  }
+};
 
 /// The communicator of a process group in the generated code.
 StringRef groupOf(ProcessGroup group) {
@@ -931,36 +962,41 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
     Type element = arg.getType().cast<RankedTensorType>().getElementType();
     if (!element.isa<FloatType>())
       continue;
+    FusedElementAccess access(arg.getType(), cuda);
     pointers += llvm::formatv("  const {0} *__restrict in{1} = static_cast<"
                               "const {0} *>({2}[{1}]);\n",
-                              scalar, n, data);
+                              access.type, n, data);
     elements[arg] = "a" + std::to_string(n);
+    auto read = [&](StringRef index) {
+      return access.widen(("in" + Twine(n) + "[" + index + "]").str());
+    };
     if (indexing.count == 1)
-      constants += llvm::formatv("  const {0} a{1} = in{1}[0];\n", scalar, n);
+      constants +=
+          llvm::formatv("  const {0} a{1} = {2};\n", scalar, n, read("0"));
     else if (indexing.count == numElements)
-      loads +=
-          llvm::formatv("{2}const {0} a{1} = in{1}[i];\n", scalar, n, indent);
+      loads += llvm::formatv("{2}const {0} a{1} = {3};\n", scalar, n, indent,
+                             read("i"));
     else if (cuda)
       loads +=
-          llvm::formatv("{2}const {0} a{1} = in{1}[{3}];\n", scalar, n, indent,
-                        getBroadcastIndex("i", indexing, numElements));
+          llvm::formatv("{2}const {0} a{1} = {3};\n", scalar, n, indent,
+                        read(getBroadcastIndex("i", indexing, numElements)));
     else if (indexing.inner == 1) {
       runStarts += llvm::formatv("    const int64_t at{0} = start % {1} - "
                                  "start;\n",
                                  n, indexing.count);
-      loads += llvm::formatv("      const {0} a{1} = in{1}[at{1} + i];\n",
-                             scalar, n);
+      loads += llvm::formatv("      const {0} a{1} = {2};\n", scalar, n,
+                             read(("at" + Twine(n) + " + i").str()));
     } else {
-      runStarts +=
-          llvm::formatv("    const {0} a{1} = in{1}[{2}];\n", scalar, n,
-                        getBroadcastIndex("start", indexing, numElements));
+      runStarts += llvm::formatv(
+          "    const {0} a{1} = {2};\n", scalar, n,
+          read(getBroadcastIndex("start", indexing, numElements)));
     }
   }
   int computed = 0;
   // After the operands' and results' addresses, each dropout's key and first
-  // counter, as numbers: its mask keeps element i iff
-  // uniform01(splitmix64(key ^ (first + i))) >= p, as the dropout kernel
-  // draws it for a tensor of this rank that is not split over tp ranks.
+  // counter, as numbers: its mask keeps element i iff keepsElement(key,
+  // first + i, ...) (Random.h), as the dropout kernel draws it for a tensor of
+  // this rank that is not split over tp ranks.
   unsigned numAddresses = fused.getNumOperands() + fused.getNumResults();
   SmallVector<std::string> drawArguments;
   for (Operation &op : body.without_terminator()) {
@@ -975,9 +1011,9 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
       std::string p = doubleLiteral(dropout.getP().convertToDouble());
       // Dropped elements are multiplied by 0, as the kernel does: NaN stays.
       computes += llvm::formatv(
-          "{0}const {1} {2} = {3} * (uniform01(splitmix64(key{4} ^ (first{4} "
-          "+ uint64_t(i)))) >= {5} ? static_cast<{1}>(1.0 / (1.0 - {5})) : "
-          "{1}(0));\n",
+          "{0}const {1} {2} = {3} * (keepsElement(key{4}, first{4} + "
+          "uint64_t(i), dropoutThreshold({5})) ? static_cast<{1}>(1.0 / (1.0 "
+          "- {5})) : {1}(0));\n",
           indent, scalar, name, elements[dropout.getInput()], draw, p);
       auto arg = dropout.getStep().cast<BlockArgument>();
       FailureOr<std::string> step =
@@ -1000,6 +1036,17 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
       ops += (ops.empty() ? "" : ", ") + std::string("dropout");
       continue;
     }
+    if (auto cast = dyn_cast<CastOp>(&op)) {
+      // To bf16: the value the cast kernel stores, in the loop's type; from
+      // bf16: the widened value itself.
+      FusedElementAccess result(cast.getType(), cuda);
+      std::string input = elements[cast.getInput()];
+      computes += llvm::formatv("{0}const {1} {2} = {3};\n", indent, scalar,
+                                name, result.widen(result.narrow(input)));
+      elements[cast.getResult()] = name;
+      ops += (ops.empty() ? "" : ", ") + std::string("cast");
+      continue;
+    }
     ElementwiseKind kind = *getElementwiseKind(&op);
     std::string arguments;
     for (Value operand : op.getOperands())
@@ -1013,11 +1060,12 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
   }
   for (auto [n, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {
+    FusedElementAccess access(result.getType(), cuda);
     pointers += llvm::formatv(
-        "  {0} *__restrict out{1} = static_cast<{0} *>({3}[{2}]);\n", scalar, n,
-        body.getNumArguments() + n, data);
-    stores +=
-        llvm::formatv("{2}out{0}[i] = {1};\n", n, elements[result], indent);
+        "  {0} *__restrict out{1} = static_cast<{0} *>({3}[{2}]);\n",
+        access.type, n, body.getNumArguments() + n, data);
+    stores += llvm::formatv("{2}out{0}[i] = {1};\n", n,
+                            access.narrow(elements[result]), indent);
   }
   unsigned numOperands = numAddresses + drawArguments.size();
   std::string text;

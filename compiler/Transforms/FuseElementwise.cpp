@@ -109,11 +109,19 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
   bool isCandidate(Operation *op) {
     if (!op->hasTrait<OpTrait::FusibleElementwise>())
       return false;
-    // The emitted loops compute in the element type: f32 and f64 only, until
-    // they convert bf16 and f16 as the kernels do.
+    // The emitted loops compute in f32 or f64. Mixed precision's casts
+    // between f32 and bf16 join f32 chains: the loop reads or writes that
+    // tensor in bf16 with the cast kernel's conversion, so a chain that a bf16
+    // product reads (no reshape between them) writes its bf16 operand itself.
     Type element = tensorType(op->getResult(0)).getElementType();
-    if (!element.isF32() && !element.isF64())
+    if (auto cast = dyn_cast<CastOp>(op)) {
+      Type from = tensorType(cast.getInput()).getElementType();
+      if (!(from.isF32() && element.isBF16()) &&
+          !(from.isBF16() && element.isF32()))
+        return false;
+    } else if (!element.isF32() && !element.isF64()) {
       return false;
+    }
     // A loop draws a dropout's mask by the element's index, which is its
     // counter where the tensor is not split over tp ranks; and with the
     // step's number, which the step's dropouts have.

@@ -243,7 +243,9 @@ void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
   int64_t part = local / shard.chunks;  // of each chunk on this rank
   // This data-parallel rank's rows follow the lower ranks' in the batch.
   uint64_t first = placement.dpRank * outer * whole * inner;
-  uint64_t stream = dropoutStream(key.step, key.stream, key.rankStream);
+  uint64_t streamKey =
+      dropoutKey(key.seed, key.step, key.stream, key.rankStream);
+  uint64_t threshold = dropoutThreshold(p);
   dispatch(FloatTypes(), input.dtype, "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
@@ -260,8 +262,7 @@ void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
             uint64_t counter =
                 first + ((row / local) * whole + wholeSlice) * inner;
             for (int64_t i = 0; i < inner; ++i) {
-              bool keep =
-                  uniform01(randomBits(key.seed, stream, counter + i)) >= p;
+              bool keep = keepsElement(streamKey, counter + i, threshold);
               result[row * inner + i] =
                   store<T>(load(in[row * inner + i]) * (keep ? scale : C(0)));
             }

@@ -274,12 +274,8 @@ struct DropoutCounter {
   }
 };
 
-/// Applies dropout to `Vec` consecutive elements per thread and step.
-/// Element e is kept iff uniform01(randomBits(seed, stream, counter(e))) >= p
-/// (Random.h). randomBits(seed, stream, c) is splitmix64(streamKey ^ c) with
-/// streamKey = splitmix64(splitmix64(seed) ^ stream), computed once on the
-/// host; and uniform01(bits) >= p, with uniform01 exact (a 53-bit integer
-/// times 2^-53), is (bits >> 11) >= ceil(p * 2^53) in integers.
+/// Applies dropout to `Vec` consecutive elements per thread and step; the
+/// key and threshold of keepsElement (Random.h) are computed once on the host.
 template <int Vec, typename T>
 __global__ void dropoutKernel(int64_t count, DropoutCounter counter,
                               uint64_t streamKey, uint64_t threshold,
@@ -291,8 +287,7 @@ __global__ void dropoutKernel(int64_t count, DropoutCounter counter,
       Packet<T, Vec> y;
 #pragma unroll
       for (int j = 0; j < Vec; ++j) {
-        bool keep =
-            splitmix64(streamKey ^ counter(base + j)) >> 11 >= threshold;
+        bool keep = keepsElement(streamKey, counter(base + j), threshold);
         // Dropped elements are multiplied by 0, as PyTorch's mask is: NaN
         // stays.
         y.values[j] =
@@ -301,7 +296,7 @@ __global__ void dropoutKernel(int64_t count, DropoutCounter counter,
       *reinterpret_cast<Packet<T, Vec> *>(out + base) = y;
     } else {
       for (int64_t e = base; e < count; ++e) {
-        bool keep = splitmix64(streamKey ^ counter(e)) >> 11 >= threshold;
+        bool keep = keepsElement(streamKey, counter(e), threshold);
         out[e] = store<T>(load(in[e]) * (keep ? scale : Compute<T>(0)));
       }
     }
@@ -331,9 +326,7 @@ void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
   counter.consecutive = shard.tp == 1;
   uint64_t streamKey =
       dropoutKey(key.seed, key.step, key.stream, key.rankStream);
-  // p * 2^53 is exact for p in [0, 1]; p = 1 drops everything.
-  uint64_t threshold =
-      static_cast<uint64_t>(std::ceil(std::clamp(p, 0.0, 1.0) * 0x1.0p53));
+  uint64_t threshold = dropoutThreshold(p);
   int64_t count = input.getNumElements();
   if (count == 0)
     return;

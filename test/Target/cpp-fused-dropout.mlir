@@ -6,11 +6,10 @@
 // RUN: %if cuda %{ nvcc -std=c++17 --fmad=false -x cu -c -Werror all-warnings -I%runtime_include %t.cu -o %t.o %}
 
 // A group with a dropout (fuse("bias_dropout_add")): the loop draws the
-// mask as the dropout kernels do, element i of a tensor that is not split
-// over tp ranks kept iff uniform01(randomBits(seed, stream, first + i)) >=
-// p, with first = the dp rank's first element. The key
-// (randomBits(seed, stream, c) = splitmix64(key ^ c)) and first are computed
-// at the call, from the step and the dropout's stream, and passed after the
+// mask with the dropout kernels' rule (Random.h's keepsElement), element i
+// of a tensor that is not split over tp ranks at counter first + i, with
+// first = the dp rank's first element. The key and first are computed at the
+// call, from the step and the dropout's stream, and passed after the
 // tensors' addresses; the step number itself is no operand the loop reads.
 module {
   slapo.param @b.proj.weight : tensor<4x4xf32>
@@ -36,7 +35,7 @@ module {
 // CHECK-NEXT:   const uint64_t first0 = reinterpret_cast<uintptr_t>(data[6]);
 // CHECK-NEXT:   float *__restrict out0 = static_cast<float *>(data[4]);
 // CHECK:        const float v0 = cpu::applyBinary<BinaryKind::Add>(a0, a1);
-// CHECK-NEXT:   const float v1 = v0 * (uniform01(splitmix64(key0 ^ (first0 + uint64_t(i)))) >= 0.10000000000000001 ? static_cast<float>(1.0 / (1.0 - 0.10000000000000001)) : float(0));
+// CHECK-NEXT:   const float v1 = v0 * (keepsElement(key0, first0 + uint64_t(i), dropoutThreshold(0.10000000000000001)) ? static_cast<float>(1.0 / (1.0 - 0.10000000000000001)) : float(0));
 // CHECK-NEXT:   const float v2 = cpu::applyBinary<BinaryKind::Add>(v1, a3);
 // CHECK-NEXT:   out0[i] = v2;
 // CHECK: // "b": fused by fuse("bias_dropout_add") (add, dropout, add)
@@ -46,4 +45,4 @@ module {
 
 // CUDA: static __global__ void FusedLoop0Kernel(cuda::FusedOperands<7> operands, int64_t numElements) {
 // CUDA:   const uint64_t key0 = reinterpret_cast<uintptr_t>(operands.data[5]);
-// CUDA:     const float v1 = v0 * (uniform01(splitmix64(key0 ^ (first0 + uint64_t(i)))) >= 0.10000000000000001 ? static_cast<float>(1.0 / (1.0 - 0.10000000000000001)) : float(0));
+// CUDA:     const float v1 = v0 * (keepsElement(key0, first0 + uint64_t(i), dropoutThreshold(0.10000000000000001)) ? static_cast<float>(1.0 / (1.0 - 0.10000000000000001)) : float(0));

@@ -8,8 +8,8 @@
 
 With --precision bf16 slapoc compiles with train(precision="bf16") and the eager side runs
 its forward under torch.autocast("cpu", dtype=torch.bfloat16) (the backward follows it); the
-GEMM peak is then bf16's.  --fusion auto compiles with train(fusion="auto"): compare it with
-the default's program by --baseline (below).
+GEMM peak is then bf16's.  --fusion none compiles with train(fusion="none") (one kernel per
+op) instead of the default "auto": compare the two programs by --baseline (below).
 
 The model is test/models/gpt2.py's GPT2LMHeadModel (Hugging Face's GPT-2 structure, tied LM
 head; forward(input_ids, labels) is the shifted LM cross-entropy), built after
@@ -382,8 +382,7 @@ def bench(args, work):
     schedule = SCHEDULE
     if args.precision == "bf16":
         schedule = schedule.replace(")\n", ', precision="bf16")\n')
-    if args.fusion != "none":
-        schedule = schedule.replace(")\n", ', fusion="%s")\n' % args.fusion)
+    schedule = schedule.replace(")\n", ', fusion="%s")\n' % args.fusion)
     slapoc_argv = compile_slapoc(args, work, "out", schedule, input_flags(args))
     import torch
     gemm = gemm_rates(args.threads, torch.bfloat16 if args.precision == "bf16" else torch.float32)
@@ -470,7 +469,7 @@ def main():
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="fp32, or bf16 mixed precision: slapoc's precision=\"bf16\" "
                              "against torch.autocast(\"cpu\", torch.bfloat16) (%(default)s)")
-    parser.add_argument("--fusion", choices=("none", "auto"), default="none",
+    parser.add_argument("--fusion", choices=("none", "auto"), default="auto",
                         help="slapoc's train(fusion=) (%(default)s)")
     parser.add_argument("--eager-worker", metavar="WORK", help=argparse.SUPPRESS)
     args = parse_args(parser)

@@ -61,3 +61,27 @@ TEST_CASE("dropoutStream gives every step, op and rank stream its own stream",
       }
   CHECK(seen.size() == 8 * 8 * 4);
 }
+
+TEST_CASE("keepsElement is uniform01(randomBits(...)) >= p in integers",
+          "[random]") {
+  // The threshold is exact at the edges: a uniform equal to p is kept.
+  CHECK(dropoutThreshold(0.0) == 0);
+  CHECK(dropoutThreshold(-0.5) == 0);
+  CHECK(dropoutThreshold(1.0) == 1ull << 53);
+  CHECK(dropoutThreshold(0.5) == 1ull << 52);
+  CHECK(dropoutThreshold(0x1.0p-53) == 1);
+  CHECK(dropoutThreshold(0x1.8p-53) == 2); // 1.5 rounds up
+  for (double p : {0.0, 0.1, 1.0 / 3.0, 0.5, 0.9, 1.0}) {
+    uint64_t key = dropoutKey(/*seed=*/42, /*step=*/3, /*opStream=*/2,
+                              /*rankStream=*/1);
+    uint64_t stream = dropoutStream(3, 2, 1);
+    int64_t kept = 0;
+    for (uint64_t counter = 0; counter < 20000; ++counter) {
+      bool reference = uniform01(randomBits(42, stream, counter)) >= p;
+      bool keep = keepsElement(key, counter, dropoutThreshold(p));
+      REQUIRE(keep == reference);
+      kept += keep;
+    }
+    CHECK(kept / 20000.0 == Approx(1.0 - p).margin(0.02));
+  }
+}

@@ -52,7 +52,7 @@ struct TrainOptions {
   int64_t memoryBudget = 0;
   /// "none": one kernel per op, but in the modules of fuse(); "auto": every
   /// module's elementwise chains fused (slapo-fuse-elementwise).
-  std::string fusion = "none";
+  std::string fusion = "auto";
   llvm::SMLoc loc;             // of the declaration; invalid if there is none
   llvm::SMLoc lossLoc;         // of the loss argument, or loc
   llvm::SMLoc microbatchesLoc; // of the microbatches argument, or loc

@@ -97,7 +97,7 @@ struct TrainingPipelineOptions
       *this, "fusion",
       llvm::cl::desc("none, or auto: every module's elementwise chains "
                      "fused (slapo-fuse-elementwise)"),
-      llvm::cl::init("none")};
+      llvm::cl::init("auto")};
   ListOption<ModelName> fuse{
       *this, "fuse",
       llvm::cl::desc("modules whose elementwise chains are fused")};

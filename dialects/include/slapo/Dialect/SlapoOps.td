@@ -30,7 +30,8 @@ def Slapo_ShardableTakingPendingBiases
 
 // Marks the ops whose result element i is a function of the elements their
 // operands broadcast to i, with scalar math in the runtime's ElementMath.h
-// (and of i itself for slapo.dropout, whose mask is drawn for its index):
+// (and of i itself for slapo.dropout, whose mask is drawn for its index;
+// slapo.cast converts as the cast kernels do):
 // slapo-fuse-elementwise groups chains of them into slapo.fused, and the C++
 // emitter writes each group as one loop.
 def Slapo_FusibleElementwise : NativeOpTrait<"FusibleElementwise"> {
@@ -186,7 +187,8 @@ def Slapo_GeluGradOp : Slapo_Op<"gelu_grad", [Pure, SameOperandsAndResultType,
 }
 
 def Slapo_CastOp : Slapo_Op<"cast", [Pure, Slapo_Differentiable,
-                                    Slapo_Shardable]> {
+                                    Slapo_Shardable,
+                                    Slapo_FusibleElementwise]> {
   let summary = "converts the element type, keeping the shape";
   let arguments = (ins Slapo_Tensor:$input);
   let results = (outs Slapo_Tensor:$result);

@@ -57,6 +57,29 @@ SLAPO_HOST_DEVICE inline double uniform01(uint64_t bits) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
+/// Dropout with probability `p` in integers: uniform01(bits) >= p, with
+/// uniform01 exact (a 53-bit integer times 2^-53), is (bits >> 11) >=
+/// ceil(p * 2^53), and p * 2^53 is exact. p = 1 drops everything. Constant
+/// for a literal p, so the generated loops compare integers alone.
+SLAPO_HOST_DEVICE constexpr uint64_t dropoutThreshold(double p) {
+  if (!(p > 0))
+    return 0;
+  if (p >= 1)
+    return uint64_t(1) << 53;
+  double scaled = p * 0x1.0p53;
+  auto whole = static_cast<uint64_t>(scaled);
+  return whole + (static_cast<double>(whole) < scaled ? 1 : 0);
+}
+
+/// Whether dropout keeps element `counter` of the mask keyed `key`
+/// (dropoutKey) at `threshold` (dropoutThreshold(p)): the one rule of the
+/// dropout kernels on every backend and of the generated fused loops, so
+/// that all of them draw the same mask.
+SLAPO_HOST_DEVICE inline bool keepsElement(uint64_t key, uint64_t counter,
+                                           uint64_t threshold) {
+  return splitmix64(key ^ counter) >> 11 >= threshold;
+}
+
 } // namespace slapo::rt
 
 #endif // SLAPO_RUNTIME_RANDOM_H

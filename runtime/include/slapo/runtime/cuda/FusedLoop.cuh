@@ -14,6 +14,8 @@
 #include "slapo/runtime/cuda/Context.h"
 #include "slapo/runtime/cuda/ElementMath.cuh"
 
+// A group's bf16 tensors are read and written with its conversions.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
