@@ -412,9 +412,9 @@ struct LinearCrossEntropyMatch {
   CrossEntropyOp loss;
 };
 
-/// Whether `view` only rearranges the rows of `value` (its input), each row
-/// of classes kept whole and last: the same view then applies to the
-/// hidden rows the linear maps to those logits.
+/// Whether `view` only rearranges the rows of its input, each row of
+/// classes kept whole and last: the same view then applies to the hidden
+/// rows the linear maps to those logits.
 bool viewsRowsOnly(Operation *view) {
   Value input = view->getOperand(0), result = view->getResult(0);
   int64_t last = rankOf(input) - 1;
