@@ -84,8 +84,44 @@ static void registerAttentionOps(OpTable &table) {
       });
 }
 
+/// linear_cross_entropy as the unfused formulas, the [N, V] logits and
+/// their gradient and all; the runtime's kernel never makes them whole.
+static void registerLinearCrossEntropy(OpTable &table) {
+  table.try_emplace(
+      LinearCrossEntropyOp::getOperationName(),
+      [](mlir::Operation *operation, Operands x,
+         llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
+        auto op = llvm::cast<LinearCrossEntropyOp>(operation);
+        c10::optional<at::Tensor> bias;
+        if (op.getBias())
+          bias = x[3];
+        at::Tensor logits = at::linear(x[0], x[1], bias);
+        at::Tensor target = x[2].to(at::kLong);
+        int64_t ignoreIndex = op.getIgnoreIndex();
+        bool mean = op.getReduction() == Reduction::mean;
+        results.push_back(at::cross_entropy_loss(
+            logits, target, /*weight=*/{},
+            mean ? at::Reduction::Mean : at::Reduction::Sum, ignoreIndex));
+        // (softmax - one_hot) per row, 0 for an ignored one, over the
+        // count of targets not ignored for the mean.
+        at::Tensor kept = (target != ignoreIndex).to(logits.scalar_type());
+        at::Tensor oneHot =
+            at::arange(logits.size(1), target.options()).unsqueeze(0) ==
+            target.unsqueeze(1);
+        at::Tensor rowWeight = mean ? kept / kept.sum() : kept;
+        at::Tensor gradLogits =
+            (at::softmax(logits, 1) - oneHot.to(logits.scalar_type())) *
+            rowWeight.unsqueeze(1);
+        results.push_back(at::matmul(gradLogits, x[1]));
+        results.push_back(at::matmul(gradLogits.t(), x[0]));
+        if (op.getBias())
+          results.push_back(gradLogits.sum(0));
+      });
+}
+
 void registerNNOps(OpTable &table) {
   registerAttentionOps(table);
+  registerLinearCrossEntropy(table);
   add<LinearOp>(table, [](LinearOp op, Operands x, EvalContext &) {
     c10::optional<at::Tensor> bias;
     if (op.getBias())

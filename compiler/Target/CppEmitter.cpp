@@ -755,6 +755,18 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                              use(grad.getRowWeight()), out())
             .str();
       })
+      .Case([&](LinearCrossEntropyOp loss) -> Call {
+        return llvm::formatv(
+                   "linearCrossEntropy(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                   "{6}, {7}, {8}, Reduction::{9})",
+                   use(loss.getHidden()), use(loss.getWeight()),
+                   use(loss.getTarget()), optional(loss.getBias()),
+                   use(loss.getLoss()), use(loss.getGradHidden()),
+                   use(loss.getGradWeight()), optional(loss.getGradBias()),
+                   int64_t(loss.getIgnoreIndex()),
+                   capitalize(stringifyReduction(loss.getReduction())))
+            .str();
+      })
       .Case([&](FlashAttentionOp attention) -> Call {
         return llvm::formatv(
                    "flashAttention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "

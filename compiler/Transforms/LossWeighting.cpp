@@ -3,6 +3,8 @@
 
 #include "slapo/Dialect/SlapoOps.h"
 
+#include <optional>
+
 using namespace mlir;
 
 namespace slapo {
@@ -33,9 +35,29 @@ static Value getCountedTargetsOfReceivedLoss(Value loss) {
   return {};
 }
 
-LossWeighting getLossWeighting(Value loss) {
+/// The targets, ignored index and reduction of a cross-entropy `loss`
+/// (slapo.cross_entropy, or the loss of slapo.linear_cross_entropy that
+/// replace("cross_entropy") makes of one).
+struct CrossEntropyLoss {
+  Value target;
+  int64_t ignoreIndex;
+  Reduction reduction;
+};
+static std::optional<CrossEntropyLoss> getCrossEntropyLoss(Value loss) {
   if (auto crossEntropy = loss.getDefiningOp<CrossEntropyOp>())
-    return crossEntropy.getReduction() == Reduction::mean
+    return CrossEntropyLoss{crossEntropy.getTarget(),
+                            int64_t(crossEntropy.getIgnoreIndex()),
+                            crossEntropy.getReduction()};
+  if (auto fused = loss.getDefiningOp<LinearCrossEntropyOp>();
+      fused && fused.getLoss() == loss)
+    return CrossEntropyLoss{fused.getTarget(), int64_t(fused.getIgnoreIndex()),
+                            fused.getReduction()};
+  return std::nullopt;
+}
+
+LossWeighting getLossWeighting(Value loss) {
+  if (std::optional<CrossEntropyLoss> crossEntropy = getCrossEntropyLoss(loss))
+    return crossEntropy->reduction == Reduction::mean
                ? LossWeighting::CountedTargets
                : LossWeighting::Sum;
   if (getCountedMean(loss) || getCountedTargetsOfReceivedLoss(loss))
@@ -50,12 +72,11 @@ Value buildCountedTargets(TensorBuilder &g, Value loss) {
     return mean.getRhs();
   if (Value count = getCountedTargetsOfReceivedLoss(loss))
     return count;
-  auto crossEntropy = loss.getDefiningOp<CrossEntropyOp>();
-  assert(crossEntropy && crossEntropy.getReduction() == Reduction::mean &&
+  std::optional<CrossEntropyLoss> crossEntropy = getCrossEntropyLoss(loss);
+  assert(crossEntropy && crossEntropy->reduction == Reduction::mean &&
          "not a mean over counted targets");
-  Value kept = g.maskUnequal(
-      crossEntropy.getTarget(),
-      static_cast<int64_t>(crossEntropy.getIgnoreIndex()), elementTypeOf(loss));
+  Value kept = g.maskUnequal(crossEntropy->target, crossEntropy->ignoreIndex,
+                             elementTypeOf(loss));
   return g.sum(kept, {0}, /*keepdim=*/false);
 }
 

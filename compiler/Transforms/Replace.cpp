@@ -399,12 +399,135 @@ void replaceRmsNorm(RmsNormMatch &match) {
   eraseChain(match.ops);
 }
 
+//===----------------------------------------------------------------------===//
+// cross_entropy: the LM head's linear and the loss of its logits
+//===----------------------------------------------------------------------===//
+
+/// The LM head's linear, the views between it and the cross-entropy of its
+/// logits (slices of rows, reshapes and permutes that keep the classes
+/// last), and that cross-entropy.
+struct LinearCrossEntropyMatch {
+  LinearOp linear;
+  SmallVector<Operation *> views;
+  CrossEntropyOp loss;
+};
+
+/// Whether `view` only rearranges the rows of its input, each row of
+/// classes kept whole and last: the same view then applies to the hidden
+/// rows the linear maps to those logits.
+bool viewsRowsOnly(Operation *view) {
+  Value input = view->getOperand(0), result = view->getResult(0);
+  int64_t last = rankOf(input) - 1;
+  if (auto slice = dyn_cast<SliceOp>(view))
+    return static_cast<int64_t>(slice.getDim()) != last;
+  if (auto permute = dyn_cast<PermuteOp>(view))
+    return permute.getPermutation().back() == last;
+  if (isa<ReshapeOp>(view))
+    return rankOf(result) >= 1 &&
+           shapeOf(result).back() == shapeOf(input).back();
+  return false;
+}
+
+/// The parameter that `value` reads, if it is one.
+ParamOp getParamOf(Value value) {
+  auto get = value.getDefiningOp<GetParamOp>();
+  return get ? SymbolTable::lookupNearestSymbolFrom<ParamOp>(get,
+                                                             get.getNameAttr())
+             : ParamOp();
+}
+
+/// Matches, from the LM head's `linear`, the views of its logits up to the
+/// cross-entropy that is their only reader.
+FailureOr<LinearCrossEntropyMatch> matchLinearCrossEntropy(LinearOp linear,
+                                                           Mismatch &mismatch) {
+  PatternMatcher matcher{mismatch};
+  LinearCrossEntropyMatch match;
+  match.linear = linear;
+  if (!elementTypeOf(linear.getResult()).isF32())
+    return matcher.fail(linear, "the linear's logits are not f32, the "
+                                "kernel's element type");
+  for (Value operand : {linear.getWeight(), linear.getBias()})
+    if (ParamOp param = operand ? getParamOf(operand) : ParamOp();
+        param && param.getShardAxis())
+      return matcher.fail(linear, "its parameter '" + param.getSymName() +
+                                      "' is sharded (axis " +
+                                      Twine(*param.getShardAxis()) +
+                                      "): a vocabulary-parallel LM head is not "
+                                      "supported; leave the module unreplaced");
+  Operation *producer = linear;
+  Value logits = linear.getResult();
+  while (true) {
+    if (logits.use_empty())
+      return matcher.fail(producer, "the logits are read by no op");
+    // The reader that should be there (the loss or a view); any other is
+    // extra.
+    Operation *next = *logits.getUsers().begin();
+    for (Operation *user : logits.getUsers())
+      if (isa<CrossEntropyOp, SliceOp, ReshapeOp, PermuteOp>(user))
+        next = user;
+    if (failed(matcher.checkOnlyReader(logits, producer, next)))
+      return failure();
+    if (auto loss = dyn_cast<CrossEntropyOp>(next)) {
+      if (loss.getReduction() == Reduction::none)
+        return matcher.fail(loss, "the cross-entropy has reduction='none': "
+                                  "the kernel computes the gradients in the "
+                                  "forward, for a scalar loss");
+      match.loss = loss;
+      return match;
+    }
+    if (!isa<SliceOp, ReshapeOp, PermuteOp>(next) || !viewsRowsOnly(next))
+      return matcher.fail(next, "the logits are read by " + describeOp(next) +
+                                    ", not by a cross-entropy (through "
+                                    "slices, reshapes and permutes of rows "
+                                    "that keep the classes last)");
+    match.views.push_back(next);
+    producer = next;
+    logits = next->getResult(0);
+  }
+}
+
+void replaceLinearCrossEntropy(LinearCrossEntropyMatch &match) {
+  CrossEntropyOp loss = match.loss;
+  LinearOp linear = match.linear;
+  OpBuilder builder(loss);
+  SmallVector<Location> locations = {linear.getLoc()};
+  // The logits' views, applied to the hidden rows: the same ops with the
+  // features last instead of the classes.
+  Value hidden = linear.getInput();
+  int64_t features = shapeOf(hidden).back();
+  for (Operation *view : match.views) {
+    locations.push_back(view->getLoc());
+    Operation *rows = builder.clone(*view);
+    rows->setOperand(0, hidden);
+    SmallVector<int64_t> shape(shapeOf(view->getResult(0)));
+    shape.back() = features;
+    rows->getResult(0).setType(
+        RankedTensorType::get(shape, elementTypeOf(hidden)));
+    hidden = rows->getResult(0);
+  }
+  locations.push_back(loss.getLoc());
+  ModulePathScope inModule(builder, linear);
+  Value bias = linear.getBias();
+  auto fused = builder.create<LinearCrossEntropyOp>(
+      FusedLoc::get(builder.getContext(), locations),
+      loss.getResult().getType(), hidden.getType(),
+      linear.getWeight().getType(), bias ? bias.getType() : Type(), hidden,
+      linear.getWeight(), loss.getTarget(), bias, loss.getIgnoreIndexAttr(),
+      loss.getReductionAttr());
+  loss.getResult().replaceAllUsesWith(fused.getLoss());
+  SmallVector<Operation *> chain = {linear};
+  chain.append(match.views);
+  chain.push_back(loss);
+  eraseChain(chain);
+}
+
 struct ReplacePass : impl::ReplaceBase<ReplacePass> {
   using ReplaceBase::ReplaceBase;
 
   void runOnOperation() override;
   LogicalResult replaceFlashAttention(func::FuncOp forward, StringRef module);
   LogicalResult replaceFusedRmsNorm(func::FuncOp forward, StringRef module);
+  LogicalResult replaceCrossEntropy(func::FuncOp forward, StringRef module);
   /// Replaces every match of `match` around the ops of type OpT in
   /// `module` (an anchor per kernel instance), or reports the first
   /// mismatch; `none` says what the module lacks when it has no anchor.
@@ -428,6 +551,7 @@ struct Kernel {
 const Kernel kKernels[] = {
     {"flash_attention", &ReplacePass::replaceFlashAttention},
     {"fused_rmsnorm", &ReplacePass::replaceFusedRmsNorm},
+    {"cross_entropy", &ReplacePass::replaceCrossEntropy},
 };
 
 void ReplacePass::reportMismatch(Operation *at, StringRef module,
@@ -492,6 +616,15 @@ LogicalResult ReplacePass::replaceFusedRmsNorm(func::FuncOp forward,
       forward, module,
       "it computes no rsqrt (RMSNorm's 1 / sqrt(mean(x^2) + eps))",
       matchRmsNorm, replaceRmsNorm);
+}
+
+LogicalResult ReplacePass::replaceCrossEntropy(func::FuncOp forward,
+                                               StringRef module) {
+  return replaceAll<LinearOp, LinearCrossEntropyMatch>(
+      forward, module,
+      "it computes no linear (the LM head: hidden x weight^T, whose logits "
+      "the cross-entropy reads)",
+      matchLinearCrossEntropy, replaceLinearCrossEntropy);
 }
 
 void ReplacePass::runOnOperation() {

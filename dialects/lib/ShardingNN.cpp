@@ -277,6 +277,28 @@ LogicalResult CrossEntropyOp::propagateSharding(ShardingContext &context) {
   return success();
 }
 
+LogicalResult
+LinearCrossEntropyOp::propagateSharding(ShardingContext &context) {
+  // The kernel computes every class's logit of a row to take its
+  // log-sum-exp; a vocabulary split over the ranks would need their
+  // log-sum-exps combined inside the chunk loop.
+  for (Value operand : getOperation()->getOperands()) {
+    Sharding sharding = context.getSharding(operand);
+    if (sharding.isPartial())
+      return context.partialReaches(*this, operand);
+    if (!sharding.isReplicated())
+      return context.error(*this)
+             << "'linear_cross_entropy' (replace(\"cross_entropy\")) needs "
+                "its hidden rows, weight and bias whole on every rank, but "
+                "an operand is "
+             << sharding.str()
+             << "; a vocabulary-parallel LM head is not supported: leave "
+                "the module unreplaced";
+  }
+  context.setResult(*this, Sharding::replicated());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Softmax and norms.
 //===----------------------------------------------------------------------===//

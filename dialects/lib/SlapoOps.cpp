@@ -95,6 +95,10 @@ std::optional<IndexRange> getIndexRange(Value value) {
     else if (auto loss = dyn_cast<CrossEntropyOp>(user))
       consider({loss.getLogits().getType().cast<ShapedType>().getDimSize(1),
                 loss.getIgnoreIndex()});
+    else if (auto loss = dyn_cast<LinearCrossEntropyOp>(user);
+             loss && loss.getTarget() == value)
+      consider({loss.getWeight().getType().cast<ShapedType>().getDimSize(0),
+                loss.getIgnoreIndex()});
     else if (isa<ReshapeOp, SliceOp, PermuteOp, BroadcastOp, ConcatOp>(user))
       if (auto use = getIndexRange(user->getResult(0)))
         consider(*use);
@@ -567,6 +571,46 @@ LogicalResult CrossEntropyGradOp::verify() {
     return failure();
   return verifyShape(*this, getResult(), "result",
                      tensorType(getLogits()).getShape(), "logits' shape");
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  if (failed(verifyRank(*this, getHidden(), "hidden", 2)) ||
+      failed(verifyRank(*this, getWeight(), "weight", 2)) ||
+      failed(verifyRank(*this, getTarget(), "target", 1)))
+    return failure();
+  // The kernel's rows, gradients and loss are f32 (the loss and its
+  // gradient are f32 under precision="bf16" too).
+  for (Value value : getOperation()->getOperands())
+    if (auto type = tensorType(value); type.getElementType().isa<FloatType>() &&
+                                       !type.getElementType().isF32())
+      return emitOpError("operands must be f32, got ") << type;
+  ArrayRef<int64_t> hidden = tensorType(getHidden()).getShape();
+  ArrayRef<int64_t> weight = tensorType(getWeight()).getShape();
+  int64_t rows = hidden[0], features = hidden[1], classes = weight[0];
+  if (failed(verifyShape(*this, getWeight(), "weight", {classes, features},
+                         "[classes, features of hidden]")) ||
+      failed(
+          verifyShape(*this, getTarget(), "target", {rows}, "rows of hidden")))
+    return failure();
+  if (Value bias = getBias())
+    if (failed(verifyShape(*this, bias, "bias", {classes}, "classes")))
+      return failure();
+  if (getReduction() == Reduction::none)
+    return emitOpError("reduction none is not supported: the gradients are "
+                       "computed in the forward, for a scalar loss");
+  if (failed(verifyShape(*this, getLoss(), "loss", {}, "scalar loss")) ||
+      failed(verifySameElementType(*this, getLoss(), "loss", getHidden(),
+                                   "hidden")) ||
+      failed(verifyShape(*this, getGradHidden(), "grad_hidden", hidden,
+                         "hidden's shape")) ||
+      failed(verifyShape(*this, getGradWeight(), "grad_weight", weight,
+                         "weight's shape")))
+    return failure();
+  if (bool(getBias()) != bool(getGradBias()))
+    return emitOpError("has a grad_bias result if and only if it has a bias");
+  if (Value gradBias = getGradBias())
+    return verifyShape(*this, gradBias, "grad_bias", {classes}, "classes");
+  return success();
 }
 
 /// Checks the operands flash_attention and its gradient share: query

@@ -208,6 +208,25 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &builder,
   return success();
 }
 
+LogicalResult
+LinearCrossEntropyOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  // The forward computed the gradients for a loss gradient of 1 (the loss
+  // ends the forward); the rule scales them by the loss's gradient, which
+  // is 1 or the weight of a microbatch or a data-parallel rank.
+  for (Value grad : resultGrads.drop_front())
+    if (grad)
+      return emitOpError("has no gradient rule for its gradient results");
+  TensorBuilder g(builder, getLoc());
+  Value grad = resultGrads[0];
+  operandGrads.push_back(g.mul(getGradHidden(), grad));
+  operandGrads.push_back(g.mul(getGradWeight(), grad));
+  operandGrads.push_back(nullptr);
+  if (Value gradBias = getGradBias())
+    operandGrads.push_back(g.mul(gradBias, grad));
+  return success();
+}
+
 LogicalResult FlashAttentionOp::buildVjp(OpBuilder &builder,
                                          ValueRange resultGrads,
                                          SmallVectorImpl<Value> &operandGrads) {

@@ -211,6 +211,21 @@ void parallelFor(Context &ctx, int64_t count, int64_t grain, F &&body) {
     body(count * task / tasks, count * (task + 1) / tasks);
 }
 
+/// Throws unless every index in `indices` lies in [0, bound); an index
+/// equal to `ignored` (when `hasIgnored`) is allowed too.
+template <typename I>
+inline void checkIndices(const char *what, const I *indices, int64_t count,
+                         int64_t bound, bool hasIgnored = false,
+                         int64_t ignored = 0) {
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t index = indices[i];
+    if ((index < 0 || index >= bound) && !(hasIgnored && index == ignored))
+      throw Error(std::string(what) + " " + std::to_string(index) +
+                  " at position " + std::to_string(i) +
+                  " is out of range [0, " + std::to_string(bound) + ")");
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Shapes.
 //===----------------------------------------------------------------------===//

@@ -11,24 +11,6 @@ namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
 
 using namespace detail;
 
-namespace {
-
-/// Throws unless every index in `indices` lies in [0, bound); an index
-/// equal to `ignored` (when `hasIgnored`) is allowed too.
-template <typename I>
-void checkIndices(const char *what, const I *indices, int64_t count,
-                  int64_t bound, bool hasIgnored = false, int64_t ignored = 0) {
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t index = indices[i];
-    if ((index < 0 || index >= bound) && !(hasIgnored && index == ignored))
-      throw Error(std::string(what) + " " + std::to_string(index) +
-                  " at position " + std::to_string(i) +
-                  " is out of range [0, " + std::to_string(bound) + ")");
-  }
-}
-
-} // namespace
-
 void embedding(Context &ctx, const Tensor &weight, const Tensor &indices,
                const Tensor &out) {
   int64_t vocabulary = weight.shape.dims[0];

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.cuh"
 
+#include "slapo/runtime/LinearCrossEntropyRows.h"
 #include "slapo/runtime/cuda/Kernels.h"
 
 namespace slapo::rt::cuda {
@@ -509,4 +510,146 @@ void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
   });
 }
 
+//===----------------------------------------------------------------------===//
+// The LM head and its loss in chunks of rows (replace("cross_entropy")).
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// *scale = 1 / the targets not ignored (mean) or 1 (sum): one block.
+template <typename I>
+__global__ void lossScaleKernel(int64_t rows, int64_t ignoreIndex, bool mean,
+                                const I *labels, float *scale) {
+  __shared__ int64_t sharedCount[32];
+  int64_t counted = 0;
+  for (int64_t row = threadIdx.x; row < rows; row += blockDim.x)
+    counted += labels[row] != ignoreIndex;
+  counted = blockReduce(counted, Add(), int64_t(0), sharedCount);
+  if (threadIdx.x == 0)
+    *scale = mean ? 1.0f / float(counted) : 1.0f;
+}
+
+/// Each row of a chunk of logits [rows, classes] becomes its gradient, in
+/// place, and its loss goes to `losses`: one block per row.
+template <typename I>
+__global__ void linearCrossEntropyRowsKernel(int64_t rows, int64_t classes,
+                                             int64_t ignoreIndex,
+                                             const I *labels,
+                                             const float *scale, float *logits,
+                                             float *losses,
+                                             KernelErrorSink sink) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    float *x = logits + row * classes;
+    int64_t label = labels[row];
+    bool ignored = label == ignoreIndex;
+    bool valid = label >= 0 && label < classes;
+    if (!ignored && !valid && threadIdx.x == 0)
+      reportBadIndex(sink, KernelErrorRecord::CrossEntropyTarget, label, row,
+                     classes);
+    MaxSum<float> state = getRowMaxSum(x, classes);
+    float logsumexp = state.max + log(state.finish());
+    float labelLogit = valid ? x[label] : 0.0f;
+    __syncthreads(); // every thread has read x[label] before it changes
+    if (threadIdx.x == 0)
+      losses[row] = getCrossEntropyRowLoss(logsumexp, labelLogit,
+                                           ignored || !valid);
+    float weight = getCrossEntropyRowWeight(label, ignoreIndex, *scale);
+    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x)
+      x[i] = getCrossEntropyLogitGrad(x[i], logsumexp, i == label, weight);
+  }
+}
+
+/// sum[i] += part[i].
+__global__ void accumulateKernel(int64_t count, const float *part,
+                                 float *sum) {
+  for (int64_t i = getGlobalThread(); i < count; i += getGlobalThreads())
+    sum[i] += part[i];
+}
+
+/// gradBias[c] (+)= the column sums of a chunk's logit gradients
+/// [rows, classes], in row order: a thread per class.
+__global__ void biasGradKernel(int64_t rows, int64_t classes, bool first,
+                               const float *grads, float *gradBias) {
+  for (int64_t c = getGlobalThread(); c < classes; c += getGlobalThreads()) {
+    float sum = first ? 0.0f : gradBias[c];
+    for (int64_t row = 0; row < rows; ++row)
+      sum += grads[row * classes + c];
+    gradBias[c] = sum;
+  }
+}
+
+} // namespace
+
+void linearCrossEntropy(Context &ctx, const Tensor &hidden,
+                        const Tensor &weight, const Tensor &target,
+                        const Tensor &bias, const Tensor &loss,
+                        const Tensor &gradHidden, const Tensor &gradWeight,
+                        const Tensor &gradBias, int64_t ignoreIndex,
+                        Reduction reduction) {
+  LinearCrossEntropySizes sizes(hidden, weight,
+                                {&bias, &loss, &gradHidden, &gradWeight, &gradBias});
+  if (sizes.unsupported != DType::F32)
+    throwUnsupported("linearCrossEntropy", sizes.unsupported);
+  int64_t rows = sizes.rows, features = sizes.features, classes = sizes.classes;
+  cudaStream_t stream = ctx.getStream();
+  Context::Impl &impl = ctx.getImpl();
+  int64_t chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
+  auto *logits = static_cast<float *>(
+      impl.getScratch(Scratch::LinearCrossEntropyLogits,
+                      sizeof(float) * chunkRows * classes, stream));
+  auto *weightPart = static_cast<float *>(impl.getScratch(
+      Scratch::LinearCrossEntropyWeight,
+      chunkRows < rows ? sizeof(float) * classes * features : 1, stream));
+  // The rows' losses, then the loss scale.
+  auto *losses = static_cast<float *>(
+      impl.getScratch(Scratch::LinearCrossEntropyRows,
+                      sizeof(float) * (std::max<int64_t>(rows, 1) + 1), stream));
+  float *scale = losses + std::max<int64_t>(rows, 1);
+  const int64_t transpose[] = {1, 0};
+  dispatch(IndexTypes(), target.dtype, "linearCrossEntropy", [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    const I *labels = target.as<I>();
+    lossScaleKernel<<<1, 1024, 0, stream>>>(
+        rows, ignoreIndex, reduction == Reduction::Mean, labels, scale);
+    checkLaunch("linearCrossEntropy");
+    for (int64_t first = 0; first < rows; first += chunkRows) {
+      int64_t count = std::min(chunkRows, rows - first);
+      Tensor chunkHidden(hidden.as<float>() + first * features, DType::F32,
+                         {count, features});
+      Tensor chunkLogits(logits, DType::F32, {count, classes});
+      linear(ctx, chunkHidden, weight, bias, chunkLogits);
+      linearCrossEntropyRowsKernel<<<getGridSize(ctx, count, 1),
+                                     getRowBlockSize(classes, 8), 0, stream>>>(
+          count, classes, ignoreIndex, labels + first, scale, logits,
+          losses + first, impl.getErrorSink());
+      checkLaunch("linearCrossEntropy");
+      matmul(ctx, chunkLogits, weight,
+             Tensor(gradHidden.as<float>() + first * features, DType::F32,
+                    {count, features}));
+      Tensor part = first == 0 ? gradWeight
+                               : Tensor(weightPart, DType::F32,
+                                        {classes, features});
+      MatmulPermutations permutations;
+      permutations.lhs = transpose;
+      matmul(ctx, chunkLogits, chunkHidden, part, permutations);
+      if (first != 0) {
+        accumulateKernel<<<getGridSize(ctx, classes * features, 256), 256, 0,
+                           stream>>>(classes * features, weightPart,
+                                     gradWeight.as<float>());
+        checkLaunch("linearCrossEntropy");
+      }
+      if (gradBias) {
+        biasGradKernel<<<getGridSize(ctx, classes, 256), 256, 0, stream>>>(
+            count, classes, first == 0, logits, gradBias.as<float>());
+        checkLaunch("linearCrossEntropy");
+      }
+    }
+    crossEntropyTotalKernel<<<1, 1024, 0, stream>>>(
+        rows, ignoreIndex, reduction == Reduction::Mean, losses, labels,
+        loss.as<float>());
+    checkLaunch("linearCrossEntropy");
+  });
+}
+
 } // namespace slapo::rt::cuda
+

@@ -1041,6 +1041,62 @@ void addAttention(CaseList &cases) {
     }
 }
 
+/// replace("cross_entropy")'s LM head and loss in chunks of rows: the loss
+/// and the hidden, weight and bias gradients, with an ignored target; one
+/// chunk and several (the last one short), sum and mean, with and without
+/// bias, and every target ignored (a mean of 0 / 0).
+void addLinearCrossEntropy(CaseList &cases) {
+  struct LinearCrossEntropyCase {
+    const char *name;
+    int64_t rows, features, classes;
+    bool hasBias, allIgnored;
+    Reduction reduction;
+  };
+  const LinearCrossEntropyCase kCases[] = {
+      {"chunks", 37, 24, 100, true, false, Reduction::Mean},
+      {"chunks sum", 37, 24, 100, false, false, Reduction::Sum},
+      {"one chunk", 9, 64, 50, false, false, Reduction::Mean},
+      {"GPT-2 vocabulary", 20, 64, 50257, false, false, Reduction::Mean},
+      {"every target ignored", 5, 8, 16, true, true, Reduction::Mean},
+  };
+  for (const LinearCrossEntropyCase &c : kCases)
+    for (DType indexType : {DType::I64, DType::I32}) {
+      HostTensor hidden = random(DType::F32, {c.rows, c.features}, 180, -1, 1);
+      HostTensor weight =
+          random(DType::F32, {c.classes, c.features}, 181, -1, 1);
+      HostTensor bias = random(DType::F32, {c.classes}, 182, -1, 1);
+      HostTensor target =
+          random(indexType, {c.rows}, 183, 0, double(c.classes - 1));
+      for (int64_t row = 0; row < c.rows; ++row)
+        if (c.allIgnored || row == 1)
+          target.set(row, -100);
+      cases.add(
+          std::string("linearCrossEntropy ") + c.name + " " +
+              describe(DType::F32, {c.rows, c.features}) + " classes " +
+              std::to_string(c.classes) + " at " + getName(indexType),
+          [=](auto &session) -> Outputs {
+            Tensor h = session.upload(hidden), w = session.upload(weight),
+                   t = session.upload(target);
+            Tensor b = c.hasBias ? session.upload(bias) : Tensor();
+            Tensor loss = session.output(DType::F32, Shape());
+            Tensor gh = session.output(DType::F32, {c.rows, c.features});
+            Tensor gw = session.output(DType::F32, {c.classes, c.features});
+            Tensor gb =
+                c.hasBias ? session.output(DType::F32, {c.classes}) : Tensor();
+            linearCrossEntropy(session.ctx, h, w, t, b, loss, gh, gw, gb, -100,
+                               c.reduction);
+            Outputs outputs = {session.download(loss), session.download(gh),
+                               session.download(gw)};
+            if (c.hasBias)
+              outputs.push_back(session.download(gb));
+            return outputs;
+          },
+          // Sums over the classes and rows in other orders (oneDNN's and
+          // cuBLASLt's), whose gradient terms cancel.
+          withAbsolute(1e-5));
+    }
+}
+
 void addConvolutionsAndPooling(CaseList &cases) {
   // Sums of up to 3 * 3 * 8 products of values in [-1, 1] accumulate in
   // different orders (cuDNN's algorithms, oneDNN's): an absolute tolerance.
@@ -1371,6 +1427,7 @@ const std::vector<Case> &getCases() {
     addContractions(list);
     addNN(list);
     addAttention(list);
+    addLinearCrossEntropy(list);
     addConvolutionsAndPooling(list);
     addReductions(list);
     addRunningSums(list);

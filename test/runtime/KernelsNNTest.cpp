@@ -1,5 +1,5 @@
-// embedding, layer norm, softmax, log-softmax and cross entropy against the
-// formulas, computed here in f64.
+// embedding, layer norm, softmax, log-softmax, cross entropy and the fused
+// linear cross entropy against the formulas, computed here in f64.
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/cpu/Kernels.h"
 
@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 using namespace slapo::rt;
@@ -305,4 +306,119 @@ TEST_CASE("flash attention: keys masked by a -inf bias add nothing, even "
                  Tensor(logsumexp.data(), DType::F32, {1, 1, 1}), 1.0, 0.0);
   CHECK(out[0] == Approx(2));
   CHECK(logsumexp[0] == Approx(std::log(2.0)));
+}
+
+TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
+          "and gradients") {
+  // 37 rows of 8 features against 50 classes: chunks of 6 rows (about the
+  // hidden rows' size in logits), the last one of a single row.
+  const int64_t rows = 37, features = 8, classes = 50, ignore = -100;
+  std::mt19937 generator(20);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::uniform_int_distribution<int64_t> label(0, classes - 1);
+  auto randomValues = [&](int64_t count) {
+    std::vector<float> values(count);
+    for (float &value : values)
+      value = uniform(generator);
+    return values;
+  };
+  std::vector<float> hidden = randomValues(rows * features),
+                     weight = randomValues(classes * features),
+                     bias = randomValues(classes);
+  std::vector<int32_t> target(rows);
+  for (int32_t &t : target)
+    t = int32_t(label(generator));
+  target[1] = target[20] = ignore;
+
+  for (bool withBias : {true, false})
+    for (Reduction reduction : {Reduction::Mean, Reduction::Sum})
+      for (int threads : {1, 2}) {
+        INFO("bias " << withBias << ", mean " << (reduction == Reduction::Mean)
+                     << ", threads " << threads);
+        // The unfused computation in f64: logits, softmax, loss, gradient
+        // of the logits, then the products.
+        std::vector<double> gradLogits(rows * classes);
+        double total = 0;
+        int counted = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          counted += target[r] != ignore;
+        double scale = reduction == Reduction::Mean ? 1.0 / counted : 1.0;
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<double> line(classes);
+          for (int64_t c = 0; c < classes; ++c) {
+            line[c] = withBias ? bias[c] : 0.0;
+            for (int64_t f = 0; f < features; ++f)
+              line[c] +=
+                  double(hidden[r * features + f]) * weight[c * features + f];
+          }
+          std::vector<double> softmax = naiveSoftmax(line, false);
+          bool ignored = target[r] == ignore;
+          if (!ignored)
+            total -= std::log(softmax[target[r]]);
+          for (int64_t c = 0; c < classes; ++c)
+            gradLogits[r * classes + c] =
+                ignored ? 0.0
+                        : (softmax[c] - (c == target[r] ? 1.0 : 0.0)) * scale;
+        }
+        double expectedLoss = total * scale;
+
+        Context ctx(threads);
+        float loss = -1;
+        std::vector<float> gradHidden(rows * features, -1),
+            gradWeight(classes * features, -1), gradBias(classes, -1);
+        linearCrossEntropy(
+            ctx, Tensor(hidden.data(), DType::F32, {rows, features}),
+            Tensor(weight.data(), DType::F32, {classes, features}),
+            Tensor(target.data(), DType::I32, {rows}),
+            withBias ? Tensor(bias.data(), DType::F32, {classes}) : Tensor(),
+            Tensor(&loss, DType::F32, {}),
+            Tensor(gradHidden.data(), DType::F32, {rows, features}),
+            Tensor(gradWeight.data(), DType::F32, {classes, features}),
+            withBias ? Tensor(gradBias.data(), DType::F32, {classes})
+                     : Tensor(),
+            ignore, reduction);
+        CHECK(loss == Approx(expectedLoss).epsilon(1e-6));
+        std::vector<double> wantHidden(rows * features),
+            wantWeight(classes * features), wantBias(classes);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < classes; ++c) {
+            double g = gradLogits[r * classes + c];
+            wantBias[c] += g;
+            for (int64_t f = 0; f < features; ++f) {
+              wantHidden[r * features + f] += g * weight[c * features + f];
+              wantWeight[c * features + f] += g * hidden[r * features + f];
+            }
+          }
+        auto checkNear = [](const char *name, const std::vector<float> &got,
+                            const std::vector<double> &want) {
+          for (size_t i = 0; i < want.size(); ++i) {
+            INFO(name << " element " << i);
+            REQUIRE(got[i] == Approx(want[i]).margin(1e-6));
+          }
+        };
+        checkNear("grad_hidden", gradHidden, wantHidden);
+        checkNear("grad_weight", gradWeight, wantWeight);
+        if (withBias)
+          checkNear("grad_bias", gradBias, wantBias);
+        if (!withBias)
+          CHECK(gradBias == std::vector<float>(classes, -1));
+      }
+}
+
+TEST_CASE("linear cross entropy: a target out of range is an error naming "
+          "it") {
+  Context ctx(1);
+  std::vector<float> hidden(2 * 3), weight(4 * 3), gradHidden(6),
+      gradWeight(12);
+  std::vector<int64_t> target = {0, 4};
+  float loss;
+  CHECK_THROWS_WITH(
+      linearCrossEntropy(ctx, Tensor(hidden.data(), DType::F32, {2, 3}),
+                         Tensor(weight.data(), DType::F32, {4, 3}),
+                         Tensor(target.data(), DType::I64, {2}), Tensor(),
+                         Tensor(&loss, DType::F32, {}),
+                         Tensor(gradHidden.data(), DType::F32, {2, 3}),
+                         Tensor(gradWeight.data(), DType::F32, {4, 3}),
+                         Tensor(), -100, Reduction::Mean),
+      Catch::Contains("4") && Catch::Contains("[0, 4)"));
 }

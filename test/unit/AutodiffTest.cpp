@@ -440,6 +440,24 @@ std::vector<RuleCase> ruleCases() {
        "reduction = #slapo.reduction<none>} : (tensor<4x5xf32>, "
        "tensor<4xi64>) -> tensor<4xf32>",
        "tensor<4xf32>"},
+      {"linear_cross_entropy mean with a bias and an ignored target",
+       {{"h", "tensor<5x3xf32>"},
+        {"w", "tensor<4x3xf32>"},
+        {"b", "tensor<4xf32>"}},
+       "%t = slapo.constant dense<[1, -100, 3, 0, 1]> : tensor<5xi64>\n"
+       "%y, %dh, %dw, %db = slapo.linear_cross_entropy %h, %w, %t bias %b "
+       "{ignore_index = -100 : i64, reduction = #slapo.reduction<mean>} : "
+       "(tensor<5x3xf32>, tensor<4x3xf32>, tensor<5xi64>, tensor<4xf32>) -> "
+       "(tensor<f32>, tensor<5x3xf32>, tensor<4x3xf32>, tensor<4xf32>)",
+       "tensor<f32>"},
+      {"linear_cross_entropy sum",
+       {{"h", "tensor<5x3xf32>"}, {"w", "tensor<4x3xf32>"}},
+       "%t = slapo.constant dense<[1, 2, 3, 0, 2]> : tensor<5xi32>\n"
+       "%y, %dh, %dw = slapo.linear_cross_entropy %h, %w, %t "
+       "{ignore_index = 2 : i64, reduction = #slapo.reduction<sum>} : "
+       "(tensor<5x3xf32>, tensor<4x3xf32>, tensor<5xi32>) -> "
+       "(tensor<f32>, tensor<5x3xf32>, tensor<4x3xf32>)",
+       "tensor<f32>"},
 
       // Reductions.
       {"sum",

@@ -81,6 +81,13 @@ def Replace : Pass<"slapo-replace", "::mlir::ModuleOp"> {
     eps)` with a constant eps, optionally times a weight of the last dim's
     size; each intermediate read by the next op alone. They become one
     slapo.rms_norm.
+
+    `cross_entropy`: every slapo.linear of the module (the LM head) gives
+    logits that a slapo.cross_entropy (mean or sum) alone reads, through
+    slices, reshapes and permutes that keep the classes last; its weight
+    and bias are not sharded. The views move to the hidden rows, and the
+    linear and the loss become one slapo.linear_cross_entropy, which never
+    stores the [rows, classes] logits or their gradient.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [

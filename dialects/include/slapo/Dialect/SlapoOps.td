@@ -509,6 +509,40 @@ def Slapo_CrossEntropyGradOp : Slapo_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Slapo_LinearCrossEntropyOp : Slapo_Op<"linear_cross_entropy",
+    [Pure, Slapo_Differentiable, Slapo_Shardable]> {
+  let summary = "cross entropy of hidden[N, H] x weight[V, H]^T (+ bias) "
+                "without the [N, V] logits";
+  let description = [{
+    What slapo-replace makes of an LM head and its loss under
+    replace("cross_entropy"): with logits = hidden x weight^T + bias
+    [N, V], `loss` is slapo.cross_entropy(logits, target) (ignore_index,
+    reduction mean or sum). The kernel walks the rows in chunks: a chunk's
+    logits, their log-sum-exp and loss, and, since the loss ends the
+    forward, their gradient (softmax - one_hot) * row weight, at once
+    turned into the chunk's rows of `grad_hidden` and its share of
+    `grad_weight` and `grad_bias` (present with `bias`). Those are the
+    gradients for a loss gradient of 1; the gradient rule scales them by
+    the loss's gradient. Neither the logits nor their gradient exist whole.
+    The operands and results are f32.
+
+    ```mlir
+    %loss, %dh, %dw = slapo.linear_cross_entropy %h, %w, %t {ignore_index = -100 : i64, reduction = #slapo.reduction<mean>} : (tensor<62x32xf32>, tensor<128x32xf32>, tensor<62xi64>) -> (tensor<f32>, tensor<62x32xf32>, tensor<128x32xf32>)
+    ```
+  }];
+  let arguments = (ins Slapo_FloatTensor:$hidden, Slapo_FloatTensor:$weight,
+                       Slapo_IndexTensor:$target,
+                       Optional<Slapo_FloatTensor>:$bias,
+                       I64Attr:$ignore_index, Slapo_ReductionAttr:$reduction);
+  let results = (outs Slapo_FloatTensor:$loss,
+                      Slapo_FloatTensor:$grad_hidden,
+                      Slapo_FloatTensor:$grad_weight,
+                      Optional<Slapo_FloatTensor>:$grad_bias);
+  let assemblyFormat = "$hidden `,` $weight `,` $target (`bias` $bias^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
     [Pure, AttrSizedOperandSegments, Slapo_Differentiable, Slapo_Shardable]> {
   let summary = "softmax(masked q k^T scale) v without the [T, S] probabilities";
