@@ -308,7 +308,7 @@ void printMemoryPlan(mlir::ModuleOp planned, int64_t first, int64_t ranks,
   if (auto inFlight = memory.getAs<mlir::IntegerAttr>(kMicrobatchesInFlightKey))
     os << " (at most " << inFlight.getInt() << " of "
        << memory.getAs<mlir::IntegerAttr>(kMicrobatchesKey).getInt()
-       << " microbatches in flight)";
+       << " microbatches in flight: " << bytes(kActivationsInFlightKey) << ")";
   os << ", temporaries " << bytes("temporaries") << "\n";
   auto recomputation =
       planned->getAttrOfType<mlir::DictionaryAttr>(kRecomputationAttrName);

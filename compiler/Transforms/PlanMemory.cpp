@@ -81,6 +81,8 @@ private:
   /// The microbatches of the step, and the most of them whose activations
   /// are live at once (both 0 without microbatches).
   int64_t microbatches = 0, microbatchesInFlight = 0;
+  /// The most activation bytes live at once, at the peak or elsewhere.
+  int64_t mostActivations = 0;
 };
 
 Value Planner::getRoot(Value value) {
@@ -246,6 +248,7 @@ void Planner::placeTransient() {
     }
     microbatchesInFlight =
         std::max<int64_t>(microbatchesInFlight, inFlight.size());
+    mostActivations = std::max(mostActivations, live[1]);
     if (live[0] + live[1] + live[2] > best) {
       best = live[0] + live[1] + live[2];
       std::copy(live, live + 3, peak);
@@ -287,6 +290,7 @@ void Planner::annotate() {
   if (microbatches) {
     summary.push_back(entry(kMicrobatchesKey, microbatches));
     summary.push_back(entry(kMicrobatchesInFlightKey, microbatchesInFlight));
+    summary.push_back(entry(kActivationsInFlightKey, mostActivations));
   }
   module->setAttr(kMemoryAttrName, builder.getDictionaryAttr(summary));
 }

@@ -2,6 +2,7 @@
 // RUN: slapo-opt --slapo-cut-pipeline-stage=modules=b.0 --slapo-autodiff --slapo-microbatch=microbatches=4 --slapo-pipeline-rank=stage=0 "--slapo-pipeline-schedule=stage=0 stages=2" --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-plan-memory %s | FileCheck %s --check-prefix=FIRST
 // RUN: slapo-opt --slapo-cut-pipeline-stage=modules=b.0 --slapo-autodiff --slapo-microbatch=microbatches=4 --slapo-pipeline-rank=stage=1 "--slapo-pipeline-schedule=stage=1 stages=2" --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-plan-memory %s | FileCheck %s --check-prefix=LAST
 // RUN: slapo-opt --slapo-cut-pipeline-stage=modules=b.0,b.1 --slapo-autodiff --slapo-microbatch=microbatches=4 --slapo-pipeline-rank=stage=0 "--slapo-pipeline-schedule=stage=0 stages=3" --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-plan-memory %s | FileCheck %s --check-prefix=FIRST-OF-THREE
+// RUN: slapo-opt --slapo-cut-pipeline-stage=modules=b.0,b.1 --slapo-autodiff --slapo-microbatch=microbatches=4 --slapo-pipeline-rank=stage=1 "--slapo-pipeline-schedule=stage=1 stages=3" --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-plan-memory %s | FileCheck %s --check-prefix=MIDDLE
 // RUN: slapo-opt --slapo-cut-pipeline-stage=modules=b.0,b.1 --slapo-autodiff --slapo-microbatch=microbatches=2 --slapo-pipeline-rank=stage=0 "--slapo-pipeline-schedule=stage=0 stages=3" --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-plan-memory %s | FileCheck %s --check-prefix=FEWER
 // RUN: slapo-opt --slapo-cut-pipeline-stage=modules=b.0 --slapo-autodiff --slapo-pipeline-rank=stage=0 --slapo-optimizer=optimizer=sgd --slapo-cse --slapo-plan-memory %s | FileCheck %s --check-prefix=NONE
 
@@ -36,7 +37,7 @@ module {
 // k's backward. Each microbatch keeps its 32-byte slice of x (the weight
 // gradient's operand) and b.0's tanh result: 64 bytes, for 2 microbatches at
 // once, not 4.
-// FIRST: slapo.memory = {activations = 128 : i64, {{.*}}microbatches = 4 : i64, microbatches_in_flight = 2 : i64,
+// FIRST: slapo.memory = {activations = {{[0-9]+}} : i64, activations_in_flight = 128 : i64, {{.*}}microbatches = 4 : i64, microbatches_in_flight = 2 : i64,
 // A later microbatch's activations take the bytes of an earlier one's whose
 // backward has run: microbatch 3's tanh result those of microbatch 1's.
 // FIRST: slapo.tanh {{.*}}slapo.microbatch = 0 : i64
@@ -50,11 +51,14 @@ module {
 // LAST: slapo.memory = {{{.*}}microbatches = 4 : i64, microbatches_in_flight = 1 : i64,
 
 // The first of three stages holds 3 microbatches (pp - stage), 3 x 64
-// bytes; with 2 microbatches, both.
-// FIRST-OF-THREE: slapo.memory = {activations = 192 : i64, {{.*}}microbatches = 4 : i64, microbatches_in_flight = 3 : i64,
-// FEWER: slapo.memory = {activations = 128 : i64, {{.*}}microbatches = 2 : i64, microbatches_in_flight = 2 : i64,
+// bytes; with 2 microbatches, both. The middle stage holds 2, each with the
+// b.0 result it received (b.1's weight gradient reads it) and b.1's tanh
+// result: 2 x 64 bytes.
+// FIRST-OF-THREE: slapo.memory = {activations = {{[0-9]+}} : i64, activations_in_flight = 192 : i64, {{.*}}microbatches = 4 : i64, microbatches_in_flight = 3 : i64,
+// FEWER: slapo.memory = {activations = {{[0-9]+}} : i64, activations_in_flight = 128 : i64, {{.*}}microbatches = 2 : i64, microbatches_in_flight = 2 : i64,
+// MIDDLE: slapo.memory = {activations = {{[0-9]+}} : i64, activations_in_flight = 128 : i64, {{.*}}microbatches = 4 : i64, microbatches_in_flight = 2 : i64,
 
 // Without microbatches the summary has no counts of them.
 // NONE-NOT: microbatches
-// NONE: slapo.memory = {activations
+// NONE: slapo.memory = {activations = {{[0-9]+}} : i64, arena_bytes
 // NONE-NOT: microbatches
