@@ -304,8 +304,12 @@ void printMemoryPlan(mlir::ModuleOp planned, int64_t first, int64_t ranks,
      << bytes("weights") << ", optimizer state " << bytes("optimizer_state")
      << ", inputs " << bytes("inputs") << ", constants " << bytes("constants")
      << ", and at the peak gradients " << bytes("gradients") << ", activations "
-     << bytes("activations") << ", temporaries " << bytes("temporaries")
-     << "\n";
+     << bytes("activations");
+  if (auto inFlight = memory.getAs<mlir::IntegerAttr>(kMicrobatchesInFlightKey))
+    os << " (at most " << inFlight.getInt() << " of "
+       << memory.getAs<mlir::IntegerAttr>(kMicrobatchesKey).getInt()
+       << " microbatches in flight: " << bytes(kActivationsInFlightKey) << ")";
+  os << ", temporaries " << bytes("temporaries") << "\n";
   auto recomputation =
       planned->getAttrOfType<mlir::DictionaryAttr>(kRecomputationAttrName);
   if (!recomputation)

@@ -784,12 +784,22 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
           json.attribute("fingerprint", getProgramFingerprint(planned));
           json.attribute("program",
                          build.compile ? rankDir(rank) + "/train" : "");
+          // The plan's counts of microbatches go beside its bytes.
+          auto isCount = [](mlir::NamedAttribute entry) {
+            return entry.getName() == kMicrobatchesKey ||
+                   entry.getName() == kMicrobatchesInFlightKey;
+          };
+          auto integer = [](mlir::NamedAttribute entry) {
+            return entry.getValue().cast<mlir::IntegerAttr>().getInt();
+          };
           json.attributeObject("planned_memory_bytes", [&] {
             for (mlir::NamedAttribute entry : memory)
-              json.attribute(
-                  entry.getName().getValue(),
-                  entry.getValue().cast<mlir::IntegerAttr>().getInt());
+              if (!isCount(entry))
+                json.attribute(entry.getName().getValue(), integer(entry));
           });
+          for (mlir::NamedAttribute entry : memory)
+            if (isCount(entry))
+              json.attribute(entry.getName().getValue(), integer(entry));
         });
     });
     // What a later compilation into this directory may replace.

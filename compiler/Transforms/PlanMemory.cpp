@@ -6,6 +6,12 @@
 // (a reshape and its input, a get_param and its parameter) form one buffer
 // whose lifetime is the union of theirs.
 //
+// With microbatches the plan follows the order the step runs them in: a
+// microbatch's activations live from its forward to its backward, so a
+// pipeline stage in 1F1B order holds those of the microbatches in flight
+// (at most pp - stage of them), and a later microbatch's take the bytes of
+// an earlier one whose backward has run. The summary counts them.
+//
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
@@ -13,6 +19,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -41,6 +48,8 @@ struct Buffer {
   int64_t offset = -1;
   bool persistent = false;
   Category category = Category::Temporary;
+  /// The microbatch whose forward computed it, or -1.
+  int64_t microbatch = -1;
 };
 
 class Planner {
@@ -66,6 +75,14 @@ private:
   int64_t persistentEnd = 0, arenaEnd = 0;
   int64_t weights = 0, optimizerState = 0, inputs = 0, constants = 0;
   int64_t peak[3] = {0, 0, 0};
+  /// The index of each microbatch's last op: its last backward op, or the
+  /// last of its forward on a stage whose backward has none.
+  DenseMap<int64_t, int64_t> lastOpOfMicrobatch;
+  /// The microbatches of the step, and the most of them whose activations
+  /// are live at once (both 0 without microbatches).
+  int64_t microbatches = 0, microbatchesInFlight = 0;
+  /// The most activation bytes live at once, at the peak or elsewhere.
+  int64_t mostActivations = 0;
 };
 
 Value Planner::getRoot(Value value) {
@@ -139,6 +156,15 @@ void Planner::collectBuffers() {
       }
   for (auto grad : block.getOps<ParamGradOp>())
     buffers[getRoot(grad.getGrad())].category = Category::Gradient;
+  for (Operation &op : block)
+    if (auto microbatch = op.getAttrOfType<IntegerAttr>(kMicrobatchAttrName))
+      lastOpOfMicrobatch[microbatch.getInt()] = index[&op];
+  microbatches = lastOpOfMicrobatch.size();
+  for (auto &[root, buffer] : buffers)
+    if (Operation *def = root.getDefiningOp())
+      if (auto microbatch =
+              def->getAttrOfType<IntegerAttr>(kMicrobatchAttrName))
+        buffer.microbatch = microbatch.getInt();
 }
 
 void Planner::placePersistent() {
@@ -208,9 +234,21 @@ void Planner::placeTransient() {
   int64_t best = -1;
   for (int64_t i = 0; i <= ops; ++i) {
     int64_t live[3] = {0, 0, 0};
-    for (Buffer *buffer : order)
-      if (buffer->firstUse <= i && i <= buffer->lastUse)
-        live[static_cast<int>(buffer->category)] += buffer->bytes;
+    llvm::SmallDenseSet<int64_t> inFlight;
+    for (Buffer *buffer : order) {
+      if (buffer->firstUse > i || i > buffer->lastUse)
+        continue;
+      live[static_cast<int>(buffer->category)] += buffer->bytes;
+      // A microbatch is in flight from its first op to its last while any
+      // of its activations is live; its loss, which the next microbatch's
+      // ops add to the step's, is no longer one held for its backward.
+      if (buffer->category == Category::Activation && buffer->microbatch >= 0 &&
+          i <= lastOpOfMicrobatch.lookup(buffer->microbatch))
+        inFlight.insert(buffer->microbatch);
+    }
+    microbatchesInFlight =
+        std::max<int64_t>(microbatchesInFlight, inFlight.size());
+    mostActivations = std::max(mostActivations, live[1]);
     if (live[0] + live[1] + live[2] > best) {
       best = live[0] + live[1] + live[2];
       std::copy(live, live + 3, peak);
@@ -240,13 +278,21 @@ void Planner::annotate() {
   auto entry = [&](StringRef name, int64_t bytes) {
     return builder.getNamedAttr(name, builder.getI64IntegerAttr(bytes));
   };
-  module->setAttr(
-      kMemoryAttrName,
-      builder.getDictionaryAttr(
-          {entry("arena_bytes", arenaEnd), entry("weights", weights),
-           entry("optimizer_state", optimizerState), entry("inputs", inputs),
-           entry("constants", constants), entry("gradients", peak[0]),
-           entry("activations", peak[1]), entry("temporaries", peak[2])}));
+  SmallVector<NamedAttribute> summary = {
+      entry("arena_bytes", arenaEnd),
+      entry("weights", weights),
+      entry("optimizer_state", optimizerState),
+      entry("inputs", inputs),
+      entry("constants", constants),
+      entry("gradients", peak[0]),
+      entry("activations", peak[1]),
+      entry("temporaries", peak[2])};
+  if (microbatches) {
+    summary.push_back(entry(kMicrobatchesKey, microbatches));
+    summary.push_back(entry(kMicrobatchesInFlightKey, microbatchesInFlight));
+    summary.push_back(entry(kActivationsInFlightKey, mostActivations));
+  }
+  module->setAttr(kMemoryAttrName, builder.getDictionaryAttr(summary));
 }
 
 void Planner::run() {

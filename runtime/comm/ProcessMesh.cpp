@@ -336,7 +336,7 @@ public:
 
   void send(const void *data, int64_t bytes, int peer) override {
     checkPeer(peer, rank, size, "send");
-    ScopedTimer timer(commSeconds);
+    ScopedTimer timer(pointToPointSeconds);
     // The copy is sent while this rank goes on: a peer that sends to this
     // one before receiving from it does not wait for this rank's receive.
     PendingSend &pending = pendingSends.emplace_back();
@@ -354,7 +354,7 @@ public:
 
   void recv(void *data, int64_t bytes, int peer) override {
     checkPeer(peer, rank, size, "recv");
-    ScopedTimer timer(commSeconds);
+    ScopedTimer timer(pointToPointSeconds);
     forEachPiece(bytes, [&](int64_t offset, int piece) {
       MPI_Status status;
       collective("MPI_Recv", [&] {
@@ -566,15 +566,23 @@ void ProcessMesh::useDevice(Device &device) {
   replace(tied, hostTied);
 }
 
-double ProcessMesh::getCommSeconds() const {
-  double seconds = 0;
+double ProcessMesh::sumOverGroups(GroupSeconds seconds) const {
+  double sum = 0;
   // A device group staged through a host group leaves the timing to it.
   for (const auto *group :
        {&world, &dataParallel, &tensorParallel, &pipeline, &tied,
         &hostDataParallel, &hostTensorParallel, &hostPipeline, &hostTied})
     if (*group)
-      seconds += (*group)->getCommSeconds();
-  return seconds;
+      sum += ((**group).*seconds)();
+  return sum;
+}
+
+double ProcessMesh::getCommSeconds() const {
+  return sumOverGroups(&Communicator::getCommSeconds);
+}
+
+double ProcessMesh::getPointToPointSeconds() const {
+  return sumOverGroups(&Communicator::getPointToPointSeconds);
 }
 
 void ProcessMesh::abort(int exitCode) {

@@ -4,7 +4,8 @@
 // group of one (copies, queued like kernels), NCCL, and MPI staged through
 // host memory. The NCCL and staged calls return once the stream has run
 // them, so that errors surface at the collective that caused them and the
-// time in getCommSeconds() is the time they took.
+// time in getCommSeconds() (getPointToPointSeconds() for send and recv) is
+// the time they took.
 //
 //===----------------------------------------------------------------------===//
 #include "Communicators.h"
@@ -186,7 +187,7 @@ public:
 
   void send(const void *data, int64_t bytes, int peer) override {
     checkPeer(peer, rank, size, "send");
-    ScopedTimer timer(commSeconds);
+    ScopedTimer timer(pointToPointSeconds);
     checkNccl(ncclSend(data, bytes, ncclUint8, peer, comm, ctx.getStream()),
               "ncclSend");
     synchronize("ncclSend");
@@ -194,7 +195,7 @@ public:
 
   void recv(void *data, int64_t bytes, int peer) override {
     checkPeer(peer, rank, size, "recv");
-    ScopedTimer timer(commSeconds);
+    ScopedTimer timer(pointToPointSeconds);
     checkNccl(ncclRecv(data, bytes, ncclUint8, peer, comm, ctx.getStream()),
               "ncclRecv");
     synchronize("ncclRecv");

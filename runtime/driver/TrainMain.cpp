@@ -223,6 +223,15 @@ int64_t residentBytes() {
   return resident * sysconf(_SC_PAGESIZE);
 }
 
+/// The wall seconds of one step on this rank, and how many of them it spent
+/// in the mesh's collectives and in its point-to-point messages (the
+/// pipeline's sends and receives).
+struct StepTimes {
+  double seconds = 0;
+  double comm = 0;
+  double pointToPoint = 0;
+};
+
 /// A run of training steps on one rank of the mesh.
 class Trainer {
 public:
@@ -238,7 +247,10 @@ public:
 private:
   void prepare();
   void runStep(int64_t step);
-  void log(int64_t step, double seconds, double commSeconds);
+  void log(int64_t step, const StepTimes &times);
+  /// Every rank of a mesh of several says what its median step spent
+  /// waiting, in point-to-point messages and in collectives.
+  void printTimeSummary() const;
   void save(int64_t step);
   template <typename T> T read(const ArenaSlot &slot) const {
     T value;
@@ -274,6 +286,7 @@ private:
   std::optional<CheckpointDirectoryLock> checkpointLock;
   int64_t firstStep = 1;
   std::chrono::steady_clock::time_point start;
+  std::vector<StepTimes> stepTimes;
 };
 
 void Trainer::prepare() {
@@ -410,19 +423,19 @@ void Trainer::runStep(int64_t step) {
   device->synchronize();
 }
 
-void Trainer::log(int64_t step, double seconds, double commSeconds) {
+void Trainer::log(int64_t step, const StepTimes &times) {
   float loss = read<float>(program.loss);
   double lr = options.forwardOnly ? 0 : read<double>(program.learningRate);
-  double tokensPerSecond = program.tokensPerStep / seconds;
+  double tokensPerSecond = program.tokensPerStep / times.seconds;
   if (logFile) {
     char line[512];
     std::snprintf(line, sizeof line,
                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.17g, "
                   "\"step_time_s\": %.6f, \"comm_time_s\": %.6f, "
-                  "\"tokens_per_s\": %.3f, \"arena_bytes\": %lld, "
-                  "\"rss_bytes\": %lld}\n",
-                  static_cast<long long>(step), loss, lr, seconds, commSeconds,
-                  tokensPerSecond,
+                  "\"p2p_wait_s\": %.6f, \"tokens_per_s\": %.3f, "
+                  "\"arena_bytes\": %lld, \"rss_bytes\": %lld}\n",
+                  static_cast<long long>(step), loss, lr, times.seconds,
+                  times.comm, times.pointToPoint, tokensPerSecond,
                   static_cast<long long>(program.memory.arenaBytes),
                   static_cast<long long>(residentBytes()));
     *logFile << line << std::flush;
@@ -437,6 +450,30 @@ void Trainer::log(int64_t step, double seconds, double commSeconds) {
                 elapsed);
     std::fflush(stdout);
   }
+}
+
+void Trainer::printTimeSummary() const {
+  if (mesh.getWorldSize() == 1 || options.quiet)
+    return;
+  auto median = [&](double StepTimes::*member) {
+    std::vector<double> values;
+    for (const StepTimes &times : stepTimes)
+      values.push_back(times.*member);
+    std::sort(values.begin(), values.end());
+    size_t middle = values.size() / 2;
+    return values.size() % 2 ? values[middle]
+                             : (values[middle - 1] + values[middle]) / 2;
+  };
+  double seconds = median(&StepTimes::seconds);
+  double pointToPoint = median(&StepTimes::pointToPoint);
+  double comm = median(&StepTimes::comm);
+  // One line per rank, written at once, so that ranks do not interleave.
+  std::printf("rank %d (pipeline stage %d of %d): median of %zu steps %.3f s, "
+              "p2p_wait_s %.3f s (%.1f%%), comm_time_s %.3f s (%.1f%%)\n",
+              mesh.getRank(), mesh.getPpRank(), mesh.getPp(), stepTimes.size(),
+              seconds, pointToPoint, 100 * pointToPoint / seconds, comm,
+              100 * comm / seconds);
+  std::fflush(stdout);
 }
 
 void Trainer::save(int64_t step) {
@@ -470,14 +507,20 @@ void Trainer::run() {
   for (int64_t step = firstStep; step <= options.steps; ++step) {
     auto stepStart = std::chrono::steady_clock::now();
     double commBefore = mesh.getCommSeconds();
+    double pointToPointBefore = mesh.getPointToPointSeconds();
     runStep(step);
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - stepStart)
-                         .count();
-    log(step, seconds, mesh.getCommSeconds() - commBefore);
+    StepTimes times;
+    times.seconds = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - stepStart)
+                        .count();
+    times.comm = mesh.getCommSeconds() - commBefore;
+    times.pointToPoint = mesh.getPointToPointSeconds() - pointToPointBefore;
+    stepTimes.push_back(times);
+    log(step, times);
     if (!options.forwardOnly)
       save(step);
   }
+  printTimeSummary();
   if (!options.saveWeights.empty()) {
     GatheredTensors weights(*device, mesh,
                             viewsOf(arena, program.params, program.numParams),

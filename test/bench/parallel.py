@@ -22,17 +22,28 @@ batch):
 Each program trains W + N steps under
 `mpirun --allow-run-as-root --oversubscribe --bind-to none -np RANKS` with --threads T per
 rank (T = 1 by default, so that two ranks fill a two-core machine); the meshes take turns,
-R repeats.  Rank 0's --log-json gives per step step_time_s and comm_time_s, the wall time the
-rank spent inside MPI collectives (waiting for its peer included); a run's value is the median
-over its N timed steps, the table shows the median over the repeats, and the fraction is
-median comm time / median step time. For pp=2 rank 0 is the first stage, whose sends do not
-wait: its comm time is the time it waits on receives, the measured bubble, shown beside 1F1B's
-theoretical (p - 1) / (m + p - 1).  All meshes train on the same global batches, so their
-losses agree (printed below the table).  The header names the paths the programs took (rank 0's
+R repeats.  Rank 0's --log-json gives per step step_time_s, comm_time_s, the wall time the
+rank spent inside MPI collectives (waiting for its peer included), and p2p_wait_s, the wall time
+it spent in the pipeline's point-to-point sends and receives (counted apart); a run's value is
+the median over its N timed steps, the table shows the median over the repeats, and a fraction
+is a median time / the median step time.
+
+For pp=2 the measured bubble is the first stage's (rank 0's) p2p_wait_s / step_time_s: its sends
+copy and do not wait, so its p2p time is the time it waits on receives (the gradients of its
+microbatches, and the loss), and all of its idle time is there: it ends the step last (its last
+backward follows the last stage's), so it does not wait in the tied embedding's all-reduce.
+The last stage's idle time is split between its first receive (the first microbatch's
+activations) and that all-reduce (comm_time_s): its p2p fraction, from its per-rank summary
+line (the median over all W + N steps), is shown for comparison.  Beside them, 1F1B's
+theoretical bubble (p - 1) / (m + p - 1), which assumes stages of equal time, and measured /
+theory.  All meshes train on the same global batches, so their losses agree (printed below the
+table).  Last, each pp row's planned memory per stage (its manifest.json): the arena, the
+activations at the planned peak, and how many microbatches' activations the stage holds at once.  The header names the paths the programs took (rank 0's
 progress header: oneDNN's ISA, the kernel build, the bf16 matmul; SLAPO_CPU_ISA caps them).
 """
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -72,6 +83,15 @@ def meshes(args):
     return [mesh for mesh in MESHES if args.batch % mesh[5] == 0]
 
 
+def last_stage_wait(output, ranks):
+    """The last rank's median p2p_wait_s / step time, from its per-rank summary line."""
+    match = re.search(r"^rank %d \(pipeline stage .*: median of \d+ steps ([0-9.]+) s, "
+                      r"p2p_wait_s ([0-9.]+) s" % (ranks - 1), output, re.MULTILINE)
+    if not match:
+        raise gpt_train.BenchError("no summary line of rank %d in:\n%s" % (ranks - 1, output))
+    return float(match.group(2)) / float(match.group(1))
+
+
 def bench(args, work):
     start_load = gpt_train.load_average()
     n_params, _ = gpt_train.prepare(args, work)
@@ -81,7 +101,7 @@ def bench(args, work):
     runs = {mesh[0]: [] for mesh in meshes(args)}
     paths = None
     for _ in range(args.repeats):
-        for name, out, ranks, _, _, _ in meshes(args):
+        for name, out, ranks, mesh, _, _ in meshes(args):
             log = os.path.join(work, out + ".json")
             finished = gpt_train.run(MPIRUN + [str(ranks)] + gpt_train.launch_argv(
                 args, work, os.path.join(work, out), log))
@@ -89,6 +109,9 @@ def bench(args, work):
             steps = gpt_train.read_log(args, log)
             runs[name].append({"step_s": gpt_train.timed_median(args, steps, "step_time_s"),
                                "comm_s": gpt_train.timed_median(args, steps, "comm_time_s"),
+                               "p2p_s": gpt_train.timed_median(args, steps, "p2p_wait_s"),
+                               "last_p2p": (last_stage_wait(finished.output, ranks)
+                                            if "pp=2" in mesh else 0),
                                "loss": steps[-1]["loss"]})
 
     tokens = args.batch * args.seq
@@ -107,17 +130,46 @@ def bench(args, work):
                                          args.steps, args.repeats))
     print("- paths (rank 0's progress header): %s\n" % paths)
     print("| mesh | ranks | step ms | tokens/s | comm ms per step | comm fraction "
-          "| 1F1B bubble (theory) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "| p2p wait ms per step | measured bubble (first stage) | last stage's p2p wait "
+          "| 1F1B bubble (theory) | measured / theory |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, _, ranks, mesh, _, microbatches in meshes(args):
-        step_s = statistics.median(r["step_s"] for r in runs[name])
-        comm_s = statistics.median(r["comm_s"] for r in runs[name])
-        theory = ("%.0f%%" % (100 / (microbatches + 1))) if "pp=2" in mesh else ""
-        print("| %s | %d | %.0f | %.0f | %.0f | %.0f%% | %s |"
+        def median(key):
+            return statistics.median(r[key] for r in runs[name])
+        step_s, comm_s, p2p_s = median("step_s"), median("comm_s"), median("p2p_s")
+        pipeline = ""
+        if "pp=2" in mesh:
+            measured, theory = p2p_s / step_s, 1 / (microbatches + 1)
+            pipeline = "%.0f | %.1f%% | %.1f%% | %.1f%% | %.2fx" % (
+                p2p_s * 1e3, 100 * measured, 100 * median("last_p2p"), 100 * theory,
+                measured / theory)
+        print("| %s | %d | %.0f | %.0f | %.0f | %.1f%% | %s |"
               % (name, ranks, step_s * 1e3, tokens / step_s, comm_s * 1e3,
-                 100 * comm_s / step_s, theory))
+                 100 * comm_s / step_s, pipeline or " | | | | "))
     print("\nLoss after %d steps: %s." % (args.warmup + args.steps, ", ".join(
         "%s %.6f" % (name, runs[name][0]["loss"]) for name in runs)))
+    print("\nPlanned memory of the pipeline stages (manifest.json: each stage's arena, its "
+          "activations at the planned peak, the microbatches whose activations it holds at "
+          "once):\n")
+    print("| mesh | stage 0 arena | activations | in flight | stage 1 arena | activations "
+          "| in flight |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, out, _, mesh, _, microbatches in meshes(args):
+        if "pp=2" not in mesh:
+            continue
+        with open(os.path.join(work, out, "manifest.json")) as f:
+            ranks = json.load(f)["ranks"]
+        def in_flight(rank):
+            if "microbatches_in_flight" not in rank:
+                return "1 of 1"
+            held = rank["planned_memory_bytes"].get("activations_in_flight")
+            return "%d of %d%s" % (rank["microbatches_in_flight"], microbatches,
+                                   "" if held is None else " (%.1f MiB)" % (held / 2**20))
+        print("| %s | %s |" % (name, " | ".join(
+            "%.1f MiB | %.1f MiB | %s" % (rank["planned_memory_bytes"]["arena_bytes"] / 2**20,
+                                          rank["planned_memory_bytes"]["activations"] / 2**20,
+                                          in_flight(rank))
+            for rank in ranks)))
 
 
 def main():

@@ -391,6 +391,8 @@ TEST_CASE("a group of several ranks counts the time of its collectives") {
         CHECK(seconds[call] > seconds[call - 1]);
     }
     CHECK(seconds[4] == seconds[3]);
+    // No point-to-point message passed.
+    CHECK(group.getPointToPointSeconds() == 0);
   });
 }
 
@@ -480,6 +482,10 @@ TEST_CASE("a send does not wait for the receive") {
   pipeline.recv(received.data(), kCount * sizeof(int32_t), previous);
   CHECK(received.front() == previous);
   CHECK(received.back() == previous);
+  // The mesh counts the pipeline's messages apart from its collectives.
+  CHECK(mesh->getPointToPointSeconds() == pipeline.getPointToPointSeconds());
+  CHECK(mesh->getPointToPointSeconds() > 0);
+  CHECK(mesh->getCommSeconds() == 0);
 }
 
 TEST_CASE("send and recv pass messages around the ranks of a group, in "
@@ -528,7 +534,9 @@ TEST_CASE("send and recv pass messages around the ranks of a group, in "
     CHECK_THROWS_WITH(group.send(&one, sizeof one, rank),
                       Catch::Matchers::Contains("the peer must be another "
                                                 "rank of the group"));
-    CHECK(group.getCommSeconds() > 0);
+    // Messages between two ranks are timed apart from the collectives.
+    CHECK(group.getPointToPointSeconds() > 0);
+    CHECK(group.getCommSeconds() == 0);
   });
 }
 

@@ -88,6 +88,15 @@ constexpr llvm::StringLiteral kRecomputationAttrName = "slapo.recomputation";
 constexpr llvm::StringLiteral kOffsetAttrName = "slapo.offset";
 constexpr llvm::StringLiteral kOffsetsAttrName = "slapo.offsets";
 constexpr llvm::StringLiteral kMemoryAttrName = "slapo.memory";
+/// The summary's counts beside its bytes, where the step has microbatches:
+/// how many, and the most whose activations the plan holds at once (the
+/// microbatches in flight: 1 without pipeline stages, under 1F1B at most
+/// pp - stage); and the most bytes of activations live at once, which the
+/// summary's peak (that of all transient bytes) may not hold.
+constexpr llvm::StringLiteral kMicrobatchesKey = "microbatches";
+constexpr llvm::StringLiteral kMicrobatchesInFlightKey =
+    "microbatches_in_flight";
+constexpr llvm::StringLiteral kActivationsInFlightKey = "activations_in_flight";
 
 /// The model's @forward, or null after an error at `module` saying that
 /// `pass` needs it.

@@ -72,16 +72,24 @@ public:
   /// a GPU's memory overrides it). Its contents do not survive the next call.
   virtual std::byte *getScratch(size_t bytes);
 
-  /// Wall seconds this rank has spent in the group's message passing so far:
-  /// inside allReduceSum, allGather, reduceScatterSum, send and recv of a
-  /// group of several ranks, waiting for slower peers included. A group of one
-  /// passes no messages and stays at 0. Always counted: it costs two clock
-  /// reads per call.
+  /// Wall seconds this rank has spent in the group's collectives so far:
+  /// inside allReduceSum, allGather and reduceScatterSum of a group of
+  /// several ranks, waiting for slower peers included. A group of one passes
+  /// no messages and stays at 0. Always counted: it costs two clock reads per
+  /// call.
   double getCommSeconds() const { return commSeconds; }
+  /// Wall seconds this rank has spent in the group's point-to-point messages
+  /// so far, counted apart from getCommSeconds(): inside send (which copies
+  /// the message and does not wait for the peer) and recv (which waits until
+  /// the peer's message is there). Between pipeline stages it is the time a
+  /// stage waits for its neighbours: the pipeline's bubble, as measured.
+  double getPointToPointSeconds() const { return pointToPointSeconds; }
 
 protected:
-  /// What getCommSeconds() returns; the groups that pass messages add to it.
+  /// What getCommSeconds() and getPointToPointSeconds() return; the groups
+  /// that pass messages add to them.
   double commSeconds = 0;
+  double pointToPointSeconds = 0;
 
 private:
   std::unique_ptr<std::byte[]> scratch;
@@ -149,6 +157,8 @@ public:
   void useDevice(Device &device);
   /// The getCommSeconds() of this rank's groups together.
   double getCommSeconds() const;
+  /// The getPointToPointSeconds() of this rank's groups together.
+  double getPointToPointSeconds() const;
   /// A collective of the MPI groups (not of a device's own communicator)
   /// that has not completed within `seconds` means that a peer stopped
   /// making progress: a watchdog thread of this rank prints an error naming
@@ -166,6 +176,10 @@ public:
 private:
   ProcessMesh(int dp, int tp, int pp) : dp(dp), tp(tp), pp(pp) {}
   void joinMpiWorld();
+  /// getCommSeconds or getPointToPointSeconds.
+  using GroupSeconds = double (Communicator::*)() const;
+  /// `seconds` of every group of this rank, summed.
+  double sumOverGroups(GroupSeconds seconds) const;
 
   int dp;
   int tp;
