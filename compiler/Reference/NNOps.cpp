@@ -224,6 +224,34 @@ void registerNNOps(OpTable &table) {
                           op.getEps().convertToDouble());
   });
 
+  // layer_norm_grad as the formulas of its description (not autograd's), so
+  // that the gradient checks compare them with autograd.
+  table.try_emplace(
+      LayerNormGradOp::getOperationName(),
+      [](mlir::Operation *operation, Operands x,
+         llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
+        auto op = llvm::cast<LayerNormGradOp>(operation);
+        const at::Tensor &grad = x[0], &input = x[1];
+        int64_t rank = input.dim();
+        int64_t first = rank - static_cast<int64_t>(op.getNormalizedRank());
+        std::vector<int64_t> rowDims, leadingDims;
+        for (int64_t d = 0; d < rank; ++d)
+          (d < first ? leadingDims : rowDims).push_back(d);
+        at::Tensor centered = input - input.mean(rowDims, /*keepdim=*/true);
+        at::Tensor rstd = at::rsqrt((centered * centered).mean(rowDims, true) +
+                                    op.getEps().convertToDouble());
+        at::Tensor xhat = centered * rstd;
+        at::Tensor scaled = op.getWeight() ? grad * x[2] : grad;
+        results.push_back(rstd * (scaled - scaled.mean(rowDims, true) -
+                                  xhat * (scaled * xhat).mean(rowDims, true)));
+        // Summed over the rows; with no leading dims, one row: as it is.
+        auto overRows = [&](const at::Tensor &value) {
+          return leadingDims.empty() ? value : value.sum(leadingDims);
+        };
+        results.push_back(overRows(grad * xhat));
+        results.push_back(overRows(grad));
+      });
+
   add<SoftmaxOp>(table, [](SoftmaxOp op, Operands x, EvalContext &) {
     return at::softmax(x[0], static_cast<int64_t>(op.getDim()));
   });

@@ -567,6 +567,10 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
   auto optional = [&](Value value) {
     return value ? use(value) : std::string("Tensor()");
   };
+  // A result no op reads, which the kernel need not compute.
+  auto ifRead = [&](Value result) {
+    return result.use_empty() ? std::string("Tensor()") : use(result);
+  };
   if (std::optional<ElementwiseKind> kind = getElementwiseKind(op)) {
     std::string operands;
     for (Value operand : op->getOperands())
@@ -682,6 +686,16 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    optional(norm.getBias()), out(),
                    int64_t(norm.getNormalizedRank()),
                    doubleLiteral(norm.getEps().convertToDouble()))
+            .str();
+      })
+      .Case([&](LayerNormGradOp grad) -> Call {
+        return llvm::formatv(
+                   "layerNormGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
+                   use(grad.getGrad()), use(grad.getInput()),
+                   optional(grad.getWeight()), use(grad.getGradInput()),
+                   ifRead(grad.getGradWeight()), ifRead(grad.getGradBias()),
+                   int64_t(grad.getNormalizedRank()),
+                   doubleLiteral(grad.getEps().convertToDouble()))
             .str();
       })
       .Case([&](RmsNormOp norm) -> Call {

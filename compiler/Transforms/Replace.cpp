@@ -91,12 +91,28 @@ struct PatternMatcher {
                                 Operation *consumer) {
     for (Operation *user : value.getUsers())
       if (user != consumer)
-        return fail(user, "the result of " + describeOp(producer) +
-                              " (an intermediate of the kernel) is also "
-                              "read by " +
-                              describeOp(user) +
-                              ": the kernel never stores it");
+        return failExtraReader(producer, user);
     return success();
+  }
+
+  /// The same for a chain that is no line (a mean read by two subs): what
+  /// each op of `chain` but `last` computes is read within `chain` alone.
+  LogicalResult checkReadersWithin(ArrayRef<Operation *> chain,
+                                   Operation *last) {
+    llvm::SmallPtrSet<Operation *, 16> members(chain.begin(), chain.end());
+    for (Operation *op : chain)
+      if (op != last)
+        for (Operation *user : op->getUsers())
+          if (!members.contains(user))
+            return failExtraReader(op, user);
+    return success();
+  }
+
+private:
+  LogicalResult failExtraReader(Operation *producer, Operation *user) {
+    return fail(user, "the result of " + describeOp(producer) +
+                          " (an intermediate of the kernel) is also read by " +
+                          describeOp(user) + ": the kernel never stores it");
   }
 };
 
@@ -304,6 +320,20 @@ struct RmsNormMatch {
   SmallVector<Operation *> ops;
 };
 
+/// The constant that `add` adds to a value (x + eps or eps + x), if it is
+/// one; sets `x`.
+std::optional<double> getAddedConstant(AddOp add, Value &x) {
+  if (!add)
+    return std::nullopt;
+  for (auto [constant, other] : {std::pair(add.getRhs(), add.getLhs()),
+                                 std::pair(add.getLhs(), add.getRhs())})
+    if (std::optional<double> value = getSplatConstant(constant)) {
+      x = other;
+      return value;
+    }
+  return std::nullopt;
+}
+
 /// Whether `op` squares `x` (x * x, or pow(x, 2)); sets `x`.
 bool isSquare(Operation *op, Value &x) {
   if (auto mul = dyn_cast_or_null<MulOp>(op);
@@ -325,16 +355,8 @@ FailureOr<RmsNormMatch> matchRmsNorm(RsqrtOp rsqrt, Mismatch &mismatch) {
   PatternMatcher matcher{mismatch};
   RmsNormMatch match;
   auto add = rsqrt.getInput().getDefiningOp<AddOp>();
-  std::optional<double> eps;
   Value meanSquare;
-  if (add) {
-    eps = getSplatConstant(add.getRhs());
-    meanSquare = add.getLhs();
-    if (!eps) {
-      eps = getSplatConstant(add.getLhs());
-      meanSquare = add.getRhs();
-    }
-  }
+  std::optional<double> eps = getAddedConstant(add, meanSquare);
   if (!eps)
     return matcher.fail(rsqrt, "the rsqrt's operand is not mean(x^2) plus a "
                                "constant eps");
@@ -521,6 +543,226 @@ void replaceLinearCrossEntropy(LinearCrossEntropyMatch &match) {
   eraseChain(chain);
 }
 
+//===----------------------------------------------------------------------===//
+// fused_layernorm
+//===----------------------------------------------------------------------===//
+
+/// One layer norm: the module's slapo.layer_norm, or the ops of one written
+/// out by hand (x - mean(x), the mean of its square, + eps, divided by the
+/// sqrt or times the rsqrt, then, optionally, times the weight and plus the
+/// bias), over the last `normalizedRank` dims.
+struct LayerNormMatch {
+  Value input, weight, bias;
+  int64_t normalizedRank = 0;
+  double eps = 0;
+  /// The op whose result is the norm's.
+  Operation *last = nullptr;
+  /// What the norm replaces, in program order: the slapo.layer_norm alone
+  /// when the module already is one.
+  SmallVector<Operation *> ops;
+};
+
+/// How many trailing dims `mean` averages over (keepdim), or 0 when its dims
+/// are not the last ones.
+int64_t getTrailingMeanRank(MeanOp mean) {
+  ArrayRef<int64_t> dims = mean.getDims();
+  int64_t rank = rankOf(mean.getInput());
+  if (!mean.getKeepdim() || dims.empty() ||
+      !llvm::equal(dims, llvm::seq<int64_t>(rank - dims.size(), rank)))
+    return 0;
+  return dims.size();
+}
+
+/// Matches `centered` = x - mean(x), the mean over `dims` (keepdim); sets
+/// `x` and adds the sub and the mean to `ops`.
+LogicalResult matchCentered(Value centered, ArrayRef<int64_t> dims,
+                            PatternMatcher &matcher, Operation *reader,
+                            Value &x, llvm::SetVector<Operation *> &ops) {
+  auto sub = centered.getDefiningOp<SubOp>();
+  auto mean = sub ? sub.getRhs().getDefiningOp<MeanOp>() : MeanOp();
+  if (!mean || mean.getInput() != sub.getLhs())
+    return matcher.fail(sub ? sub.getOperation() : reader,
+                        describeOp(reader) +
+                            " does not read the input minus its mean "
+                            "(x - mean(x, keepdim=True))");
+  if (!mean.getKeepdim() || mean.getDims() != dims)
+    return matcher.fail(mean,
+                        "the mean subtracted is over dims " +
+                            shapeString(mean.getDims()) +
+                            (mean.getKeepdim() ? "" : " without keepdim") +
+                            ", the variance over dims " + shapeString(dims) +
+                            ": a layer norm centres each row by its "
+                            "own mean");
+  x = sub.getLhs();
+  ops.insert(mean);
+  ops.insert(sub);
+  return success();
+}
+
+/// The op of `value`'s readers that scales it by a vector of the normalized
+/// shape: `OpT` (a product: the weight, a sum: the bias) with it and an
+/// operand of type `affine`, if that is its one reader; sets `vector`.
+template <typename OpT>
+OpT getAffineReader(Value value, RankedTensorType affine, Value &vector) {
+  if (!value.hasOneUse())
+    return OpT();
+  auto op = dyn_cast<OpT>(*value.getUsers().begin());
+  if (!op || op.getResult().getType() != value.getType())
+    return OpT();
+  Value other = op.getLhs() == value ? op.getRhs() : op.getLhs();
+  if (other == value || other.getType() != affine)
+    return OpT();
+  vector = other;
+  return op;
+}
+
+/// Matches the layer norm that `anchor` (a slapo.layer_norm, or the sqrt or
+/// rsqrt of a hand-written one) computes, outwards.
+FailureOr<LayerNormMatch> matchLayerNorm(Operation *anchor,
+                                         Mismatch &mismatch) {
+  PatternMatcher matcher{mismatch};
+  LayerNormMatch match;
+  if (auto norm = dyn_cast<LayerNormOp>(anchor)) {
+    match.last = norm;
+    match.ops = {norm};
+    return match;
+  }
+  StringRef root = isa<SqrtOp>(anchor) ? "sqrt" : "rsqrt";
+  Value variance;
+  std::optional<double> eps =
+      getAddedConstant(anchor->getOperand(0).getDefiningOp<AddOp>(), variance);
+  if (!eps)
+    return matcher.fail(anchor, "the " + root +
+                                    "'s operand is not the variance plus a "
+                                    "constant eps (eps inside the " +
+                                    root + ")");
+  Operation *add = anchor->getOperand(0).getDefiningOp();
+  auto mean = variance.getDefiningOp<MeanOp>();
+  if (!mean) {
+    Operation *def = variance.getDefiningOp();
+    if (isa_and_nonnull<MulOp, DivOp>(def))
+      return matcher.fail(def, "the variance is rescaled by " +
+                                   describeOp(def) +
+                                   " (an unbiased variance divides by n - 1); "
+                                   "a layer norm's divides by n");
+    return matcher.fail(def ? def : add,
+                        "eps is not added to a variance (a mean over the last "
+                        "dims, keepdim)");
+  }
+  match.normalizedRank = getTrailingMeanRank(mean);
+  if (!match.normalizedRank)
+    return matcher.fail(mean,
+                        "the variance is a mean over dims " +
+                            shapeString(mean.getDims()) +
+                            (mean.getKeepdim() ? "" : " without keepdim") +
+                            ", not over the last dims (keepdim)");
+  Value deviation;
+  Operation *square = mean.getInput().getDefiningOp();
+  if (!isSquare(square, deviation))
+    return matcher.fail(square ? square : mean.getOperation(),
+                        "the variance is not the mean of a square (x * x or "
+                        "pow(x, 2))");
+  llvm::SetVector<Operation *> ops;
+  Value x;
+  if (failed(matchCentered(deviation, mean.getDims(), matcher, square, x, ops)))
+    return failure();
+  for (Operation *op : {square, mean.getOperation(), add, anchor})
+    ops.insert(op);
+
+  // The rows normalized: (x - mean) / sqrt(...) or (x - mean) * rsqrt(...).
+  Operation *normalize = nullptr;
+  Value centered;
+  for (Operation *user : anchor->getUsers()) {
+    Value other;
+    if (auto div = dyn_cast<DivOp>(user);
+        div && isa<SqrtOp>(anchor) && div.getRhs() == anchor->getResult(0))
+      other = div.getLhs();
+    if (auto mul = dyn_cast<MulOp>(user); mul && isa<RsqrtOp>(anchor))
+      other =
+          mul.getLhs() == anchor->getResult(0) ? mul.getRhs() : mul.getLhs();
+    if (other && shapeOf(other) == shapeOf(x)) {
+      normalize = user;
+      centered = other;
+      break;
+    }
+  }
+  if (!normalize) {
+    Operation *user =
+        anchor->use_empty() ? anchor : *anchor->getUsers().begin();
+    return matcher.fail(user, isa<SqrtOp>(anchor)
+                                  ? "the sqrt does not divide the input minus "
+                                    "its mean ((x - mean(x)) / sqrt(...))"
+                                  : "the rsqrt does not scale the input minus "
+                                    "its mean ((x - mean(x)) * rsqrt(...))");
+  }
+  Value normalizedInput;
+  if (failed(matchCentered(centered, mean.getDims(), matcher, normalize,
+                           normalizedInput, ops)))
+    return failure();
+  if (normalizedInput != x)
+    return matcher.fail(normalize, "it normalizes another value than the "
+                                   "one whose variance it took");
+  ops.insert(normalize);
+  match.input = x;
+  match.eps = *eps;
+  match.last = normalize;
+
+  // The affine part: the weight, then the bias, each of the normalized shape.
+  auto affine = RankedTensorType::get(
+      shapeOf(x).take_back(match.normalizedRank), elementTypeOf(x));
+  if (auto scaled = getAffineReader<MulOp>(match.last->getResult(0), affine,
+                                           match.weight)) {
+    ops.insert(scaled);
+    match.last = scaled;
+  }
+  if (auto shifted = getAffineReader<AddOp>(match.last->getResult(0), affine,
+                                            match.bias)) {
+    ops.insert(shifted);
+    match.last = shifted;
+  }
+  match.ops.assign(ops.begin(), ops.end());
+  llvm::sort(match.ops,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  if (failed(matcher.checkReadersWithin(match.ops, match.last)))
+    return failure();
+  return match;
+}
+
+/// The module computes the layer norm and nothing else: each of `moduleOps`
+/// is in `match`, or reads a parameter or makes a constant (the importer
+/// shares constants between modules).
+LogicalResult checkOnlyLayerNorm(ArrayRef<Operation *> moduleOps,
+                                 const LayerNormMatch &match,
+                                 Mismatch &mismatch) {
+  llvm::SmallPtrSet<Operation *, 16> members(match.ops.begin(),
+                                             match.ops.end());
+  for (Operation *op : moduleOps) {
+    if (members.contains(op) || isa<GetParamOp, ConstantOp>(op))
+      continue;
+    return PatternMatcher{mismatch}.fail(
+        op, describeOp(op) + " is not part of the layer norm (the module must "
+                             "compute one layer norm and nothing else)");
+  }
+  return success();
+}
+
+void replaceLayerNorm(LayerNormMatch &match) {
+  if (isa<LayerNormOp>(match.last))
+    return;
+  OpBuilder builder(match.last);
+  ModulePathScope inModule(builder, match.last);
+  SmallVector<Location> locations;
+  for (Operation *op : match.ops)
+    locations.push_back(op->getLoc());
+  auto norm = builder.create<LayerNormOp>(
+      FusedLoc::get(builder.getContext(), locations),
+      match.last->getResult(0).getType(), match.input, match.weight, match.bias,
+      builder.getI64IntegerAttr(match.normalizedRank),
+      builder.getF64FloatAttr(match.eps));
+  match.last->getResult(0).replaceAllUsesWith(norm.getResult());
+  eraseChain(match.ops);
+}
+
 struct ReplacePass : impl::ReplaceBase<ReplacePass> {
   using ReplaceBase::ReplaceBase;
 
@@ -528,6 +770,10 @@ struct ReplacePass : impl::ReplaceBase<ReplacePass> {
   LogicalResult replaceFlashAttention(func::FuncOp forward, StringRef module);
   LogicalResult replaceFusedRmsNorm(func::FuncOp forward, StringRef module);
   LogicalResult replaceCrossEntropy(func::FuncOp forward, StringRef module);
+  LogicalResult replaceFusedLayerNorm(func::FuncOp forward, StringRef module);
+  /// The ops of `module` in @forward, in program order; an error if none.
+  FailureOr<SmallVector<Operation *>> getModuleOps(func::FuncOp forward,
+                                                   StringRef module);
   /// Replaces every match of `match` around the ops of type OpT in
   /// `module` (an anchor per kernel instance), or reports the first
   /// mismatch; `none` says what the module lacks when it has no anchor.
@@ -550,6 +796,7 @@ struct Kernel {
 };
 const Kernel kKernels[] = {
     {"flash_attention", &ReplacePass::replaceFlashAttention},
+    {"fused_layernorm", &ReplacePass::replaceFusedLayerNorm},
     {"fused_rmsnorm", &ReplacePass::replaceFusedRmsNorm},
     {"cross_entropy", &ReplacePass::replaceCrossEntropy},
 };
@@ -564,27 +811,33 @@ void ReplacePass::reportMismatch(Operation *at, StringRef module,
     error.attachNote(getModelLocation(mismatch.op)) << "the op that differs";
 }
 
+FailureOr<SmallVector<Operation *>>
+ReplacePass::getModuleOps(func::FuncOp forward, StringRef module) {
+  SmallVector<Operation *> ops;
+  forward.walk([&](Operation *op) {
+    if (isInModule(op, module))
+      ops.push_back(op);
+  });
+  if (ops.empty())
+    return forward.emitError("replace(\"")
+           << kernel << "\"): module '" << module << "' has no ops in @forward";
+  return ops;
+}
+
 template <typename OpT, typename MatchT>
 LogicalResult
 ReplacePass::replaceAll(func::FuncOp forward, StringRef module, StringRef none,
                         FailureOr<MatchT> (*match)(OpT, Mismatch &),
                         void (*replace)(MatchT &)) {
-  SmallVector<Operation *> ops;
+  FailureOr<SmallVector<Operation *>> ops = getModuleOps(forward, module);
+  if (failed(ops))
+    return failure();
   SmallVector<OpT> anchors;
-  forward.walk([&](Operation *op) {
-    if (!isInModule(op, module))
-      return;
-    ops.push_back(op);
+  for (Operation *op : *ops)
     if (auto anchor = dyn_cast<OpT>(op))
       anchors.push_back(anchor);
-  });
-  if (ops.empty()) {
-    forward.emitError("replace(\"")
-        << kernel << "\"): module '" << module << "' has no ops in @forward";
-    return failure();
-  }
   if (anchors.empty()) {
-    reportMismatch(ops.front(), module, {none.str(), nullptr});
+    reportMismatch(ops->front(), module, {none.str(), nullptr});
     return failure();
   }
   SmallVector<MatchT> matches;
@@ -625,6 +878,32 @@ LogicalResult ReplacePass::replaceCrossEntropy(func::FuncOp forward,
       "it computes no linear (the LM head: hidden x weight^T, whose logits "
       "the cross-entropy reads)",
       matchLinearCrossEntropy, replaceLinearCrossEntropy);
+}
+
+/// One layer norm per module, already one op or written out; nothing else.
+LogicalResult ReplacePass::replaceFusedLayerNorm(func::FuncOp forward,
+                                                 StringRef module) {
+  FailureOr<SmallVector<Operation *>> ops = getModuleOps(forward, module);
+  if (failed(ops))
+    return failure();
+  auto anchor = llvm::find_if(*ops, [](Operation *op) {
+    return isa<LayerNormOp, SqrtOp, RsqrtOp>(op);
+  });
+  if (anchor == ops->end()) {
+    reportMismatch(ops->front(), module,
+                   {"it computes no layer norm (neither 'slapo.layer_norm' "
+                    "nor the sqrt or rsqrt of a variance plus eps)",
+                    nullptr});
+    return failure();
+  }
+  Mismatch mismatch;
+  FailureOr<LayerNormMatch> match = matchLayerNorm(*anchor, mismatch);
+  if (failed(match) || failed(checkOnlyLayerNorm(*ops, *match, mismatch))) {
+    reportMismatch(*anchor, module, mismatch);
+    return failure();
+  }
+  replaceLayerNorm(*match);
+  return success();
 }
 
 void ReplacePass::runOnOperation() {

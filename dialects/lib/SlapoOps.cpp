@@ -484,31 +484,51 @@ LogicalResult EmbeddingOp::verify() {
   return success();
 }
 
-LogicalResult LayerNormOp::verify() {
-  RankedTensorType input = tensorType(getInput());
-  int64_t rank = getNormalizedRank();
-  if (rank < 1 || rank > input.getRank())
-    return emitOpError("normalized_rank ")
-           << rank << " is not in [1, " << input.getRank()
-           << "] for input shape " << shapeString(input.getShape());
-  if (input != getType())
-    return emitOpError("result type ")
-           << getType() << " differs from the input type " << input;
-  ArrayRef<int64_t> normalized = input.getShape().take_back(rank);
-  for (auto [affine, name] :
-       {std::pair(getWeight(), "weight"), std::pair(getBias(), "bias")}) {
-    if (!affine)
+/// What layer_norm and its gradient check alike: normalized_rank within the
+/// input's rank, `same` (the result, the gradients of the input) of the
+/// input's type, `affine` (the weight, the bias, their gradients; null
+/// where absent) of the normalized shape and the input's element type, and
+/// eps positive.
+static LogicalResult
+verifyLayerNorm(Operation *op, Value input, int64_t rank, double eps,
+                ArrayRef<std::pair<Value, const char *>> same,
+                ArrayRef<std::pair<Value, const char *>> affine) {
+  RankedTensorType type = tensorType(input);
+  if (rank < 1 || rank > type.getRank())
+    return op->emitOpError("normalized_rank ")
+           << rank << " is not in [1, " << type.getRank()
+           << "] for input shape " << shapeString(type.getShape());
+  for (auto [value, name] : same)
+    if (value.getType() != type)
+      return op->emitOpError(name) << " type " << value.getType()
+                                   << " differs from the input type " << type;
+  ArrayRef<int64_t> normalized = type.getShape().take_back(rank);
+  for (auto [value, name] : affine) {
+    if (!value)
       continue;
-    if (failed(
-            verifyShape(*this, affine, name, normalized, "normalized shape")) ||
-        failed(verifySameElementType(*this, affine, name, getInput(), "input")))
+    if (failed(verifyShape(op, value, name, normalized, "normalized shape")) ||
+        failed(verifySameElementType(op, value, name, input, "input")))
       return failure();
   }
-  double eps = getEps().convertToDouble();
   if (!(eps > 0) || !std::isfinite(eps))
-    return emitOpError("eps must be positive and finite, got ")
+    return op->emitOpError("eps must be positive and finite, got ")
            << numberString(eps);
   return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyLayerNorm(*this, getInput(), getNormalizedRank(),
+                         getEps().convertToDouble(), {{getResult(), "result"}},
+                         {{getWeight(), "weight"}, {getBias(), "bias"}});
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyLayerNorm(*this, getInput(), getNormalizedRank(),
+                         getEps().convertToDouble(),
+                         {{getGrad(), "grad"}, {getGradInput(), "grad_input"}},
+                         {{getWeight(), "weight"},
+                          {getGradWeight(), "grad_weight"},
+                          {getGradBias(), "grad_bias"}});
 }
 
 LogicalResult RmsNormOp::verify() {

@@ -108,36 +108,23 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult LayerNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  // With xhat = (x - mean) * rstd over the normalized dims and
-  // d = grad * weight:  x' = rstd * (d - mean(d) - xhat * mean(d * xhat)),
-  // weight' = sum(grad * xhat), bias' = sum(grad) over the leading dims.
-  // mean and rstd are recomputed from the input.
-  TensorBuilder g(builder, getLoc());
-  Value grad = singleResultGrad(resultGrads), input = getInput();
-  int64_t rank = tensorType(input).getRank();
-  int64_t firstNormalized = rank - static_cast<int64_t>(getNormalizedRank());
-  SmallVector<int64_t> normalized = dimRange(firstNormalized, rank);
-  SmallVector<int64_t> leading = dimRange(0, firstNormalized);
-
-  Value centered = g.sub(input, g.mean(input, normalized, /*keepdim=*/true));
-  Value variance =
-      g.mean(g.mul(centered, centered), normalized, /*keepdim=*/true);
-  Value rstd = g.unary<RsqrtOp>(
-      g.add(variance, g.scalarLike(getEps().convertToDouble(), input)));
-  Value normalizedInput = g.mul(centered, rstd);
-
-  Value scaledGrad = getWeight() ? g.mul(grad, getWeight()) : grad;
-  Value meanGrad = g.mean(scaledGrad, normalized, /*keepdim=*/true);
-  Value meanProjection =
-      g.mean(g.mul(scaledGrad, normalizedInput), normalized, /*keepdim=*/true);
-  Value projection = g.mul(normalizedInput, meanProjection);
-  operandGrads.push_back(
-      g.mul(rstd, g.sub(g.sub(scaledGrad, meanGrad), projection)));
+  // One op, the fused kernel's (its description has the formulas): it
+  // recomputes each row's mean and rstd from the input. The weight's and
+  // the bias's gradients have the normalized shape; a norm without them
+  // reads neither.
+  Value input = getInput();
+  RankedTensorType inputType = tensorType(input);
+  auto affine =
+      RankedTensorType::get(inputType.getShape().take_back(getNormalizedRank()),
+                            inputType.getElementType());
+  auto grad = builder.create<LayerNormGradOp>(
+      getLoc(), inputType, affine, affine, singleResultGrad(resultGrads), input,
+      getWeight(), getNormalizedRankAttr(), getEpsAttr());
+  operandGrads.push_back(grad.getGradInput());
   if (getWeight())
-    operandGrads.push_back(
-        g.sum(g.mul(grad, normalizedInput), leading, /*keepdim=*/false));
+    operandGrads.push_back(grad.getGradWeight());
   if (getBias())
-    operandGrads.push_back(g.sum(grad, leading, /*keepdim=*/false));
+    operandGrads.push_back(grad.getGradBias());
   return success();
 }
 

@@ -80,6 +80,14 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
   SLAPO_CPU_DISPATCH(layerNorm, input, weight, bias, out, normalizedRank, eps);
 }
 
+void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
+                   const Tensor &weight, const Tensor &gradInput,
+                   const Tensor &gradWeight, const Tensor &gradBias,
+                   int64_t normalizedRank, double eps) {
+  SLAPO_CPU_DISPATCH(layerNormGrad, grad, input, weight, gradInput, gradWeight,
+                     gradBias, normalizedRank, eps);
+}
+
 void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
              const Tensor &out, double eps) {
   SLAPO_CPU_DISPATCH(rmsNorm, input, weight, out, eps);

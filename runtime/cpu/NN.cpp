@@ -63,11 +63,39 @@ void embeddingGrad(Context &ctx, const Tensor &grad, const Tensor &indices,
   });
 }
 
+namespace {
+
+/// A layer norm row's mean and 1 / sqrt(biased variance + eps), each rounded
+/// once to the compute type `C`: forward and backward see the same.
+template <typename C> struct RowMoments { C mean, rstd; };
+
+template <typename C, typename T>
+RowMoments<C> getRowMoments(const T *x, int64_t size, double eps) {
+  // Two passes in f64: the mean, then the biased variance about it.
+  double sum = 0;
+  for (int64_t i = 0; i < size; ++i)
+    sum += load(x[i]);
+  double mean = sum / size;
+  double squares = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    double centered = load(x[i]) - mean;
+    squares += centered * centered;
+  }
+  return {C(mean), C(1.0 / std::sqrt(squares / size + eps))};
+}
+
+/// The number of elements in the trailing `normalizedRank` dims of `input`.
+int64_t getNormalizedSize(const Tensor &input, int64_t normalizedRank) {
+  int rank = input.getRank();
+  return product(input.shape, rank - int(normalizedRank), rank);
+}
+
+} // namespace
+
 void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
                const Tensor &bias, const Tensor &out, int64_t normalizedRank,
                double eps) {
-  int rank = input.getRank();
-  int64_t size = product(input.shape, rank - int(normalizedRank), rank);
+  int64_t size = getNormalizedSize(input, normalizedRank);
   int64_t rows = size ? input.getNumElements() / size : 0;
   dispatch(FloatTypes(), input.dtype, "layerNorm", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -80,18 +108,7 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
       for (int64_t row = begin; row < end; ++row) {
         const T *x = in + row * size;
         T *y = result + row * size;
-        // Two passes in f64: the mean, then the biased variance about it.
-        double sum = 0;
-        for (int64_t i = 0; i < size; ++i)
-          sum += load(x[i]);
-        double mean = sum / size;
-        double squares = 0;
-        for (int64_t i = 0; i < size; ++i) {
-          double centered = load(x[i]) - mean;
-          squares += centered * centered;
-        }
-        C rstd = C(1.0 / std::sqrt(squares / size + eps));
-        C center = C(mean);
+        auto [center, rstd] = getRowMoments<C>(x, size, eps);
         for (int64_t i = 0; i < size; ++i) {
           C value = (load(x[i]) - center) * rstd;
           if (gamma)
@@ -100,6 +117,69 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
             value += load(beta[i]);
           y[i] = store<T>(value);
         }
+      }
+    });
+  });
+}
+
+void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
+                   const Tensor &weight, const Tensor &gradInput,
+                   const Tensor &gradWeight, const Tensor &gradBias,
+                   int64_t normalizedRank, double eps) {
+  int64_t size = getNormalizedSize(input, normalizedRank);
+  int64_t rows = size ? input.getNumElements() / size : 0;
+  dispatch(FloatTypes(), input.dtype, "layerNormGrad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    const T *in = input.as<T>();
+    const T *dy = grad.as<T>();
+    const T *gamma = weight.as<T>();
+    std::vector<RowMoments<C>> moments(rows);
+    // The input's gradient, row by row: the moments, the two row means of
+    // the scaled gradient, then the row.
+    parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T *x = in + row * size;
+        const T *g = dy + row * size;
+        T *dx = gradInput.as<T>() + row * size;
+        moments[row] = getRowMoments<C>(x, size, eps);
+        auto [center, rstd] = moments[row];
+        double sum = 0, projection = 0;
+        for (int64_t i = 0; i < size; ++i) {
+          C scaled = gamma ? C(load(g[i]) * load(gamma[i])) : C(load(g[i]));
+          sum += scaled;
+          projection += scaled * ((load(x[i]) - center) * rstd);
+        }
+        C meanScaled = C(sum / size), meanProjection = C(projection / size);
+        for (int64_t i = 0; i < size; ++i) {
+          C scaled = gamma ? C(load(g[i]) * load(gamma[i])) : C(load(g[i]));
+          C normalized = (load(x[i]) - center) * rstd;
+          dx[i] = store<T>(rstd *
+                           (scaled - meanScaled - normalized * meanProjection));
+        }
+      }
+    });
+    // The weight's and the bias's, column by column: every column sums its
+    // rows in order, whatever the thread count.
+    T *dgamma = gradWeight.as<T>(), *dbeta = gradBias.as<T>();
+    if (!dgamma && !dbeta)
+      return;
+    parallelFor(ctx, size, grainFor(rows), [&](int64_t begin, int64_t end) {
+      std::vector<double> weightSums(end - begin), biasSums(end - begin);
+      for (int64_t row = 0; row < rows; ++row) {
+        const T *x = in + row * size;
+        const T *g = dy + row * size;
+        auto [center, rstd] = moments[row];
+        for (int64_t i = begin; i < end; ++i) {
+          weightSums[i - begin] += load(g[i]) * ((load(x[i]) - center) * rstd);
+          biasSums[i - begin] += load(g[i]);
+        }
+      }
+      for (int64_t i = begin; i < end; ++i) {
+        if (dgamma)
+          dgamma[i] = store<T>(C(weightSums[i - begin]));
+        if (dbeta)
+          dbeta[i] = store<T>(C(biasSums[i - begin]));
       }
     });
   });

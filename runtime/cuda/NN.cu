@@ -157,6 +157,35 @@ struct Add {
 /// it (two passes, as on the CPU), then the normalized row. RMS norm
 /// (`Rms`): the mean of the squares, then the scaled row (a mean of 0
 /// subtracts nothing, exactly).
+/// A row's center (its mean; 0 for the RMS norm) and 1 / sqrt(variance +
+/// eps), computed by the whole block; forward and backward see the same.
+template <typename C> struct RowMoments {
+  C center, rstd;
+};
+
+template <bool Rms, typename T, typename A>
+__device__ RowMoments<Compute<T>> getRowMoments(const T *x, int64_t size,
+                                                double eps, A *shared) {
+  using C = Compute<T>;
+  A mean = 0;
+  if constexpr (!Rms) {
+    A sum = 0;
+    for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+      sum += load(x[i]);
+    mean = blockReduce(sum, Add(), A(0), shared) / A(size);
+  }
+  A squares = 0;
+  for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
+    A centered = A(load(x[i])) - mean;
+    squares += centered * centered;
+  }
+  squares = blockReduce(squares, Add(), A(0), shared);
+  if constexpr (Rms) // the mean, eps and rsqrt rounded as the CPU's are
+    return {C(0), C(1) / sqrt(C(squares / A(size)) + C(eps))};
+  else
+    return {C(mean), C(1.0 / sqrt(double(squares) / double(size) + eps))};
+}
+
 template <bool Rms, typename T>
 __global__ void normKernel(int64_t rows, int64_t size, double eps,
                            const T *in, const T *gamma, const T *beta,
@@ -167,25 +196,7 @@ __global__ void normKernel(int64_t rows, int64_t size, double eps,
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *x = in + row * size;
     T *y = out + row * size;
-    A mean = 0;
-    if constexpr (!Rms) {
-      A sum = 0;
-      for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
-        sum += load(x[i]);
-      mean = blockReduce(sum, Add(), A(0), shared) / A(size);
-    }
-    A squares = 0;
-    for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
-      A centered = A(load(x[i])) - mean;
-      squares += centered * centered;
-    }
-    squares = blockReduce(squares, Add(), A(0), shared);
-    C rstd;
-    if constexpr (Rms) // the mean, eps and rsqrt rounded as the CPU's are
-      rstd = C(1) / sqrt(C(squares / A(size)) + C(eps));
-    else
-      rstd = C(1.0 / sqrt(double(squares) / double(size) + eps));
-    C center = C(mean);
+    auto [center, rstd] = getRowMoments<Rms>(x, size, eps, shared);
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
       C value = (load(x[i]) - center) * rstd;
       if (gamma)
@@ -194,6 +205,68 @@ __global__ void normKernel(int64_t rows, int64_t size, double eps,
         value += load(beta[i]);
       y[i] = store<T>(value);
     }
+  }
+}
+
+/// The input's gradient of a layer norm, one block per row (the formulas:
+/// slapo.layer_norm_grad's description); each row's moments are kept in
+/// `moments` for the column sums.
+template <typename T>
+__global__ void layerNormGradKernel(int64_t rows, int64_t size, double eps,
+                                    const T *in, const T *dy, const T *gamma,
+                                    T *dx, RowMoments<Compute<T>> *moments) {
+  using C = Compute<T>;
+  using A = Accumulate<T>;
+  __shared__ A shared[32];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *x = in + row * size;
+    const T *g = dy + row * size;
+    T *d = dx + row * size;
+    RowMoments<C> m = getRowMoments<false>(x, size, eps, shared);
+    auto scaledAt = [&](int64_t i) {
+      return gamma ? C(load(g[i]) * load(gamma[i])) : C(load(g[i]));
+    };
+    A sum = 0, projection = 0;
+    for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
+      C scaled = scaledAt(i);
+      sum += scaled;
+      projection += scaled * ((load(x[i]) - m.center) * m.rstd);
+    }
+    C meanScaled = C(blockReduce(sum, Add(), A(0), shared) / A(size));
+    C meanProjection =
+        C(blockReduce(projection, Add(), A(0), shared) / A(size));
+    for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
+      C normalized = (load(x[i]) - m.center) * m.rstd;
+      d[i] = store<T>(m.rstd *
+                      (scaledAt(i) - meanScaled - normalized * meanProjection));
+    }
+    if (threadIdx.x == 0)
+      moments[row] = m;
+  }
+}
+
+/// The weight's and the bias's gradients of a layer norm: one thread per
+/// column, summing its rows in order.
+template <typename T>
+__global__ void layerNormAffineGradKernel(int64_t rows, int64_t size,
+                                          const T *in, const T *dy,
+                                          const RowMoments<Compute<T>> *moments,
+                                          T *dgamma, T *dbeta) {
+  using A = Accumulate<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < size;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    A weightSum = 0, biasSum = 0;
+    for (int64_t row = 0; row < rows; ++row) {
+      A g = load(dy[row * size + i]);
+      weightSum +=
+          g * A((load(in[row * size + i]) - moments[row].center) *
+                moments[row].rstd);
+      biasSum += g;
+    }
+    if (dgamma)
+      dgamma[i] = store<T>(Compute<T>(weightSum));
+    if (dbeta)
+      dbeta[i] = store<T>(Compute<T>(biasSum));
   }
 }
 
@@ -224,6 +297,36 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
   launchNorm<false>(ctx, "layerNorm", input, weight, bias, out,
                     product(input.shape, rank - int(normalizedRank), rank),
                     eps);
+}
+
+void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
+                   const Tensor &weight, const Tensor &gradInput,
+                   const Tensor &gradWeight, const Tensor &gradBias,
+                   int64_t normalizedRank, double eps) {
+  int rank = input.getRank();
+  int64_t size = product(input.shape, rank - int(normalizedRank), rank);
+  int64_t rows = size ? input.getNumElements() / size : 0;
+  if (rows == 0)
+    return;
+  cudaStream_t stream = ctx.getStream();
+  dispatch(FloatTypes(), input.dtype, "layerNormGrad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Moments = RowMoments<Compute<T>>;
+    auto *moments = static_cast<Moments *>(ctx.getImpl().getScratch(
+        Scratch::Partials, sizeof(Moments) * rows, stream));
+    layerNormGradKernel<<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4),
+                          0, stream>>>(rows, size, eps, input.as<T>(),
+                                       grad.as<T>(), weight.as<T>(),
+                                       gradInput.as<T>(), moments);
+    checkLaunch("layerNormGrad");
+    if (!gradWeight.data && !gradBias.data)
+      return;
+    layerNormAffineGradKernel<<<getGridSize(ctx, size, kBlockSize),
+                                kBlockSize, 0, stream>>>(
+        rows, size, input.as<T>(), grad.as<T>(), moments, gradWeight.as<T>(),
+        gradBias.as<T>());
+    checkLaunch("layerNormGrad");
+  });
 }
 
 void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,

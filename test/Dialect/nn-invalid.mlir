@@ -65,6 +65,22 @@ func.func @embedding_padding_idx_negative(%w: tensor<100x32xf32>, %ids: tensor<5
 
 // -----
 
+func.func @layer_norm_grad_weight_grad_shape(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{grad_weight shape [4, 8] differs from [8], the normalized shape}}
+  %0:3 = slapo.layer_norm_grad %dy, %x {normalized_rank = 1, eps = 1.0e-5} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_grad_type(%dy: tensor<4x4xf32>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{grad type 'tensor<4x4xf32>' differs from the input type 'tensor<4x8xf32>'}}
+  %0:3 = slapo.layer_norm_grad %dy, %x {normalized_rank = 1, eps = 1.0e-5} : (tensor<4x4xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
 func.func @layer_norm_rank_zero(%x: tensor<4x8xf32>) {
   // expected-error @+1 {{normalized_rank 0 is not in [1, 2] for input shape [4, 8]}}
   %0 = slapo.layer_norm %x {normalized_rank = 0, eps = 1.0e-5} : (tensor<4x8xf32>) -> tensor<4x8xf32>

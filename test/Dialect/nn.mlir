@@ -36,6 +36,15 @@ func.func @layer_norm(%x: tensor<2x5x32xf32>, %g: tensor<32xf32>, %b: tensor<32x
   return
 }
 
+// CHECK-LABEL: func.func @layer_norm_grad
+func.func @layer_norm_grad(%dy: tensor<2x5x32xf32>, %x: tensor<2x5x32xf32>, %g: tensor<5x32xf32>) {
+  // CHECK-NEXT: slapo.layer_norm_grad %{{.*}}, %{{.*}} weight %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 2 : i64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<5x32xf32>) -> (tensor<2x5x32xf32>, tensor<5x32xf32>, tensor<5x32xf32>)
+  // CHECK-NEXT: slapo.layer_norm_grad %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  %0:3 = slapo.layer_norm_grad %dy, %x weight %g {normalized_rank = 2, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<5x32xf32>) -> (tensor<2x5x32xf32>, tensor<5x32xf32>, tensor<5x32xf32>)
+  %1:3 = slapo.layer_norm_grad %dy, %x {normalized_rank = 1, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  return
+}
+
 // CHECK-LABEL: func.func @softmax
 func.func @softmax(%x: tensor<2x4x16x16xf32>, %h: tensor<8xbf16>) {
   // CHECK-NEXT: slapo.softmax %{{.*}} {dim = 3 : i64} : tensor<2x4x16x16xf32>

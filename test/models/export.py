@@ -31,6 +31,7 @@ import bert  # noqa: E402
 import gpt2  # noqa: E402
 import hf  # noqa: E402
 import inplace  # noqa: E402
+import layernorms  # noqa: E402
 import llama  # noqa: E402
 import mlp  # noqa: E402
 import weird_names  # noqa: E402
@@ -39,7 +40,7 @@ import zoo_ops  # noqa: E402
 
 SPECS = {spec.name: spec
          for module in (mlp, gpt2, bert, llama, weird_names, hf, inplace, bad, zoo_ops,
-                        wideresnet)
+                        wideresnet, layernorms)
          for spec in module.SPECS}
 
 INSTALL_HINT = ("install it with `/usr/bin/python3 -m pip install --no-deps --target "

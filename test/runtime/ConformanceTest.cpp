@@ -809,14 +809,20 @@ void addNN(CaseList &cases) {
     Shape shape;
     int64_t normalizedRank;
     bool affine;
+
+    /// The weight's and the bias's shape: the normalized dims.
+    Shape getParameterShape() const {
+      Shape parameterShape;
+      for (int d = shape.rank - int(normalizedRank); d < shape.rank; ++d)
+        parameterShape.dims[parameterShape.rank++] = shape.dims[d];
+      return parameterShape;
+    }
   };
   for (DType dtype : kFloatTypes)
     for (const NormCase &c :
          {NormCase{{6, 77}, 1, true}, NormCase{{3, 5, 24}, 2, true},
           NormCase{{4, 768}, 1, false}, NormCase{{2, 4099}, 1, true}}) {
-      Shape parameterShape;
-      for (int d = c.shape.rank - int(c.normalizedRank); d < c.shape.rank; ++d)
-        parameterShape.dims[parameterShape.rank++] = c.shape.dims[d];
+      Shape parameterShape = c.getParameterShape();
       cases.addKernel(
           "layerNorm " + describe(dtype, c.shape) + " over " +
               std::to_string(c.normalizedRank) +
@@ -830,6 +836,36 @@ void addNN(CaseList &cases) {
                       c.affine ? in[2] : Tensor(), out, c.normalizedRank, 1e-5);
           },
           withAbsolute(1e-5));
+    }
+
+  // Layer norm's gradients: the input's row by row, the weight's and the
+  // bias's summed over the rows (in another order on each backend).
+  for (DType dtype : kFloatTypes)
+    for (const NormCase &c :
+         {NormCase{{6, 77}, 1, true}, NormCase{{3, 5, 24}, 2, false},
+          NormCase{{300, 64}, 1, true}, NormCase{{2, 4099}, 1, true}}) {
+      Shape parameterShape = c.getParameterShape();
+      std::vector<HostTensor> inputs = {
+          random(dtype, c.shape, 135), random(dtype, c.shape, 136, -2, 3),
+          random(dtype, parameterShape, 137, 0.5, 1.5)};
+      cases.add(
+          "layerNormGrad " + describe(dtype, c.shape) + " over " +
+              std::to_string(c.normalizedRank) +
+              (c.affine ? " dims, affine" : " dims"),
+          [=](auto &session) -> Outputs {
+            std::vector<Tensor> in;
+            for (const HostTensor &input : inputs)
+              in.push_back(session.upload(input));
+            Tensor gradInput = session.output(dtype, c.shape);
+            Tensor gradWeight = session.output(dtype, parameterShape);
+            Tensor gradBias = session.output(dtype, parameterShape);
+            layerNormGrad(session.ctx, in[0], in[1],
+                          c.affine ? in[2] : Tensor(), gradInput, gradWeight,
+                          gradBias, c.normalizedRank, 1e-5);
+            return {session.download(gradInput), session.download(gradWeight),
+                    session.download(gradBias)};
+          },
+          withAbsolute(1e-4));
     }
 
   // RMS norm over the last dim, with and without its weight.

@@ -128,6 +128,97 @@ TEST_CASE("layer norm over two trailing dims without weight or bias") {
 
 namespace {
 
+/// The gradients of naiveLayerNorm (the formulas of PyTorch's
+/// native_layer_norm_backward), in f64: the input's [rows, size], then
+/// the weight's and the bias's [size].
+struct NaiveLayerNormGrads {
+  std::vector<double> input, weight, bias;
+};
+
+NaiveLayerNormGrads naiveLayerNormGrad(const std::vector<float> &grad,
+                                       const std::vector<float> &in, int size,
+                                       double eps, const float *weight) {
+  NaiveLayerNormGrads grads{std::vector<double>(in.size()),
+                            std::vector<double>(size),
+                            std::vector<double>(size)};
+  for (size_t row = 0; row < in.size() / size; ++row) {
+    const float *x = in.data() + row * size, *g = grad.data() + row * size;
+    double mean = 0, variance = 0;
+    for (int i = 0; i < size; ++i)
+      mean += x[i] / double(size);
+    for (int i = 0; i < size; ++i)
+      variance += (x[i] - mean) * (x[i] - mean) / size;
+    double rstd = 1 / std::sqrt(variance + eps);
+    std::vector<double> xhat(size), d(size);
+    double meanD = 0, meanDXhat = 0;
+    for (int i = 0; i < size; ++i) {
+      xhat[i] = (x[i] - mean) * rstd;
+      d[i] = g[i] * (weight ? weight[i] : 1.0);
+      meanD += d[i] / size;
+      meanDXhat += d[i] * xhat[i] / size;
+      grads.weight[i] += g[i] * xhat[i];
+      grads.bias[i] += g[i];
+    }
+    for (int i = 0; i < size; ++i)
+      grads.input[row * size + i] = rstd * (d[i] - meanD - xhat[i] * meanDXhat);
+  }
+  return grads;
+}
+
+/// Values in [-2, 3) that differ from row to row.
+std::vector<float> spreadValues(int count, int seed) {
+  std::vector<float> values(count);
+  for (int i = 0; i < count; ++i)
+    values[i] = float((i * 37 + seed * 11) % 101) * 0.05f - 2 + float(i % 7);
+  return values;
+}
+
+} // namespace
+
+TEST_CASE("layer norm gradients: the input's per row, weight and bias summed "
+          "over the rows") {
+  for (int threads : {1, 2}) {
+    Context ctx(threads);
+    // 300 rows: threaded over rows and over columns.
+    const int rows = 300, size = 40;
+    std::vector<float> in = spreadValues(rows * size, 1);
+    std::vector<float> grad = spreadValues(rows * size, 2);
+    std::vector<float> weight = spreadValues(size, 3);
+    std::vector<float> gradInput(rows * size), gradWeight(size), gradBias(size);
+    layerNormGrad(ctx, Tensor(grad.data(), DType::F32, {rows, size}),
+                  Tensor(in.data(), DType::F32, {rows, size}),
+                  Tensor(weight.data(), DType::F32, {size}),
+                  Tensor(gradInput.data(), DType::F32, {rows, size}),
+                  Tensor(gradWeight.data(), DType::F32, {size}),
+                  Tensor(gradBias.data(), DType::F32, {size}), 1, 1e-5);
+    NaiveLayerNormGrads expected =
+        naiveLayerNormGrad(grad, in, size, 1e-5, weight.data());
+    for (int i = 0; i < rows * size; ++i)
+      REQUIRE(gradInput[i] == Approx(expected.input[i]).margin(1e-4));
+    for (int i = 0; i < size; ++i) {
+      REQUIRE(gradWeight[i] == Approx(expected.weight[i]).epsilon(1e-5));
+      REQUIRE(gradBias[i] == Approx(expected.bias[i]).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("layer norm gradient over two dims without weight, nothing else "
+          "asked") {
+  Context ctx(1);
+  std::vector<float> in = {1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 6};
+  std::vector<float> grad = {1, -1, 2, 0, 0.5f, 3, -2, 1, 0, 4, 1, 1};
+  std::vector<float> gradInput(12);
+  layerNormGrad(ctx, Tensor(grad.data(), DType::F32, {2, 2, 3}),
+                Tensor(in.data(), DType::F32, {2, 2, 3}), Tensor(),
+                Tensor(gradInput.data(), DType::F32, {2, 2, 3}), Tensor(),
+                Tensor(), 2, 1e-5);
+  NaiveLayerNormGrads expected = naiveLayerNormGrad(grad, in, 6, 1e-5, nullptr);
+  for (int i = 0; i < 12; ++i)
+    CHECK(gradInput[i] == Approx(expected.input[i]).margin(1e-5));
+}
+
+namespace {
+
 /// softmax of `line` (log-softmax with `log`), in f64.
 std::vector<double> naiveSoftmax(const std::vector<double> &line, bool log) {
   double max = -std::numeric_limits<double>::infinity(), sum = 0;

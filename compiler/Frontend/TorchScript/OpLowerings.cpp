@@ -11,6 +11,8 @@
 #include "slapo/Dialect/TensorBuilder.h"
 #include "slapo/Reference/Interpreter.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
 
@@ -828,6 +830,72 @@ template <typename OpTy> LogicalResult lowerReduce(NodeLowering &lower) {
   return finish(lower, input ? reduce<OpTy>(lower, input) : nullptr);
 }
 
+/// var(self, unbiased), var.dim(self, dim, unbiased, keepdim) and
+/// var.correction(self, dim, *, correction, keepdim), spelled out as a
+/// hand-written layer norm writes it: mean((x - mean(x))^2) over the dims,
+/// times n / (n - correction) when corrected (the factor that
+/// replace("fused_layernorm") finds and refuses).
+LogicalResult lowerVar(NodeLowering &lower) {
+  mlir::Type elementType = lower.outputElementType();
+  if (!elementType.isa<mlir::FloatType>())
+    return lower.error("var is supported on float tensors only");
+  mlir::Value input = lower.tensor(0, elementType);
+  if (!input)
+    return failure();
+  llvm::ArrayRef<int64_t> shape = typeOf(input).getShape();
+  llvm::SmallVector<int64_t> dims;
+  bool keepdim = false;
+  double correction = 1;
+  if (lower.numInputs() == 2) {
+    std::optional<c10::IValue> unbiased = lower.constant(1);
+    if (!unbiased)
+      return failure();
+    correction = unbiased->toBool() ? 1 : 0;
+  } else {
+    if (!lower.isNone(1)) {
+      std::optional<std::vector<int64_t>> given = lower.intListConstant(1);
+      if (!given)
+        return failure();
+      for (int64_t d : *given) {
+        std::optional<int64_t> dim = lower.dim(d, shape.size());
+        if (!dim)
+          return failure();
+        dims.push_back(*dim);
+      }
+    }
+    bool byCorrection =
+        lower.getNode()->schema().overload_name() == "correction";
+    if (!byCorrection || !lower.isNone(2)) {
+      std::optional<c10::IValue> given = lower.constant(2);
+      if (!given)
+        return failure();
+      correction = byCorrection ? given->toScalar().toDouble()
+                                : (given->toBool() ? 1 : 0);
+    }
+    std::optional<c10::IValue> keep = lower.constant(3);
+    if (!keep)
+      return failure();
+    keepdim = keep->toBool();
+  }
+  if (dims.empty())
+    for (int64_t d = 0; d < int64_t(shape.size()); ++d)
+      dims.push_back(d);
+  llvm::sort(dims);
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= shape[d];
+  if (count - correction <= 0)
+    return lower.error(
+        "var over " + std::to_string(count) + " values with correction " +
+        llvm::formatv("{0}", correction).str() + " divides by zero or less");
+  TensorBuilder g(lower.getBuilder(), lower.getLoc());
+  mlir::Value centered = g.sub(input, g.mean(input, dims, /*keepdim=*/true));
+  mlir::Value variance = g.mean(g.mul(centered, centered), dims, keepdim);
+  if (correction != 0)
+    variance = g.scale(variance, double(count) / (double(count) - correction));
+  return finish(lower, variance);
+}
+
 /// amin(self, dim, keepdim) and min(self) of floats: -max(-self), exactly
 /// (negation only flips the sign bit), with max's gradient.
 LogicalResult lowerMinReduce(NodeLowering &lower) {
@@ -1230,6 +1298,7 @@ const llvm::StringMap<LoweringFn> &getLowerings() {
       {"aten::cross_entropy_loss", lowerCrossEntropy},
       {"aten::sum", lowerReduce<SumOp>},
       {"aten::mean", lowerReduce<MeanOp>},
+      {"aten::var", lowerVar},
       {"aten::amax", lowerReduce<MaxOp>},
       {"aten::max", lowerExtremum<MaximumOp, lowerReduce<MaxOp>>},
       {"aten::amin", lowerMinReduce},

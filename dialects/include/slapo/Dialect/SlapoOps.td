@@ -444,6 +444,30 @@ def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
+def Slapo_LayerNormGradOp : Slapo_Op<"layer_norm_grad", [Pure]> {
+  let summary = "the gradients of layer_norm's input, weight and bias";
+  let description = [{
+    With each row's mean and rstd = rsqrt(variance + eps) over the trailing
+    `normalized_rank` dims of `input` (recomputed as slapo.layer_norm
+    computes them), xhat = (x - mean) * rstd and d = grad * weight (grad
+    without a weight): grad_input = rstd * (d - mean(d) - xhat *
+    mean(d * xhat)) row by row, grad_weight = sum(grad * xhat) and
+    grad_bias = sum(grad) over the rows (shape: the normalized dims; read
+    only where the norm has a weight, a bias). What slapo.layer_norm's
+    gradient rule builds: one pass per row and one reduction over the rows,
+    where the rule's formulas are a dozen ops as large as the input.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$grad, Slapo_FloatTensor:$input,
+                       Optional<Slapo_FloatTensor>:$weight,
+                       I64Attr:$normalized_rank, F64Attr:$eps);
+  let results = (outs Slapo_FloatTensor:$grad_input,
+                      Slapo_FloatTensor:$grad_weight,
+                      Slapo_FloatTensor:$grad_bias);
+  let assemblyFormat = "$grad `,` $input (`weight` $weight^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Slapo_RmsNormOp : Slapo_Op<"rms_norm", [Pure, Slapo_Differentiable,
                                             Slapo_Shardable]> {
   let summary = "RMS norm over the last dim: weight * (x * rsqrt(mean(x^2) + eps))";
