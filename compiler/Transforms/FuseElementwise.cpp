@@ -140,7 +140,10 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
            });
   }
 
-  /// Whether `op` may join `group`: same loop, phase and recomputation, and
+  /// Whether `op` may join `group`: same loop, phase, microbatch and
+  /// recomputation (a group of two microbatches' ops would keep the first's
+  /// values live until the last's, as the gradient sums would all of them),
+  /// and
   /// no reader of the group's values outside it before `op` (the group is
   /// built where its last op is, and its results must be there before they
   /// are read).
@@ -149,6 +152,8 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
     if (tensorType(first->getResult(0)).getShape() !=
             tensorType(op->getResult(0)).getShape() ||
         first->getAttr(kPhaseAttrName) != op->getAttr(kPhaseAttrName) ||
+        first->getAttr(kMicrobatchAttrName) !=
+            op->getAttr(kMicrobatchAttrName) ||
         first->hasAttr(kRecomputedAttrName) != op->hasAttr(kRecomputedAttrName))
       return false;
     for (Operation *member : group.ops)
