@@ -289,18 +289,6 @@ std::string getCallPath(Operation *op) {
   return getModulePath(op).str();
 }
 
-/// The element of a module list that `path` lies in, up to its first index
-/// ("transformer.h.3" for "transformer.h.3.attn.c_attn"); "" outside lists.
-StringRef getBlockPath(StringRef path) {
-  for (size_t start = path.find('.'); start != StringRef::npos;
-       start = path.find('.', start + 1)) {
-    StringRef index = path.slice(start + 1, path.find('.', start + 1));
-    if (!index.empty() && llvm::all_of(index, llvm::isDigit))
-      return path.take_front(start + 1 + index.size());
-  }
-  return "";
-}
-
 /// The calls of a phase that come from one block of a module list, in a row
 /// (blockPath set), or from elsewhere.
 struct Segment {

@@ -140,10 +140,12 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
            });
   }
 
-  /// Whether `op` may join `group`: same loop, phase, microbatch and
-  /// recomputation (a group of two microbatches' ops would keep the first's
-  /// values live until the last's, as the gradient sums would all of them),
-  /// and
+  /// Whether `op` may join `group`: same loop, phase, microbatch, block of a
+  /// module list and recomputation (a group of two microbatches' ops would
+  /// keep the first's values live until the last's, as the gradient sums
+  /// would all of them; one across two blocks, the residual add of one and
+  /// the dropout of the next, would make the blocks differ, which the
+  /// emitter then cannot write as one function), and
   /// no reader of the group's values outside it before `op` (the group is
   /// built where its last op is, and its results must be there before they
   /// are read).
@@ -154,6 +156,7 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
         first->getAttr(kPhaseAttrName) != op->getAttr(kPhaseAttrName) ||
         first->getAttr(kMicrobatchAttrName) !=
             op->getAttr(kMicrobatchAttrName) ||
+        getBlockPath(getModulePath(first)) != getBlockPath(getModulePath(op)) ||
         first->hasAttr(kRecomputedAttrName) != op->hasAttr(kRecomputedAttrName))
       return false;
     for (Operation *member : group.ops)

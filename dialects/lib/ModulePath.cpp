@@ -3,6 +3,9 @@
 
 #include "slapo/Dialect/SlapoOps.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
 namespace slapo {
 
 llvm::StringRef getModulePath(mlir::Operation *op) {
@@ -54,6 +57,16 @@ void ModulePathScope::notifyOperationInserted(mlir::Operation *op) {
 void ModulePathScope::notifyBlockCreated(mlir::Block *block) {
   if (previous)
     previous->notifyBlockCreated(block);
+}
+
+llvm::StringRef getBlockPath(llvm::StringRef path) {
+  for (size_t start = path.find('.'); start != llvm::StringRef::npos;
+       start = path.find('.', start + 1)) {
+    llvm::StringRef index = path.slice(start + 1, path.find('.', start + 1));
+    if (!index.empty() && llvm::all_of(index, llvm::isDigit))
+      return path.take_front(start + 1 + index.size());
+  }
+  return "";
 }
 
 } // namespace slapo

@@ -42,6 +42,12 @@ std::string describeModuleOf(mlir::Operation *op);
 /// and "h.1.mlp", not "h.10").
 bool isWithinModule(llvm::StringRef path, llvm::StringRef ancestor);
 
+/// The element of a module list that `path` lies in, up to its first index
+/// ("transformer.h.3" for "transformer.h.3.attn.c_attn"); "" outside lists.
+/// The emitter writes the blocks alike as one function; fusion groups stay
+/// within one, so that the blocks stay alike.
+llvm::StringRef getBlockPath(llvm::StringRef path);
+
 /// Whether `op` belongs to `module` or to one of its submodules.
 inline bool isInModule(mlir::Operation *op, llvm::StringRef module) {
   return isWithinModule(getModulePath(op), module);
