@@ -86,8 +86,8 @@ const llvm::StringLiteral fuseKinds[] = {"bias_gelu", "bias_dropout_add",
 const Parameter fuseParameters[] = {
     Parameter::choice("kind", fuseKinds).asPositional(),
 };
-// Issue 20's names; slapo-replace implements some (getReplaceKernels()),
-// the plan reports the others as not implemented yet.
+// slapo-replace implements each kernel (getReplaceKernels()); a name here
+// that it lacked would be reported by the plan as not implemented yet.
 const llvm::StringLiteral replaceKernels[] = {
     "flash_attention", "fused_layernorm", "fused_rmsnorm", "cross_entropy"};
 const Parameter replaceParameters[] = {

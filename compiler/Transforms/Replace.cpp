@@ -54,6 +54,14 @@ std::optional<double> getSplatConstant(Value value) {
   return attr.getSplatValue<APFloat>().convertToDouble();
 }
 
+/// The parameter that `value` reads, if it is one.
+ParamOp getParamOf(Value value) {
+  auto get = value.getDefiningOp<GetParamOp>();
+  return get ? SymbolTable::lookupNearestSymbolFrom<ParamOp>(get,
+                                                             get.getNameAttr())
+             : ParamOp();
+}
+
 /// Whether `value` is computed from a parameter (not a buffer): such a bias
 /// would need a gradient, which flash_attention does not give its masks.
 bool dependsOnParameter(Value value) {
@@ -63,10 +71,9 @@ bool dependsOnParameter(Value value) {
     Operation *op = work.pop_back_val().getDefiningOp();
     if (!op || !seen.insert(op).second)
       continue;
-    if (auto get = dyn_cast<GetParamOp>(op)) {
-      auto param =
-          SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, get.getNameAttr());
-      if (param && !param.getBuffer())
+    if (isa<GetParamOp>(op)) {
+      if (ParamOp param = getParamOf(op->getResult(0));
+          param && !param.getBuffer())
         return true;
       continue;
     }
@@ -448,14 +455,6 @@ bool viewsRowsOnly(Operation *view) {
     return rankOf(result) >= 1 &&
            shapeOf(result).back() == shapeOf(input).back();
   return false;
-}
-
-/// The parameter that `value` reads, if it is one.
-ParamOp getParamOf(Value value) {
-  auto get = value.getDefiningOp<GetParamOp>();
-  return get ? SymbolTable::lookupNearestSymbolFrom<ParamOp>(get,
-                                                             get.getNameAttr())
-             : ParamOp();
 }
 
 /// Matches, from the LM head's `linear`, the views of its logits up to the

@@ -153,10 +153,6 @@ struct Add {
   }
 };
 
-/// One block per row. Layer norm: the mean, then the biased variance about
-/// it (two passes, as on the CPU), then the normalized row. RMS norm
-/// (`Rms`): the mean of the squares, then the scaled row (a mean of 0
-/// subtracts nothing, exactly).
 /// A row's center (its mean; 0 for the RMS norm) and 1 / sqrt(variance +
 /// eps), computed by the whole block; forward and backward see the same.
 template <typename C> struct RowMoments {
@@ -186,6 +182,10 @@ __device__ RowMoments<Compute<T>> getRowMoments(const T *x, int64_t size,
     return {C(mean), C(1.0 / sqrt(double(squares) / double(size) + eps))};
 }
 
+/// One block per row. Layer norm: the mean, then the biased variance about
+/// it (two passes, as on the CPU), then the normalized row. RMS norm
+/// (`Rms`): the mean of the squares, then the scaled row (a mean of 0
+/// subtracts nothing, exactly).
 template <bool Rms, typename T>
 __global__ void normKernel(int64_t rows, int64_t size, double eps,
                            const T *in, const T *gamma, const T *beta,
