@@ -120,15 +120,6 @@ std::string PipelineEntry::getPassName() const {
   return "slapo-" + name;
 }
 
-bool PipelineEntry::hasPass() const {
-  // slapo-replace knows some of the kernels the schedule language names
-  // (slapo-fuse-elementwise every fusion kind: getFuseKinds()).
-  if (kind == PrimitiveKind::Replace &&
-      !llvm::is_contained(getReplaceKernels(), options.front().second))
-    return false;
-  return mlir::Pass::lookupPassInfo(getPassName()) != nullptr;
-}
-
 std::string PipelineEntry::getPass() const {
   std::string pass = getPassName();
   llvm::raw_string_ostream os(pass);
@@ -579,11 +570,10 @@ void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
   for (const PipelineEntry &entry : plan.pipeline) {
     mlir::Location loc = getScheduleLocation(sourceMgr, entry.loc, context);
     // Named after the primitive's pass, which finds its own line by it.
-    if (entry.hasPass())
-      loc = mlir::NameLoc::get(
-          mlir::StringAttr::get(context,
-                                getPrimitiveLocationName(entry.getPass())),
-          loc);
+    loc = mlir::NameLoc::get(
+        mlir::StringAttr::get(context,
+                              getPrimitiveLocationName(entry.getPass())),
+        loc);
     for (const std::string &path : entry.modules)
       selected[path].push_back(loc);
     for (const std::string &symbol : entry.parameterSymbols)
@@ -660,15 +650,13 @@ void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
                           entry.modules.end());
       continue;
     }
-    if (entry.kind == PrimitiveKind::Fuse && entry.hasPass()) {
+    if (entry.kind == PrimitiveKind::Fuse) {
       if (entry.options.empty())
         fused.insert(fused.end(), entry.modules.begin(), entry.modules.end());
       else
         fuseKinds.push_back(entry.getPass());
       continue;
     }
-    if (!entry.hasPass())
-      continue;
     primitives.push_back(entry.getPass());
   }
   options.primitives = primitives;
@@ -711,40 +699,9 @@ void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
     os << " memory_budget=" << train.memoryBudget << "B";
   os << "\n";
 
-  for (const PipelineEntry &entry : plan.pipeline) {
-    if (entry.hasPass())
-      continue;
-    os << "not implemented yet: " << getPrimitiveName(entry.kind);
-    entry.printOptions(os);
-    os << "\n";
-  }
   os << "pipeline: ";
   pipeline.printAsTextualPipeline(os);
   os << "\n";
-}
-
-mlir::LogicalResult
-rejectUnimplementedPrimitives(const Plan &plan, DiagnosticReporter &reporter) {
-  bool ok = true;
-  for (const PipelineEntry &entry : plan.pipeline) {
-    if (entry.hasPass())
-      continue;
-    std::string what = "'" + getPrimitiveName(entry.kind).str() + "'";
-    if (entry.kind == PrimitiveKind::Replace)
-      what = "replace(\"" + entry.options.front().second +
-             "\") (implemented: " +
-             llvm::join(llvm::map_range(getReplaceKernels(),
-                                        [](llvm::StringRef name) {
-                                          return "\"" + name.str() + "\"";
-                                        }),
-                        ", ") +
-             ")";
-    reporter.error(entry.loc, what + " is not implemented yet; "
-                                     "--emit=schedule prints the plan without "
-                                     "running it");
-    ok = false;
-  }
-  return mlir::success(ok);
 }
 
 } // namespace slapo::schedule

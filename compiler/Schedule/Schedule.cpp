@@ -3,6 +3,7 @@
 
 #include "slapo/Schedule/Signature.h"
 #include "slapo/Schedule/Suggestions.h"
+#include "slapo/Transforms/Passes.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -31,11 +32,11 @@ const Parameter inputParameters[] = {
 };
 const Signature inputSignature{"input", inputParameters};
 
-const llvm::StringLiteral optimizers[] = {"sgd", "adamw"};
-const llvm::StringLiteral precisions[] = {"fp32", "bf16"};
-const llvm::StringLiteral losses[] = {"forward", "cross_entropy"};
-const llvm::StringLiteral lrSchedules[] = {"constant", "warmup_cosine"};
-const llvm::StringLiteral fusions[] = {"none", "auto"};
+const llvm::StringRef optimizers[] = {"sgd", "adamw"};
+const llvm::StringRef precisions[] = {"fp32", "bf16"};
+const llvm::StringRef losses[] = {"forward", "cross_entropy"};
+const llvm::StringRef lrSchedules[] = {"constant", "warmup_cosine"};
+const llvm::StringRef fusions[] = {"none", "auto"};
 const Parameter trainParameters[] = {
     Parameter::choice("optimizer", optimizers),
     Parameter::number("lr").above(0),
@@ -72,26 +73,24 @@ const Parameter shardParameters[] = {
     Parameter::string("param").asPositional().asRequired(),
     Parameter::integer("axis").asPositional().asRequired(),
 };
-const llvm::StringLiteral syncModes[] = {"fwd_pre", "fwd_post", "bwd_post"};
-const llvm::StringLiteral syncOps[] = {"all_reduce", "all_gather",
-                                       "reduce_scatter", "scatter"};
+const llvm::StringRef syncModes[] = {"fwd_pre", "fwd_post", "bwd_post"};
+const llvm::StringRef syncOps[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                   "scatter"};
 const Parameter syncParameters[] = {
     Parameter::choice("mode", syncModes).asPositional().asRequired(),
     Parameter::choice("op", syncOps).asPositional().asRequired(),
     Parameter::integer("axis"),
 };
-// slapo-fuse-elementwise implements each kind (getFuseKinds()).
-const llvm::StringLiteral fuseKinds[] = {"bias_gelu", "bias_dropout_add",
-                                         "silu_mul"};
+// The fusion kinds and replacement kernels are those their passes implement:
+// the registries are the language's lists. Their names are constant data, so
+// reading them while this file's statics are initialised is safe.
 const Parameter fuseParameters[] = {
-    Parameter::choice("kind", fuseKinds).asPositional(),
+    Parameter::choice("kind", getFuseKinds()).asPositional(),
 };
-// slapo-replace implements each kernel (getReplaceKernels()); a name here
-// that it lacked would be reported by the plan as not implemented yet.
-const llvm::StringLiteral replaceKernels[] = {
-    "flash_attention", "fused_layernorm", "fused_rmsnorm", "cross_entropy"};
 const Parameter replaceParameters[] = {
-    Parameter::choice("kernel", replaceKernels).asPositional().asRequired(),
+    Parameter::choice("kernel", getReplaceKernels())
+        .asPositional()
+        .asRequired(),
 };
 
 const Parameter checkpointParameters[] = {

@@ -452,7 +452,7 @@ struct FuseKind {
   StringRef pattern;
   LogicalResult (*prepare)(KindMatcher &, Operation *&at);
 };
-const FuseKind kFuseKinds[] = {
+constexpr FuseKind kFuseKinds[] = {
     {"bias_gelu", "gelu(x W^T + b)", prepareBiasGelu},
     {"bias_dropout_add", "dropout(x W^T + b) + residual",
      prepareBiasDropoutAdd},

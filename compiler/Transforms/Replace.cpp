@@ -793,7 +793,7 @@ struct Kernel {
   StringRef name;
   LogicalResult (ReplacePass::*replace)(func::FuncOp, StringRef);
 };
-const Kernel kKernels[] = {
+constexpr Kernel kKernels[] = {
     {"flash_attention", &ReplacePass::replaceFlashAttention},
     {"fused_layernorm", &ReplacePass::replaceFusedLayerNorm},
     {"fused_rmsnorm", &ReplacePass::replaceFusedRmsNorm},

@@ -60,8 +60,7 @@ private:
   mlir::func::FuncOp forward;
 };
 
-/// A primitive applied to the modules it selects: one pass of the pipeline
-/// where that pass exists.
+/// A primitive applied to the modules it selects: one pass of the pipeline.
 struct PipelineEntry {
   PrimitiveKind kind;
   llvm::SMLoc loc; // of the primitive in the schedule
@@ -73,8 +72,6 @@ struct PipelineEntry {
 
   /// "slapo-shard", "slapo-cut-pipeline-stage".
   std::string getPassName() const;
-  /// Whether the pass of the primitive exists (is registered).
-  bool hasPass() const;
   /// The pass with its options: `slapo-shard{modules=a,b param=weight}`.
   std::string getPass() const;
   /// `{modules=a,b param=weight axis=1}`, values printed as the passes'
@@ -111,22 +108,16 @@ void attachScheduleLocations(const Plan &plan, mlir::ModuleOp module,
                              const llvm::SourceMgr &sourceMgr);
 
 /// The options of the training pipeline for `mesh`, `train` and `plan` (if
-/// any): its primitives whose passes exist, in schedule order.
+/// any): its primitives' passes, in schedule order.
 void setTrainingPipelineOptions(const Mesh &mesh, const TrainOptions &train,
                                 const Plan *plan,
                                 TrainingPipelineOptions &options);
 
-/// The declarations, the primitives whose passes do not exist yet and
-/// `pipeline` (built from the plan) as MLIR's textual pipeline, one item
-/// per line, for --emit=schedule.
+/// The declarations and `pipeline` (built from the plan) as MLIR's textual
+/// pipeline, one item per line, for --emit=schedule.
 void printPlan(const Schedule &schedule, llvm::ArrayRef<InputSpec> inputs,
                const Plan &plan, const mlir::OpPassManager &pipeline,
                llvm::raw_ostream &os);
-
-/// Reports each primitive of the plan whose pass does not exist yet as not
-/// implemented. Fails if there is any.
-mlir::LogicalResult rejectUnimplementedPrimitives(const Plan &plan,
-                                                  DiagnosticReporter &reporter);
 
 } // namespace slapo::schedule
 

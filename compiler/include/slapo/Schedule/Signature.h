@@ -43,7 +43,7 @@ public:
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool minExcluded = false, maxExcluded = false;
-  llvm::ArrayRef<llvm::StringLiteral> choices;
+  llvm::ArrayRef<llvm::StringRef> choices;
 
   static constexpr Parameter integer(llvm::StringLiteral name) {
     return Parameter(name, Type::Integer);
@@ -54,8 +54,8 @@ public:
   static constexpr Parameter string(llvm::StringLiteral name) {
     return Parameter(name, Type::String);
   }
-  static constexpr Parameter
-  choice(llvm::StringLiteral name, llvm::ArrayRef<llvm::StringLiteral> values) {
+  static constexpr Parameter choice(llvm::StringLiteral name,
+                                    llvm::ArrayRef<llvm::StringRef> values) {
     Parameter parameter(name, Type::Choice);
     parameter.choices = values;
     return parameter;
