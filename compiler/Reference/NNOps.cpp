@@ -252,6 +252,24 @@ void registerNNOps(OpTable &table) {
         results.push_back(overRows(grad));
       });
 
+  // rms_norm_grad as the formulas of its description, like layer_norm_grad.
+  table.try_emplace(
+      RmsNormGradOp::getOperationName(),
+      [](mlir::Operation *operation, Operands x,
+         llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
+        auto op = llvm::cast<RmsNormGradOp>(operation);
+        const at::Tensor &grad = x[0], &input = x[1];
+        at::Tensor rstd = at::rsqrt(input.pow(2).mean(-1, /*keepdim=*/true) +
+                                    op.getEps().convertToDouble());
+        at::Tensor xhat = input * rstd;
+        at::Tensor scaled = op.getWeight() ? grad * x[2] : grad;
+        results.push_back(rstd *
+                          (scaled - xhat * (scaled * xhat).mean(-1, true)));
+        at::Tensor weightGrad = grad * xhat;
+        results.push_back(input.dim() == 1 ? weightGrad
+                                           : weightGrad.flatten(0, -2).sum(0));
+      });
+
   add<SoftmaxOp>(table, [](SoftmaxOp op, Operands x, EvalContext &) {
     return at::softmax(x[0], static_cast<int64_t>(op.getDim()));
   });

@@ -693,6 +693,15 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                              doubleLiteral(norm.getEps().convertToDouble()))
             .str();
       })
+      .Case([&](RmsNormGradOp grad) -> Call {
+        return llvm::formatv("rmsNormGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
+                             use(grad.getGrad()), use(grad.getInput()),
+                             optional(grad.getWeight()),
+                             use(grad.getGradInput()),
+                             ifRead(grad.getGradWeight()),
+                             doubleLiteral(grad.getEps().convertToDouble()))
+            .str();
+      })
       .Case([&](Conv2dOp conv) -> Call {
         return llvm::formatv("conv2d(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
                              use(conv.getInput()), use(conv.getWeight()),

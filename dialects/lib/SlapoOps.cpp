@@ -484,11 +484,32 @@ LogicalResult EmbeddingOp::verify() {
   return success();
 }
 
-/// What layer_norm and its gradient check alike: normalized_rank within the
-/// input's rank, `same` (the result, the gradients of the input) of the
-/// input's type, `affine` (the weight, the bias, their gradients; null
-/// where absent) of the normalized shape and the input's element type, and
-/// eps positive.
+/// What the norms and their gradients check alike: `same` (the result, the
+/// gradients of the input) of the input's type, `affine` (the weight, the
+/// bias, their gradients; null where absent) of the input's trailing `rank`
+/// dims (`dims` names them in messages) and the input's element type.
+static LogicalResult
+verifyNormOperands(Operation *op, Value input, int64_t rank, StringRef dims,
+                   ArrayRef<std::pair<Value, const char *>> same,
+                   ArrayRef<std::pair<Value, const char *>> affine) {
+  RankedTensorType type = tensorType(input);
+  for (auto [value, name] : same)
+    if (value.getType() != type)
+      return op->emitOpError(name) << " type " << value.getType()
+                                   << " differs from the input type " << type;
+  ArrayRef<int64_t> normalized = type.getShape().take_back(rank);
+  for (auto [value, name] : affine) {
+    if (!value)
+      continue;
+    if (failed(verifyShape(op, value, name, normalized, dims)) ||
+        failed(verifySameElementType(op, value, name, input, "input")))
+      return failure();
+  }
+  return success();
+}
+
+/// layer_norm and its gradient: normalized_rank within the input's rank,
+/// the operands (verifyNormOperands), eps positive.
 static LogicalResult
 verifyLayerNorm(Operation *op, Value input, int64_t rank, double eps,
                 ArrayRef<std::pair<Value, const char *>> same,
@@ -498,18 +519,9 @@ verifyLayerNorm(Operation *op, Value input, int64_t rank, double eps,
     return op->emitOpError("normalized_rank ")
            << rank << " is not in [1, " << type.getRank()
            << "] for input shape " << shapeString(type.getShape());
-  for (auto [value, name] : same)
-    if (value.getType() != type)
-      return op->emitOpError(name) << " type " << value.getType()
-                                   << " differs from the input type " << type;
-  ArrayRef<int64_t> normalized = type.getShape().take_back(rank);
-  for (auto [value, name] : affine) {
-    if (!value)
-      continue;
-    if (failed(verifyShape(op, value, name, normalized, "normalized shape")) ||
-        failed(verifySameElementType(op, value, name, input, "input")))
-      return failure();
-  }
+  if (failed(verifyNormOperands(op, input, rank, "normalized shape", same,
+                                affine)))
+    return failure();
   if (!(eps > 0) || !std::isfinite(eps))
     return op->emitOpError("eps must be positive and finite, got ")
            << numberString(eps);
@@ -531,24 +543,32 @@ LogicalResult LayerNormGradOp::verify() {
                           {getGradBias(), "grad_bias"}});
 }
 
-LogicalResult RmsNormOp::verify() {
-  RankedTensorType input = tensorType(getInput());
-  if (failed(verifyRank(*this, getInput(), "input", 1, /*atLeast=*/true)))
+/// rms_norm and its gradient: over the last dim of an input of rank 1 or
+/// more, the operands (verifyNormOperands), eps non-negative (LLaMA-style
+/// modules may add none).
+static LogicalResult
+verifyRmsNorm(Operation *op, Value input, double eps,
+              ArrayRef<std::pair<Value, const char *>> same,
+              ArrayRef<std::pair<Value, const char *>> affine) {
+  if (failed(verifyRank(op, input, "input", 1, /*atLeast=*/true)) ||
+      failed(verifyNormOperands(op, input, 1, "last dim", same, affine)))
     return failure();
-  if (input != getType())
-    return emitOpError("result type ")
-           << getType() << " differs from the input type " << input;
-  if (Value weight = getWeight())
-    if (failed(verifyShape(*this, weight, "weight",
-                           input.getShape().take_back(), "last dim")) ||
-        failed(verifySameElementType(*this, weight, "weight", getInput(),
-                                     "input")))
-      return failure();
-  double eps = getEps().convertToDouble();
   if (!(eps >= 0) || !std::isfinite(eps))
-    return emitOpError("eps must be non-negative and finite, got ")
+    return op->emitOpError("eps must be non-negative and finite, got ")
            << numberString(eps);
   return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyRmsNorm(*this, getInput(), getEps().convertToDouble(),
+                       {{getResult(), "result"}}, {{getWeight(), "weight"}});
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyRmsNorm(
+      *this, getInput(), getEps().convertToDouble(),
+      {{getGrad(), "grad"}, {getGradInput(), "grad_input"}},
+      {{getWeight(), "weight"}, {getGradWeight(), "grad_weight"}});
 }
 
 LogicalResult SoftmaxOp::verify() {

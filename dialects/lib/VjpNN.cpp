@@ -14,15 +14,6 @@ using namespace mlir;
 
 namespace slapo {
 
-namespace {
-
-/// [first, first + 1, ..., end - 1].
-SmallVector<int64_t> dimRange(int64_t first, int64_t end) {
-  return llvm::to_vector(llvm::seq<int64_t>(first, end));
-}
-
-} // namespace
-
 LogicalResult LinearOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   // With the leading dims of input and gradient flattened into rows:
@@ -130,24 +121,18 @@ LogicalResult LayerNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult RmsNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
-  // With rstd = rsqrt(mean(x^2) + eps), xhat = x * rstd and d = grad *
-  // weight, over the last dim: x' = rstd * (d - xhat * mean(d * xhat)),
-  // weight' = sum(grad * xhat) over the leading dims. rstd is recomputed.
-  TensorBuilder g(builder, getLoc());
-  Value grad = singleResultGrad(resultGrads), input = getInput();
-  int64_t last = rankOf(input) - 1;
-  Value rstd = g.unary<RsqrtOp>(
-      g.add(g.mean(g.mul(input, input), {last}, /*keepdim=*/true),
-            g.scalarLike(getEps().convertToDouble(), input)));
-  Value normalizedInput = g.mul(input, rstd);
-  Value scaledGrad = getWeight() ? g.mul(grad, getWeight()) : grad;
-  Value meanProjection =
-      g.mean(g.mul(scaledGrad, normalizedInput), {last}, /*keepdim=*/true);
-  operandGrads.push_back(
-      g.mul(rstd, g.sub(scaledGrad, g.mul(normalizedInput, meanProjection))));
+  // One op, the fused kernel's (its description has the formulas), as for
+  // layer_norm: it recomputes each row's rstd from the input.
+  Value input = getInput();
+  RankedTensorType inputType = tensorType(input);
+  auto lastDim = RankedTensorType::get(inputType.getShape().take_back(),
+                                       inputType.getElementType());
+  auto grad = builder.create<RmsNormGradOp>(getLoc(), inputType, lastDim,
+                                            singleResultGrad(resultGrads),
+                                            input, getWeight(), getEpsAttr());
+  operandGrads.push_back(grad.getGradInput());
   if (getWeight())
-    operandGrads.push_back(g.sum(g.mul(grad, normalizedInput),
-                                 dimRange(0, last), /*keepdim=*/false));
+    operandGrads.push_back(grad.getGradWeight());
   return success();
 }
 

@@ -93,6 +93,13 @@ void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
   SLAPO_CPU_DISPATCH(rmsNorm, input, weight, out, eps);
 }
 
+void rmsNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
+                 const Tensor &weight, const Tensor &gradInput,
+                 const Tensor &gradWeight, double eps) {
+  SLAPO_CPU_DISPATCH(rmsNormGrad, grad, input, weight, gradInput, gradWeight,
+                     eps);
+}
+
 void softmax(Context &ctx, const Tensor &input, const Tensor &out,
              int64_t dim) {
   SLAPO_CPU_DISPATCH(softmax, input, out, dim);

@@ -65,12 +65,21 @@ void embeddingGrad(Context &ctx, const Tensor &grad, const Tensor &indices,
 
 namespace {
 
-/// A layer norm row's mean and 1 / sqrt(biased variance + eps), each rounded
-/// once to the compute type `C`: forward and backward see the same.
-template <typename C> struct RowMoments { C mean, rstd; };
+/// A row's center (its mean; 0 for the RMS norm) and 1 / sqrt(variance +
+/// eps), each rounded once to the compute type `C`: forward and backward
+/// see the same.
+template <typename C> struct RowMoments { C center, rstd; };
 
-template <typename C, typename T>
+template <bool Rms, typename C, typename T>
 RowMoments<C> getRowMoments(const T *x, int64_t size, double eps) {
+  if constexpr (Rms) {
+    double squares = 0;
+    for (int64_t i = 0; i < size; ++i)
+      squares += double(load(x[i])) * load(x[i]);
+    // The mean, eps and rsqrt rounded as the module's own ops round them,
+    // in the element's compute type.
+    return {C(0), C(1) / std::sqrt(C(squares / size) + C(eps))};
+  }
   // Two passes in f64: the mean, then the biased variance about it.
   double sum = 0;
   for (int64_t i = 0; i < size; ++i)
@@ -84,20 +93,15 @@ RowMoments<C> getRowMoments(const T *x, int64_t size, double eps) {
   return {C(mean), C(1.0 / std::sqrt(squares / size + eps))};
 }
 
-/// The number of elements in the trailing `normalizedRank` dims of `input`.
-int64_t getNormalizedSize(const Tensor &input, int64_t normalizedRank) {
-  int rank = input.getRank();
-  return product(input.shape, rank - int(normalizedRank), rank);
-}
-
-} // namespace
-
-void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
-               const Tensor &bias, const Tensor &out, int64_t normalizedRank,
-               double eps) {
-  int64_t size = getNormalizedSize(input, normalizedRank);
+/// Normalizes the rows of `size` elements of `input` into `out`: (x -
+/// center) * rstd, then times the weight and plus the bias where given (a
+/// center of 0 subtracts nothing, exactly).
+template <bool Rms>
+void normalizeRows(Context &ctx, const char *kernel, const Tensor &input,
+                   const Tensor &weight, const Tensor &bias, const Tensor &out,
+                   int64_t size, double eps) {
   int64_t rows = size ? input.getNumElements() / size : 0;
-  dispatch(FloatTypes(), input.dtype, "layerNorm", [&](auto tag) {
+  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
     const T *in = input.as<T>();
@@ -108,7 +112,7 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
       for (int64_t row = begin; row < end; ++row) {
         const T *x = in + row * size;
         T *y = result + row * size;
-        auto [center, rstd] = getRowMoments<C>(x, size, eps);
+        auto [center, rstd] = getRowMoments<Rms, C>(x, size, eps);
         for (int64_t i = 0; i < size; ++i) {
           C value = (load(x[i]) - center) * rstd;
           if (gamma)
@@ -122,32 +126,36 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
   });
 }
 
-void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
-                   const Tensor &weight, const Tensor &gradInput,
-                   const Tensor &gradWeight, const Tensor &gradBias,
-                   int64_t normalizedRank, double eps) {
-  int64_t size = getNormalizedSize(input, normalizedRank);
+/// The gradients of normalizeRows<Rms> (the formulas: the descriptions of
+/// slapo.layer_norm_grad and slapo.rms_norm_grad, the RMS norm's without
+/// the mean of the scaled gradient). Null gradients are not computed.
+template <bool Rms>
+void normalizeRowsGrad(Context &ctx, const char *kernel, const Tensor &grad,
+                       const Tensor &input, const Tensor &weight,
+                       const Tensor &gradInput, const Tensor &gradWeight,
+                       const Tensor &gradBias, int64_t size, double eps) {
   int64_t rows = size ? input.getNumElements() / size : 0;
-  dispatch(FloatTypes(), input.dtype, "layerNormGrad", [&](auto tag) {
+  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
     const T *in = input.as<T>();
     const T *dy = grad.as<T>();
     const T *gamma = weight.as<T>();
     std::vector<RowMoments<C>> moments(rows);
-    // The input's gradient, row by row: the moments, the two row means of
-    // the scaled gradient, then the row.
+    // The input's gradient, row by row: the moments, the row means of the
+    // scaled gradient, then the row.
     parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         const T *x = in + row * size;
         const T *g = dy + row * size;
         T *dx = gradInput.as<T>() + row * size;
-        moments[row] = getRowMoments<C>(x, size, eps);
+        moments[row] = getRowMoments<Rms, C>(x, size, eps);
         auto [center, rstd] = moments[row];
         double sum = 0, projection = 0;
         for (int64_t i = 0; i < size; ++i) {
           C scaled = gamma ? C(load(g[i]) * load(gamma[i])) : C(load(g[i]));
-          sum += scaled;
+          if constexpr (!Rms)
+            sum += scaled;
           projection += scaled * ((load(x[i]) - center) * rstd);
         }
         C meanScaled = C(sum / size), meanProjection = C(projection / size);
@@ -185,35 +193,42 @@ void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
   });
 }
 
+/// The number of elements in the trailing `normalizedRank` dims of `input`.
+int64_t getNormalizedSize(const Tensor &input, int64_t normalizedRank) {
+  int rank = input.getRank();
+  return product(input.shape, rank - int(normalizedRank), rank);
+}
+
+} // namespace
+
+void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
+               const Tensor &bias, const Tensor &out, int64_t normalizedRank,
+               double eps) {
+  normalizeRows<false>(ctx, "layerNorm", input, weight, bias, out,
+                       getNormalizedSize(input, normalizedRank), eps);
+}
+
+void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
+                   const Tensor &weight, const Tensor &gradInput,
+                   const Tensor &gradWeight, const Tensor &gradBias,
+                   int64_t normalizedRank, double eps) {
+  normalizeRowsGrad<false>(ctx, "layerNormGrad", grad, input, weight, gradInput,
+                           gradWeight, gradBias,
+                           getNormalizedSize(input, normalizedRank), eps);
+}
+
 void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
              const Tensor &out, double eps) {
-  int64_t size = input.shape[input.getRank() - 1];
-  int64_t rows = size ? input.getNumElements() / size : 0;
-  dispatch(FloatTypes(), input.dtype, "rmsNorm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = Compute<T>;
-    const T *in = input.as<T>();
-    const T *gamma = weight.as<T>();
-    T *result = out.as<T>();
-    parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const T *x = in + row * size;
-        T *y = result + row * size;
-        double squares = 0;
-        for (int64_t i = 0; i < size; ++i)
-          squares += double(load(x[i])) * load(x[i]);
-        // The mean, eps and rsqrt rounded as the module's own ops round
-        // them, in the element's compute type.
-        C rstd = C(1) / std::sqrt(C(squares / size) + C(eps));
-        for (int64_t i = 0; i < size; ++i) {
-          C value = load(x[i]) * rstd;
-          if (gamma)
-            value = load(gamma[i]) * value;
-          y[i] = store<T>(value);
-        }
-      }
-    });
-  });
+  normalizeRows<true>(ctx, "rmsNorm", input, weight, Tensor(), out,
+                      getNormalizedSize(input, 1), eps);
+}
+
+void rmsNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
+                 const Tensor &weight, const Tensor &gradInput,
+                 const Tensor &gradWeight, double eps) {
+  normalizeRowsGrad<true>(ctx, "rmsNormGrad", grad, input, weight, gradInput,
+                          gradWeight, Tensor(), getNormalizedSize(input, 1),
+                          eps);
 }
 
 namespace {

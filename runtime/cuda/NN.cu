@@ -208,11 +208,12 @@ __global__ void normKernel(int64_t rows, int64_t size, double eps,
   }
 }
 
-/// The input's gradient of a layer norm, one block per row (the formulas:
-/// slapo.layer_norm_grad's description); each row's moments are kept in
-/// `moments` for the column sums.
-template <typename T>
-__global__ void layerNormGradKernel(int64_t rows, int64_t size, double eps,
+/// The input's gradient of a layer norm (RMS norm: `Rms`), one block per row
+/// (the formulas: slapo.layer_norm_grad's and slapo.rms_norm_grad's
+/// descriptions, the RMS norm's without the mean of the scaled gradient);
+/// each row's moments are kept in `moments` for the column sums.
+template <bool Rms, typename T>
+__global__ void normGradKernel(int64_t rows, int64_t size, double eps,
                                     const T *in, const T *dy, const T *gamma,
                                     T *dx, RowMoments<Compute<T>> *moments) {
   using C = Compute<T>;
@@ -222,17 +223,18 @@ __global__ void layerNormGradKernel(int64_t rows, int64_t size, double eps,
     const T *x = in + row * size;
     const T *g = dy + row * size;
     T *d = dx + row * size;
-    RowMoments<C> m = getRowMoments<false>(x, size, eps, shared);
+    RowMoments<C> m = getRowMoments<Rms>(x, size, eps, shared);
     auto scaledAt = [&](int64_t i) {
       return gamma ? C(load(g[i]) * load(gamma[i])) : C(load(g[i]));
     };
     A sum = 0, projection = 0;
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
       C scaled = scaledAt(i);
-      sum += scaled;
+      if constexpr (!Rms)
+        sum += scaled;
       projection += scaled * ((load(x[i]) - m.center) * m.rstd);
     }
-    C meanScaled = C(blockReduce(sum, Add(), A(0), shared) / A(size));
+    C meanScaled = Rms ? C(0) : C(blockReduce(sum, Add(), A(0), shared) / A(size));
     C meanProjection =
         C(blockReduce(projection, Add(), A(0), shared) / A(size));
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
@@ -245,10 +247,10 @@ __global__ void layerNormGradKernel(int64_t rows, int64_t size, double eps,
   }
 }
 
-/// The weight's and the bias's gradients of a layer norm: one thread per
-/// column, summing its rows in order.
+/// The weight's and the bias's gradients of a norm: one thread per column,
+/// summing its rows in order.
 template <typename T>
-__global__ void layerNormAffineGradKernel(int64_t rows, int64_t size,
+__global__ void normAffineGradKernel(int64_t rows, int64_t size,
                                           const T *in, const T *dy,
                                           const RowMoments<Compute<T>> *moments,
                                           T *dgamma, T *dbeta) {
@@ -288,6 +290,37 @@ void launchNorm(Context &ctx, const char *kernel, const Tensor &input,
   });
 }
 
+/// The gradients of launchNorm<Rms>'s rows of `size` elements; null
+/// gradients of the weight and the bias are not computed.
+template <bool Rms>
+void launchNormGrad(Context &ctx, const char *kernel, const Tensor &grad,
+                    const Tensor &input, const Tensor &weight,
+                    const Tensor &gradInput, const Tensor &gradWeight,
+                    const Tensor &gradBias, int64_t size, double eps) {
+  int64_t rows = size ? input.getNumElements() / size : 0;
+  if (rows == 0)
+    return;
+  cudaStream_t stream = ctx.getStream();
+  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Moments = RowMoments<Compute<T>>;
+    auto *moments = static_cast<Moments *>(ctx.getImpl().getScratch(
+        Scratch::Partials, sizeof(Moments) * rows, stream));
+    normGradKernel<Rms><<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4),
+                          0, stream>>>(rows, size, eps, input.as<T>(),
+                                       grad.as<T>(), weight.as<T>(),
+                                       gradInput.as<T>(), moments);
+    checkLaunch(kernel);
+    if (!gradWeight.data && !gradBias.data)
+      return;
+    normAffineGradKernel<<<getGridSize(ctx, size, kBlockSize), kBlockSize, 0,
+                           stream>>>(rows, size, input.as<T>(), grad.as<T>(),
+                                     moments, gradWeight.as<T>(),
+                                     gradBias.as<T>());
+    checkLaunch(kernel);
+  });
+}
+
 } // namespace
 
 void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
@@ -304,35 +337,24 @@ void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
                    const Tensor &gradWeight, const Tensor &gradBias,
                    int64_t normalizedRank, double eps) {
   int rank = input.getRank();
-  int64_t size = product(input.shape, rank - int(normalizedRank), rank);
-  int64_t rows = size ? input.getNumElements() / size : 0;
-  if (rows == 0)
-    return;
-  cudaStream_t stream = ctx.getStream();
-  dispatch(FloatTypes(), input.dtype, "layerNormGrad", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Moments = RowMoments<Compute<T>>;
-    auto *moments = static_cast<Moments *>(ctx.getImpl().getScratch(
-        Scratch::Partials, sizeof(Moments) * rows, stream));
-    layerNormGradKernel<<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4),
-                          0, stream>>>(rows, size, eps, input.as<T>(),
-                                       grad.as<T>(), weight.as<T>(),
-                                       gradInput.as<T>(), moments);
-    checkLaunch("layerNormGrad");
-    if (!gradWeight.data && !gradBias.data)
-      return;
-    layerNormAffineGradKernel<<<getGridSize(ctx, size, kBlockSize),
-                                kBlockSize, 0, stream>>>(
-        rows, size, input.as<T>(), grad.as<T>(), moments, gradWeight.as<T>(),
-        gradBias.as<T>());
-    checkLaunch("layerNormGrad");
-  });
+  launchNormGrad<false>(ctx, "layerNormGrad", grad, input, weight, gradInput,
+                        gradWeight, gradBias,
+                        product(input.shape, rank - int(normalizedRank), rank),
+                        eps);
 }
 
 void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
              const Tensor &out, double eps) {
   launchNorm<true>(ctx, "rmsNorm", input, weight, Tensor(), out,
                    input.shape.dims[input.getRank() - 1], eps);
+}
+
+void rmsNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
+                 const Tensor &weight, const Tensor &gradInput,
+                 const Tensor &gradWeight, double eps) {
+  launchNormGrad<true>(ctx, "rmsNormGrad", grad, input, weight, gradInput,
+                       gradWeight, Tensor(),
+                       input.shape.dims[input.getRank() - 1], eps);
 }
 
 //===----------------------------------------------------------------------===//

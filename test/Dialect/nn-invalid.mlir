@@ -81,6 +81,30 @@ func.func @layer_norm_grad_grad_type(%dy: tensor<4x4xf32>, %x: tensor<4x8xf32>) 
 
 // -----
 
+func.func @rms_norm_grad_weight_grad_shape(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{grad_weight shape [4] differs from [8], the last dim}}
+  %0:2 = slapo.rms_norm_grad %dy, %x {eps = 1.0e-6} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_input_grad_type(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{grad_input type 'tensor<4x8xbf16>' differs from the input type 'tensor<4x8xf32>'}}
+  %0:2 = slapo.rms_norm_grad %dy, %x {eps = 1.0e-6} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_eps(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{eps must be non-negative and finite, got -1}}
+  %0:2 = slapo.rms_norm_grad %dy, %x {eps = -1.0} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
 func.func @layer_norm_rank_zero(%x: tensor<4x8xf32>) {
   // expected-error @+1 {{normalized_rank 0 is not in [1, 2] for input shape [4, 8]}}
   %0 = slapo.layer_norm %x {normalized_rank = 0, eps = 1.0e-5} : (tensor<4x8xf32>) -> tensor<4x8xf32>

@@ -45,6 +45,15 @@ func.func @layer_norm_grad(%dy: tensor<2x5x32xf32>, %x: tensor<2x5x32xf32>, %g: 
   return
 }
 
+// CHECK-LABEL: func.func @rms_norm_grad
+func.func @rms_norm_grad(%dy: tensor<2x5x32xf32>, %x: tensor<2x5x32xf32>, %g: tensor<32xf32>) {
+  // CHECK-NEXT: slapo.rms_norm_grad %{{.*}}, %{{.*}} weight %{{.*}} {eps = 1.000000e-05 : f64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
+  // CHECK-NEXT: slapo.rms_norm_grad %{{.*}}, %{{.*}} {eps = 0.000000e+00 : f64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
+  %0:2 = slapo.rms_norm_grad %dy, %x weight %g {eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
+  %1:2 = slapo.rms_norm_grad %dy, %x {eps = 0.0} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
+  return
+}
+
 // CHECK-LABEL: func.func @softmax
 func.func @softmax(%x: tensor<2x4x16x16xf32>, %h: tensor<8xbf16>) {
   // CHECK-NEXT: slapo.softmax %{{.*}} {dim = 3 : i64} : tensor<2x4x16x16xf32>

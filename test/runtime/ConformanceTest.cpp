@@ -885,6 +885,32 @@ void addNN(CaseList &cases) {
           withAbsolute(1e-5));
     }
 
+  // RMS norm's gradients: the input's row by row, the weight's summed over
+  // the rows (in another order on each backend).
+  for (DType dtype : kFloatTypes)
+    for (const NormCase &c :
+         {NormCase{{6, 77}, 1, true}, NormCase{{3, 5, 24}, 1, false},
+          NormCase{{300, 64}, 1, true}, NormCase{{2, 4099}, 1, true}}) {
+      Shape weightShape = c.getParameterShape();
+      std::vector<HostTensor> inputs = {
+          random(dtype, c.shape, 138), random(dtype, c.shape, 139, -2, 3),
+          random(dtype, weightShape, 140, 0.5, 1.5)};
+      cases.add(
+          "rmsNormGrad " + describe(dtype, c.shape) +
+              (c.affine ? " with weight" : ""),
+          [=](auto &session) -> Outputs {
+            std::vector<Tensor> in;
+            for (const HostTensor &input : inputs)
+              in.push_back(session.upload(input));
+            Tensor gradInput = session.output(dtype, c.shape);
+            Tensor gradWeight = session.output(dtype, weightShape);
+            rmsNormGrad(session.ctx, in[0], in[1], c.affine ? in[2] : Tensor(),
+                        gradInput, gradWeight, 1e-6);
+            return {session.download(gradInput), session.download(gradWeight)};
+          },
+          withAbsolute(1e-4));
+    }
+
   struct SoftmaxCase {
     Shape shape;
     int64_t dim;

@@ -217,6 +217,44 @@ TEST_CASE("layer norm gradient over two dims without weight, nothing else "
     CHECK(gradInput[i] == Approx(expected.input[i]).margin(1e-5));
 }
 
+TEST_CASE("RMS norm gradients: the input's per row, the weight's summed over "
+          "the rows") {
+  // PyTorch's autograd of weight * x * rsqrt(mean(x^2) + eps), by hand in
+  // f64: with r = rsqrt(mean(x^2) + eps) and d = grad * weight,
+  // x' = r * d - x * r^3 * mean(d * x), weight' = sum(grad * x * r).
+  for (int threads : {1, 2}) {
+    Context ctx(threads);
+    const int rows = 300, size = 40;
+    const double eps = 1e-6;
+    std::vector<float> in = spreadValues(rows * size, 4);
+    std::vector<float> grad = spreadValues(rows * size, 5);
+    std::vector<float> weight = spreadValues(size, 6);
+    std::vector<float> gradInput(rows * size), gradWeight(size);
+    rmsNormGrad(ctx, Tensor(grad.data(), DType::F32, {rows, size}),
+                Tensor(in.data(), DType::F32, {rows, size}),
+                Tensor(weight.data(), DType::F32, {size}),
+                Tensor(gradInput.data(), DType::F32, {rows, size}),
+                Tensor(gradWeight.data(), DType::F32, {size}), eps);
+    std::vector<double> expectedWeight(size);
+    for (int row = 0; row < rows; ++row) {
+      const float *x = in.data() + row * size, *g = grad.data() + row * size;
+      double squares = 0, dx = 0;
+      for (int i = 0; i < size; ++i) {
+        squares += double(x[i]) * x[i];
+        dx += double(g[i]) * weight[i] * x[i];
+      }
+      double r = 1 / std::sqrt(squares / size + eps);
+      for (int i = 0; i < size; ++i) {
+        double expected = r * g[i] * weight[i] - x[i] * r * r * r * dx / size;
+        REQUIRE(gradInput[row * size + i] == Approx(expected).margin(1e-4));
+        expectedWeight[i] += double(g[i]) * x[i] * r;
+      }
+    }
+    for (int i = 0; i < size; ++i)
+      REQUIRE(gradWeight[i] == Approx(expectedWeight[i]).epsilon(1e-5));
+  }
+}
+
 namespace {
 
 /// softmax of `line` (log-softmax with `log`), in f64.

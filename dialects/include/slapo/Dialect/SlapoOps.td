@@ -486,6 +486,27 @@ def Slapo_RmsNormOp : Slapo_Op<"rms_norm", [Pure, Slapo_Differentiable,
   let hasVerifier = 1;
 }
 
+def Slapo_RmsNormGradOp : Slapo_Op<"rms_norm_grad", [Pure]> {
+  let summary = "the gradients of rms_norm's input and weight";
+  let description = [{
+    With each row's rstd = rsqrt(mean(x^2) + eps) over the last dim of
+    `input` (recomputed as slapo.rms_norm computes it), xhat = x * rstd and
+    d = grad * weight (grad without a weight): grad_input = rstd * (d - xhat
+    * mean(d * xhat)) row by row, grad_weight = sum(grad * xhat) over the
+    rows (shape: the last dim; read only where the norm has a weight).
+    What slapo.rms_norm's gradient rule builds: one pass per row and one
+    reduction over the rows, where the formulas are ten ops as large as the
+    input.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$grad, Slapo_FloatTensor:$input,
+                       Optional<Slapo_FloatTensor>:$weight, F64Attr:$eps);
+  let results = (outs Slapo_FloatTensor:$grad_input,
+                      Slapo_FloatTensor:$grad_weight);
+  let assemblyFormat = "$grad `,` $input (`weight` $weight^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class Slapo_SoftmaxLikeOp<string mnemonic>
     : Slapo_Op<mnemonic, [Pure, SameOperandsAndResultType,
                           Slapo_Differentiable, Slapo_Shardable]> {
