@@ -344,6 +344,26 @@ void printMemoryPlan(mlir::ModuleOp planned, int64_t first, int64_t ranks,
        << " GFLOP of matmuls more per step\n";
 }
 
+/// The estimated cost of pipeline stage `stage` of `planned`'s pipeline
+/// (slapo-cut-pipeline-stage's), against its most expensive stage's.
+void printStageCost(mlir::ModuleOp planned, size_t stage,
+                    llvm::raw_ostream &os) {
+  auto balance =
+      planned->getAttrOfType<mlir::DictionaryAttr>(kPipelineBalanceAttrName);
+  llvm::SmallVector<int64_t> flops = llvm::to_vector(llvm::map_range(
+      balance.getAs<mlir::ArrayAttr>(kStageFlopsKey)
+          .getAsValueRange<mlir::IntegerAttr>(),
+      [](const llvm::APInt &value) { return value.getSExtValue(); }));
+  int64_t costliest = *std::max_element(flops.begin(), flops.end());
+  os << "pipeline stage " << stage << ": estimated "
+     << formatFlops(flops[stage])
+     << " of contractions per microbatch, forward and backward";
+  if (costliest)
+    os << llvm::formatv(" ({0:f2} of the most expensive stage's)",
+                        double(flops[stage]) / costliest);
+  os << "\n";
+}
+
 /// One run of slapoc, as a sequence of stages. Each stage returns
 /// Outcome::Success to go on, or how the compilation ended. The schedule, if
 /// any, is the main buffer of `sourceMgr`; its diagnostics go through
@@ -781,6 +801,9 @@ Outcome Compilation::publishOutput() {
   }
   llvm::outs() << "slapoc: wrote " << options.output << " (" << written
                << "; run it with " << options.output << "/launch)\n";
+  for (size_t stage = 0; programs.size() > 1 && stage < programs.size();
+       ++stage)
+    printStageCost(programs[stage], stage, llvm::outs());
   for (auto [stage, program] : llvm::enumerate(programs)) {
     if (programs.size() > 1)
       llvm::outs() << "pipeline stage " << stage << ": ";

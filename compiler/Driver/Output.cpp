@@ -712,6 +712,23 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
             });
         }
       });
+    // How balanced the pipeline stages are, as slapo-cut-pipeline-stage
+    // estimates (the FLOPs of one microbatch's contractions, forward and
+    // backward), and the cuts it finds best balanced.
+    if (auto balance = firstStage->getAttrOfType<mlir::DictionaryAttr>(
+            kPipelineBalanceAttrName))
+      json.attributeObject("pipeline_balance", [&] {
+        for (mlir::NamedAttribute entry : balance)
+          json.attributeArray(entry.getName().getValue(), [&] {
+            for (mlir::Attribute element :
+                 entry.getValue().cast<mlir::ArrayAttr>()) {
+              if (auto integer = element.dyn_cast<mlir::IntegerAttr>())
+                json.value(integer.getInt());
+              else
+                json.value(element.cast<mlir::StringAttr>().getValue());
+            }
+          });
+      });
     json.attributeObject("build", [&] {
       json.attribute("target", build.target);
       if (build.target == "cuda")

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "ActiveValues.h"
+
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 
@@ -67,9 +69,6 @@ public:
   }
 
 private:
-  /// Marks the float values that depend on a trainable parameter: only
-  /// they have gradients worth building.
-  void findActiveValues(SymbolTable &symbols);
   LogicalResult differentiate(Operation *op, ArrayRef<Value> resultGrads);
   /// Adds `grad` to the gradient `sum` (null while there is none).
   void accumulate(Value &sum, Value grad, Location loc);
@@ -82,23 +81,6 @@ private:
   /// (-1: no stages).
   DenseMap<StringAttr, std::map<int64_t, Value>> paramGrads;
 };
-
-void ReverseSweep::findActiveValues(SymbolTable &symbols) {
-  for (Operation &op : block) {
-    bool fromParam = false;
-    if (auto getParam = dyn_cast<GetParamOp>(op)) {
-      auto param = symbols.lookup<ParamOp>(getParam.getName());
-      fromParam = param && !param.getBuffer();
-    }
-    bool dependsOnActive = llvm::any_of(
-        op.getOperands(), [&](Value operand) { return active.count(operand); });
-    if (!fromParam && !dependsOnActive)
-      continue;
-    for (Value result : op.getResults())
-      if (isFloatTensor(result.getType()))
-        active.insert(result);
-  }
-}
 
 void ReverseSweep::accumulate(Value &sum, Value grad, Location loc) {
   sum = sum ? builder.create<AddOp>(loc, grad.getType(), sum, grad) : grad;
@@ -137,7 +119,7 @@ LogicalResult ReverseSweep::differentiate(Operation *op,
 }
 
 LogicalResult ReverseSweep::run(Value loss, SymbolTable &symbols) {
-  findActiveValues(symbols);
+  active = findActiveValues(block, symbols);
   if (!active.count(loss))
     return success();
   auto lossType = loss.getType().cast<RankedTensorType>();

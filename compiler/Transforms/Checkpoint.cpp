@@ -62,29 +62,10 @@ bool isBackwardOf(Operation *op, StringRef module) {
   return phase && phase.getValue() == kBackwardPhase && isInModule(op, module);
 }
 
-/// 2 * M * N * K of a contraction, 0 for any other op.
-int64_t getMatmulFlops(Operation *op) {
-  auto elements = [&] {
-    return op->getResult(0).getType().cast<RankedTensorType>().getNumElements();
-  };
-  if (auto linear = dyn_cast<LinearOp>(op))
-    return 2 * elements() *
-           linear.getInput()
-               .getType()
-               .cast<RankedTensorType>()
-               .getShape()
-               .back();
-  if (auto matmul = dyn_cast<MatmulOp>(op)) {
-    ArrayRef<int64_t> lhs =
-        matmul.getLhs().getType().cast<RankedTensorType>().getShape();
-    // The contracted dim is the permuted lhs's last one.
-    int64_t contracted = lhs.size() - 1;
-    if (std::optional<ArrayRef<int64_t>> permutation =
-            matmul.getLhsPermutation())
-      contracted = (*permutation)[lhs.size() - 1];
-    return 2 * elements() * lhs[contracted];
-  }
-  return 0;
+/// The FLOPs of recomputing `op`: its contractions'.
+int64_t getRecomputedFlops(Operation *op) {
+  auto contraction = dyn_cast<FlopCountOpInterface>(op);
+  return contraction ? contraction.getForwardFlops() : 0;
 }
 
 /// What checkpointing `module` in `step` clones, or the reason it cannot be
@@ -174,7 +155,7 @@ Analysis analyze(func::FuncOp step, StringRef module) {
   for (Operation &op : block)
     if (needed.contains(&op)) {
       perMicrobatch[getMicrobatch(&op)].push_back(&op);
-      recomputation.matmulFlops += getMatmulFlops(&op);
+      recomputation.matmulFlops += getRecomputedFlops(&op);
     }
   for (auto &[microbatch, ops] : perMicrobatch)
     recomputation.perMicrobatch.push_back(std::move(ops));

@@ -82,6 +82,17 @@ bool interleavesForwardAndBackward(mlir::func::FuncOp step);
 constexpr llvm::StringLiteral kRecomputedAttrName = "slapo.recomputed";
 constexpr llvm::StringLiteral kRecomputationAttrName = "slapo.recomputation";
 
+/// slapo-cut-pipeline-stage's estimate of how balanced its stages are (a
+/// module attribute): the modules cut after, each stage's estimated FLOPs
+/// (its contractions' forward and backward, per microbatch), and the cuts
+/// whose most expensive stage costs least with their stages' FLOPs.
+constexpr llvm::StringLiteral kPipelineBalanceAttrName =
+    "slapo.pipeline_balance";
+constexpr llvm::StringLiteral kCutsKey = "cuts";
+constexpr llvm::StringLiteral kStageFlopsKey = "stage_flops";
+constexpr llvm::StringLiteral kBalancedCutsKey = "balanced_cuts";
+constexpr llvm::StringLiteral kBalancedStageFlopsKey = "balanced_stage_flops";
+
 /// Attributes of the memory plan (slapo-plan-memory): the arena offset of a
 /// persistent symbol or argument, the offsets of an op's results, and the
 /// module's summary.
@@ -133,6 +144,10 @@ int64_t getStorageBytes(mlir::Type type);
 
 /// `bytes` for people: "512 B", "3.5 KiB", "12.0 MiB", "1.50 GiB".
 std::string formatBytes(int64_t bytes);
+
+/// `flops` for people: exact below a million, where tests compute them by
+/// hand ("192 FLOP"), then "13.92 MFLOP", "1.50 GFLOP".
+std::string formatFlops(int64_t flops);
 
 /// The kernels slapo-replace knows (replace("flash_attention")), in the
 /// order the schedule documents them.

@@ -234,6 +234,17 @@ def CutPipelineStage : Pass<"slapo-cut-pipeline-stage", "::mlir::ModuleOp"> {
     one place, a cut after the last op), and a trainable parameter read by
     two stages (tied weights, as GPT-2's embedding and LM head: their
     gradients would have to be summed between the stages).
+
+    The pipeline runs at the pace of its most expensive stage. The pass
+    estimates each stage's cost per microbatch, the FLOPs of its
+    contractions' forward and backward (FlopCountOpInterface, on @forward's
+    shapes: before tensor parallelism divides them), and records it with
+    the best-balanced cuts in `slapo.pipeline_balance` on the module: `cuts`
+    and `stage_flops`, `balanced_cuts` and `balanced_stage_flops` (the cuts
+    after modules, among all that are not inside another module, whose most
+    expensive stage costs least). It warns at a cut of the most expensive
+    stage when that stage costs more than 1.2x the cheapest, naming the
+    balanced cuts if they are better.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
   let options = [

@@ -77,4 +77,30 @@ def Slapo_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def Slapo_FlopCountOpInterface : OpInterface<"FlopCountOpInterface"> {
+  let cppNamespace = "::slapo";
+  let description = [{
+    An op that contracts tensors (a matmul, a linear layer, a convolution,
+    attention): the floating-point operations it and its gradient rule
+    perform, 2 per multiply-add, for the compiler's cost estimates
+    (slapo-cut-pipeline-stage's balance of the stages, slapo-checkpoint's
+    recomputation). Other ops count as free: elementwise ops, reductions
+    and copies are bound by memory, not by arithmetic, and are a small part
+    of a transformer's FLOPs.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The FLOPs this op performs where it runs.
+      }],
+      "int64_t", "getForwardFlops", (ins)>,
+    InterfaceMethod<[{
+        The FLOPs of the contractions its gradient rule (VjpOpInterface)
+        builds when the operands for which `operandHasGradient` (one entry
+        per operand, in order) is true get a gradient.
+      }],
+      "int64_t", "getBackwardFlops",
+      (ins "::llvm::ArrayRef<bool>":$operandHasGradient)>,
+  ];
+}
+
 #endif // SLAPO_INTERFACES

@@ -28,6 +28,9 @@ def Slapo_ShardableTakingPendingBiases
     : DeclareOpInterfaceMethods<Slapo_ShardingRuleOpInterface,
                                 ["takesPendingBiases"]>;
 
+// An op whose FLOPs the cost estimates count (in dialects/lib/Flops.cpp).
+def Slapo_Contraction : DeclareOpInterfaceMethods<Slapo_FlopCountOpInterface>;
+
 // Marks the ops whose result element i is a function of the elements their
 // operands broadcast to i, with scalar math in the runtime's ElementMath.h
 // (and of i itself for slapo.dropout, whose mask is drawn for its index;
@@ -360,7 +363,7 @@ def Slapo_YieldOp : Slapo_Op<"yield", [Pure, Terminator, ReturnLike,
 //===----------------------------------------------------------------------===//
 
 def Slapo_LinearOp : Slapo_Op<"linear", [Pure, Slapo_Differentiable,
-                                         Slapo_Shardable]> {
+                                         Slapo_Shardable, Slapo_Contraction]> {
   let summary = "input[..., K] x weight[N, K]^T + bias[N]";
   let arguments = (ins Slapo_FloatTensor:$input, Slapo_FloatTensor:$weight,
                        Optional<Slapo_FloatTensor>:$bias);
@@ -371,7 +374,7 @@ def Slapo_LinearOp : Slapo_Op<"linear", [Pure, Slapo_Differentiable,
 }
 
 def Slapo_MatmulOp : Slapo_Op<"matmul", [Pure, Slapo_Differentiable,
-                                         Slapo_Shardable]> {
+                                         Slapo_Shardable, Slapo_Contraction]> {
   let summary = "batched lhs[..., M, K] x rhs[..., K, N], batch dims broadcast";
   let description = [{
     Each of `lhs_permutation`, `rhs_permutation` and `result_permutation`
@@ -555,7 +558,7 @@ def Slapo_CrossEntropyGradOp : Slapo_Op<"cross_entropy_grad", [Pure]> {
 }
 
 def Slapo_LinearCrossEntropyOp : Slapo_Op<"linear_cross_entropy",
-    [Pure, Slapo_Differentiable, Slapo_Shardable]> {
+    [Pure, Slapo_Differentiable, Slapo_Shardable, Slapo_Contraction]> {
   let summary = "cross entropy of hidden[N, H] x weight[V, H]^T (+ bias) "
                 "without the [N, V] logits";
   let description = [{
@@ -589,7 +592,8 @@ def Slapo_LinearCrossEntropyOp : Slapo_Op<"linear_cross_entropy",
 }
 
 def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
-    [Pure, AttrSizedOperandSegments, Slapo_Differentiable, Slapo_Shardable]> {
+    [Pure, AttrSizedOperandSegments, Slapo_Differentiable, Slapo_Shardable,
+     Slapo_Contraction]> {
   let summary = "softmax(masked q k^T scale) v without the [T, S] probabilities";
   let description = [{
     What slapo-replace makes of an attention module under
@@ -665,7 +669,7 @@ def Slapo_Window2d {
 }
 
 def Slapo_Conv2dOp : Slapo_Op<"conv2d", [Pure, Slapo_Differentiable,
-                                         Slapo_Shardable]> {
+                                         Slapo_Shardable, Slapo_Contraction]> {
   let summary = "2-d convolution of input[N, C, H, W] by weight[O, C/groups, kH, kW]";
   let description = [{
     torch.nn.functional.conv2d: output channel o sees the input channels of
