@@ -142,8 +142,47 @@ module {
     %36 = slapo.where %mask, %35, %low {slapo.module = "m.mask"} : (tensor<4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
     %37 = slapo.exp %36 {slapo.module = "m.mask"} : tensor<2x4xf32>
 
-    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26, %30, %34, %37 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<24x4xf32>
-    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<24x4xf32> -> tensor<f32>
+    // HF's Conv1D: the bias row added to the [B*T, N] product that the
+    // model views as [B, T, N] for the gelu. The add moves after the reshape
+    // (which keeps the last dim) and joins the gelu's loop.
+    // CHECK: %[[PROD:.*]] = slapo.matmul %[[X]], %[[W:arg4]] {slapo.module = "m.conv"}
+    // CHECK-NEXT: %[[VIEW:[0-9]+]] = slapo.reshape %[[PROD]] {slapo.module = "m.conv"} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    // CHECK-NEXT: slapo.fused %[[B:arg2]], %[[VIEW]] {slapo.module = "m.conv"} : (tensor<4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.add {{.*}} : (tensor<4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+    // CHECK-NEXT: slapo.gelu
+    // CHECK-NEXT: slapo.yield
+    %38 = slapo.matmul %x, %w {slapo.module = "m.conv"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %39 = slapo.add %b, %38 {slapo.module = "m.conv"} : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %40 = slapo.reshape %39 {slapo.module = "m.conv"} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %41 = slapo.gelu %40 <tanh> {slapo.module = "m.conv.act"} : tensor<1x2x4xf32>
+    %42 = slapo.reshape %41 : tensor<1x2x4xf32> -> tensor<2x4xf32>
+
+    // Not moved: a bias add that an op besides the reshape reads (the add
+    // joins that op's loop instead), and one whose reshape changes the last
+    // dim (the row would fall on other elements).
+    // CHECK: %[[PROD2:.*]] = slapo.matmul %[[X]], %[[W]] {slapo.module = "m.two_readers"}
+    // CHECK-NEXT: %[[SUM:.*]]:2 = slapo.fused %[[B]], %[[PROD2]] {slapo.module = "m.two_readers"}
+    // CHECK: slapo.add
+    // CHECK-NEXT: slapo.neg
+    // CHECK: slapo.reshape %[[SUM]]#0 {{.*}} -> tensor<1x2x4xf32>
+    // CHECK: %[[PROD3:.*]] = slapo.matmul %[[X]], %[[W]] {slapo.module = "m.last_dim"}
+    // CHECK-NEXT: slapo.add %[[B]], %[[PROD3]]
+    // CHECK-NEXT: slapo.reshape {{.*}} -> tensor<4x2xf32>
+    %43 = slapo.matmul %x, %w {slapo.module = "m.two_readers"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %44 = slapo.add %b, %43 {slapo.module = "m.two_readers"} : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %45 = slapo.neg %44 {slapo.module = "m.two_readers"} : tensor<2x4xf32>
+    %46 = slapo.reshape %44 {slapo.module = "m.two_readers"} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %47 = slapo.exp %46 {slapo.module = "m.two_readers"} : tensor<1x2x4xf32>
+    %48 = slapo.reshape %47 : tensor<1x2x4xf32> -> tensor<2x4xf32>
+    %49 = slapo.matmul %x, %w {slapo.module = "m.last_dim"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %50 = slapo.add %b, %49 {slapo.module = "m.last_dim"} : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %51 = slapo.reshape %50 {slapo.module = "m.last_dim"} : tensor<2x4xf32> -> tensor<4x2xf32>
+    %52 = slapo.exp %51 {slapo.module = "m.last_dim"} : tensor<4x2xf32>
+    %53 = slapo.reshape %52 : tensor<4x2xf32> -> tensor<2x4xf32>
+
+    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26, %30, %34, %37, %42, %45, %48, %53 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<32x4xf32>
+    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<32x4xf32> -> tensor<f32>
     %lr = slapo.constant dense<1.000000e-03> : tensor<f64>
     return %loss, %lr : tensor<f32>, tensor<f64>
   }
