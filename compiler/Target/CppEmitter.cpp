@@ -204,17 +204,19 @@ StringRef getScalarType(Type type) {
 /// How a fused loop reads and writes the elements of one tensor: a bf16
 /// element is widened as it is read and rounded as it is written, with the
 /// conversions of the target's cast kernel (BFloat16's round-to-nearest-even
-/// on the CPU, cuda_bf16.h's on the GPU); f32 and f64 are the values.
+/// on the CPU, cuda_bf16.h's on the GPU); f32 and f64 are the values, and
+/// so are the bools of a where's condition, which the loop keeps as bools.
 struct FusedElementAccess {
   std::string type;
+  std::string valueType;
   bool isBF16;
   bool cuda;
 
   FusedElementAccess(Type tensor, bool cuda) : cuda(cuda) {
     Type element = tensor.cast<RankedTensorType>().getElementType();
     isBF16 = element.isBF16();
-    type = isBF16 ? (cuda ? "__nv_bfloat16" : "BFloat16")
-                  : getScalarType(tensor).str();
+    valueType = element.isInteger(1) ? "bool" : getScalarType(tensor).str();
+    type = isBF16 ? (cuda ? "__nv_bfloat16" : "BFloat16") : valueType;
   }
 
   std::string widen(StringRef stored) const {
@@ -983,7 +985,7 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
     unsigned n = arg.getArgNumber();
     // A dropout's step number is read on the host (its mask's key).
     Type element = arg.getType().cast<RankedTensorType>().getElementType();
-    if (!element.isa<FloatType>())
+    if (!element.isa<FloatType>() && !element.isInteger(1))
       continue;
     FusedElementAccess access(arg.getType(), cuda);
     pointers += llvm::formatv("  const {0} *__restrict in{1} = static_cast<"
@@ -994,24 +996,24 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
       return access.widen(("in" + Twine(n) + "[" + index + "]").str());
     };
     if (indexing.count == 1)
-      constants +=
-          llvm::formatv("  const {0} a{1} = {2};\n", scalar, n, read("0"));
+      constants += llvm::formatv("  const {0} a{1} = {2};\n", access.valueType,
+                                 n, read("0"));
     else if (indexing.count == numElements)
-      loads += llvm::formatv("{2}const {0} a{1} = {3};\n", scalar, n, indent,
-                             read("i"));
+      loads += llvm::formatv("{2}const {0} a{1} = {3};\n", access.valueType, n,
+                             indent, read("i"));
     else if (cuda)
-      loads +=
-          llvm::formatv("{2}const {0} a{1} = {3};\n", scalar, n, indent,
-                        read(getBroadcastIndex("i", indexing, numElements)));
+      loads += llvm::formatv(
+          "{2}const {0} a{1} = {3};\n", access.valueType, n, indent,
+          read(getBroadcastIndex("i", indexing, numElements)));
     else if (indexing.inner == 1) {
       runStarts += llvm::formatv("    const int64_t at{0} = start % {1} - "
                                  "start;\n",
                                  n, indexing.count);
-      loads += llvm::formatv("      const {0} a{1} = {2};\n", scalar, n,
-                             read(("at" + Twine(n) + " + i").str()));
+      loads += llvm::formatv("      const {0} a{1} = {2};\n", access.valueType,
+                             n, read(("at" + Twine(n) + " + i").str()));
     } else {
       runStarts += llvm::formatv(
-          "    const {0} a{1} = {2};\n", scalar, n,
+          "    const {0} a{1} = {2};\n", access.valueType, n,
           read(getBroadcastIndex("start", indexing, numElements)));
     }
   }
@@ -1057,6 +1059,15 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
               .str());
       elements[dropout.getResult()] = name;
       ops += (ops.empty() ? "" : ", ") + std::string("dropout");
+      continue;
+    }
+    if (auto where = dyn_cast<WhereOp>(&op)) {
+      computes += llvm::formatv("{0}const {1} {2} = {3} ? {4} : {5};\n", indent,
+                                scalar, name, elements[where.getCondition()],
+                                elements[where.getOnTrue()],
+                                elements[where.getOnFalse()]);
+      elements[where.getResult()] = name;
+      ops += (ops.empty() ? "" : ", ") + std::string("where");
       continue;
     }
     if (auto cast = dyn_cast<CastOp>(&op)) {

@@ -68,6 +68,9 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
     }
     if (!kind.empty() && failed(prepareKind(step)))
       return signalPassFailure();
+    if (kind.empty())
+      sinkBiasAddsPastReshapes(step,
+                               [&](Operation *op) { return isCandidate(op); });
     std::vector<Group> groups = findGroups(step.getBody().front());
     for (Group &group : groups)
       if (group.ops.size() > 1)

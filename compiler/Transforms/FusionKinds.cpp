@@ -479,6 +479,22 @@ StringRef getFuseKindPattern(StringRef kind) {
   return known ? known->pattern : StringRef();
 }
 
+void sinkBiasAddsPastReshapes(
+    func::FuncOp step, function_ref<bool(Operation *)> isElementwiseCandidate) {
+  for (ReshapeOp reshape : llvm::to_vector(step.getOps<ReshapeOp>())) {
+    auto add = reshape.getInput().getDefiningOp<AddOp>();
+    BiasedProduct match;
+    if (!add || !add->hasOneUse() || rankOf(reshape.getResult()) == 0 ||
+        shapeOf(add.getResult()).back() !=
+            shapeOf(reshape.getResult()).back() ||
+        !matchBiasAdd(add, match) || !isElementwiseCandidate(add) ||
+        llvm::none_of(reshape->getUsers(), isElementwiseCandidate))
+      continue;
+    match.reshape = reshape;
+    splitBias(match);
+  }
+}
+
 LogicalResult prepareFuseKind(StringRef kind, func::FuncOp step,
                               StringRef module,
                               SmallPtrSetImpl<Operation *> &members,

@@ -33,6 +33,16 @@ prepareFuseKind(llvm::StringRef kind, mlir::func::FuncOp step,
                 llvm::SmallPtrSetImpl<mlir::Operation *> &members,
                 Mismatch &mismatch, mlir::Operation *&at);
 
+/// Moves each bias add (a row of the last dim added to a product) that only
+/// a reshape keeping the last dim reads after that reshape, where the add
+/// and a reader of the reshape satisfy `isElementwiseCandidate`: HF's Conv1D
+/// adds its bias to the [B*T, N] product that the model then views as
+/// [B, T, N] for the gelu or the residual add, and only ops of one shape
+/// are one loop. The values are the same, bit for bit.
+void sinkBiasAddsPastReshapes(
+    mlir::func::FuncOp step,
+    llvm::function_ref<bool(mlir::Operation *)> isElementwiseCandidate);
+
 } // namespace slapo
 
 #endif // SLAPO_TRANSFORMS_FUSIONKINDS_H

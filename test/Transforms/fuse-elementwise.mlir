@@ -87,8 +87,102 @@ module {
     %25 = slapo.cast %24 : tensor<2x4xbf16> -> tensor<2x4xf32>
     %26 = slapo.reshape %21 : tensor<2x3x4xf32> -> tensor<6x4xf32>
 
-    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>) -> tensor<18x4xf32>
-    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<18x4xf32> -> tensor<f32>
+    // Microbatches do not mix: the chain of microbatch 0 and the one of
+    // microbatch 1 that continues it are two groups (one group would keep
+    // the first microbatch's values live until the second's ops).
+    // CHECK: %[[MB0:.*]] = slapo.fused %[[X]] {slapo.module = "m.micro"}
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.exp {{.*}}slapo.microbatch = 0
+    // CHECK-NEXT: slapo.neg {{.*}}slapo.microbatch = 0
+    // CHECK-NEXT: slapo.yield
+    // CHECK: slapo.fused %[[MB0]] {slapo.module = "m.micro"}
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.tanh {{.*}}slapo.microbatch = 1
+    // CHECK-NEXT: slapo.abs {{.*}}slapo.microbatch = 1
+    // CHECK-NEXT: slapo.yield
+    %27 = slapo.exp %x {slapo.microbatch = 0 : i64, slapo.module = "m.micro"} : tensor<2x4xf32>
+    %28 = slapo.neg %27 {slapo.microbatch = 0 : i64, slapo.module = "m.micro"} : tensor<2x4xf32>
+    %29 = slapo.tanh %28 {slapo.microbatch = 1 : i64, slapo.module = "m.micro"} : tensor<2x4xf32>
+    %30 = slapo.abs %29 {slapo.microbatch = 1 : i64, slapo.module = "m.micro"} : tensor<2x4xf32>
+
+    // Blocks of a module list do not mix: block 0's chain and block 1's
+    // that continues it are two groups, each within its block (the emitter
+    // writes the blocks as one function); the submodules of one block join.
+    // CHECK: %[[B0:.*]] = slapo.fused %[[X]] {slapo.module = "h.0"}
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.sqrt {{.*}}{slapo.module = "h.0.mlp"}
+    // CHECK-NEXT: slapo.log {{.*}}{slapo.module = "h.0"}
+    // CHECK-NEXT: slapo.yield
+    // CHECK: slapo.fused %[[B0]] {slapo.module = "h.1"}
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.sin {{.*}}{slapo.module = "h.1.attn"}
+    // CHECK-NEXT: slapo.cos {{.*}}{slapo.module = "h.1.mlp"}
+    // CHECK-NEXT: slapo.yield
+    %31 = slapo.sqrt %x {slapo.module = "h.0.mlp"} : tensor<2x4xf32>
+    %32 = slapo.log %31 {slapo.module = "h.0"} : tensor<2x4xf32>
+    %33 = slapo.sin %32 {slapo.module = "h.1.attn"} : tensor<2x4xf32>
+    %34 = slapo.cos %33 {slapo.module = "h.1.mlp"} : tensor<2x4xf32>
+
+    // A where joins the chain, its bool condition an operand of the group
+    // (broadcast as a row), as attention's scale and causal mask do.
+    // CHECK: %[[CMP:.*]] = slapo.compare <gt>
+    // CHECK: slapo.fused %[[X]], %{{.*}}, %[[CMP]], %{{.*}} {slapo.module = "m.mask"} : (tensor<2x4xf32>, tensor<f32>, tensor<4xi1>, tensor<f32>) -> tensor<2x4xf32>
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.div
+    // CHECK-NEXT: slapo.where
+    // CHECK-NEXT: slapo.exp
+    // CHECK-NEXT: slapo.yield
+    %low = slapo.constant dense<-1.000000e+04> : tensor<f32>
+    %row = slapo.slice %y {dim = 0 : i64, start = 0 : i64, end = 1 : i64, step = 1 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
+    %row1 = slapo.reshape %row : tensor<1x4xf32> -> tensor<4xf32>
+    %xrow = slapo.slice %x {dim = 0 : i64, start = 0 : i64, end = 1 : i64, step = 1 : i64} : tensor<2x4xf32> -> tensor<1x4xf32>
+    %xrow1 = slapo.reshape %xrow : tensor<1x4xf32> -> tensor<4xf32>
+    %mask = slapo.compare <gt> %xrow1, %row1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+    %35 = slapo.div %x, %half {slapo.module = "m.mask"} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+    %36 = slapo.where %mask, %35, %low {slapo.module = "m.mask"} : (tensor<4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+    %37 = slapo.exp %36 {slapo.module = "m.mask"} : tensor<2x4xf32>
+
+    // HF's Conv1D: the bias row added to the [B*T, N] product that the
+    // model views as [B, T, N] for the gelu. The add moves after the reshape
+    // (which keeps the last dim) and joins the gelu's loop.
+    // CHECK: %[[PROD:.*]] = slapo.matmul %[[X]], %[[W:arg4]] {slapo.module = "m.conv"}
+    // CHECK-NEXT: %[[VIEW:[0-9]+]] = slapo.reshape %[[PROD]] {slapo.module = "m.conv"} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    // CHECK-NEXT: slapo.fused %[[B:arg2]], %[[VIEW]] {slapo.module = "m.conv"} : (tensor<4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.add {{.*}} : (tensor<4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+    // CHECK-NEXT: slapo.gelu
+    // CHECK-NEXT: slapo.yield
+    %38 = slapo.matmul %x, %w {slapo.module = "m.conv"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %39 = slapo.add %b, %38 {slapo.module = "m.conv"} : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %40 = slapo.reshape %39 {slapo.module = "m.conv"} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %41 = slapo.gelu %40 <tanh> {slapo.module = "m.conv.act"} : tensor<1x2x4xf32>
+    %42 = slapo.reshape %41 : tensor<1x2x4xf32> -> tensor<2x4xf32>
+
+    // Not moved: a bias add that an op besides the reshape reads (the add
+    // joins that op's loop instead), and one whose reshape changes the last
+    // dim (the row would fall on other elements).
+    // CHECK: %[[PROD2:.*]] = slapo.matmul %[[X]], %[[W]] {slapo.module = "m.two_readers"}
+    // CHECK-NEXT: %[[SUM:.*]]:2 = slapo.fused %[[B]], %[[PROD2]] {slapo.module = "m.two_readers"}
+    // CHECK: slapo.add
+    // CHECK-NEXT: slapo.neg
+    // CHECK: slapo.reshape %[[SUM]]#0 {{.*}} -> tensor<1x2x4xf32>
+    // CHECK: %[[PROD3:.*]] = slapo.matmul %[[X]], %[[W]] {slapo.module = "m.last_dim"}
+    // CHECK-NEXT: slapo.add %[[B]], %[[PROD3]]
+    // CHECK-NEXT: slapo.reshape {{.*}} -> tensor<4x2xf32>
+    %43 = slapo.matmul %x, %w {slapo.module = "m.two_readers"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %44 = slapo.add %b, %43 {slapo.module = "m.two_readers"} : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %45 = slapo.neg %44 {slapo.module = "m.two_readers"} : tensor<2x4xf32>
+    %46 = slapo.reshape %44 {slapo.module = "m.two_readers"} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %47 = slapo.exp %46 {slapo.module = "m.two_readers"} : tensor<1x2x4xf32>
+    %48 = slapo.reshape %47 : tensor<1x2x4xf32> -> tensor<2x4xf32>
+    %49 = slapo.matmul %x, %w {slapo.module = "m.last_dim"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %50 = slapo.add %b, %49 {slapo.module = "m.last_dim"} : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %51 = slapo.reshape %50 {slapo.module = "m.last_dim"} : tensor<2x4xf32> -> tensor<4x2xf32>
+    %52 = slapo.exp %51 {slapo.module = "m.last_dim"} : tensor<4x2xf32>
+    %53 = slapo.reshape %52 : tensor<4x2xf32> -> tensor<2x4xf32>
+
+    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26, %30, %34, %37, %42, %45, %48, %53 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<32x4xf32>
+    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<32x4xf32> -> tensor<f32>
     %lr = slapo.constant dense<1.000000e-03> : tensor<f64>
     return %loss, %lr : tensor<f32>, tensor<f64>
   }

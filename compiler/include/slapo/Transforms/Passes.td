@@ -554,6 +554,10 @@ def FuseElementwise : Pass<"slapo-fuse-elementwise", "::mlir::ModuleOp"> {
     one that holds all of its ops; its location fuses theirs. A dropout of
     the step (with its step number) joins a group where its tensor is not
     split over tp ranks: the loop draws its mask from the element's index.
+    Without a kind, a bias add (a row of the last dim added to a product)
+    that only a reshape keeping the last dim reads moves after it, where a
+    fusible op reads the reshape (HF's Conv1D's [B*T, N] viewed as [B, T,
+    N] for the gelu or the residual add), so that it joins that op's group.
 
     With a `kind` (schedule: `fuse("bias_gelu")`), each module must compute
     the kind's pattern (the registry in FusionKinds.cpp), checked on its

@@ -34,7 +34,8 @@ def Slapo_Contraction : DeclareOpInterfaceMethods<Slapo_FlopCountOpInterface>;
 // Marks the ops whose result element i is a function of the elements their
 // operands broadcast to i, with scalar math in the runtime's ElementMath.h
 // (and of i itself for slapo.dropout, whose mask is drawn for its index;
-// slapo.cast converts as the cast kernels do):
+// slapo.cast converts as the cast kernels do; slapo.where selects by its
+// bool condition):
 // slapo-fuse-elementwise groups chains of them into slapo.fused, and the C++
 // emitter writes each group as one loop.
 def Slapo_FusibleElementwise : NativeOpTrait<"FusibleElementwise"> {
@@ -238,7 +239,8 @@ def Slapo_CompareOp : Slapo_Op<"compare", [Pure, Slapo_Shardable]> {
 }
 
 def Slapo_WhereOp : Slapo_Op<"where", [Pure, Slapo_Differentiable,
-                                      Slapo_Shardable]> {
+                                      Slapo_Shardable,
+                                      Slapo_FusibleElementwise]> {
   let summary = "condition ? on_true : on_false, broadcasting all three";
   let arguments = (ins Slapo_BoolTensor:$condition, Slapo_Tensor:$on_true,
                        Slapo_Tensor:$on_false);
