@@ -4,8 +4,10 @@
 // chunk of rows, the chunk's logits by oneDNN's linear, each row's
 // log-sum-exp, loss and logit gradients in place, then the chunk's rows of
 // the hidden gradient and its share of the weight and bias gradients by
-// oneDNN's matmul. Only a chunk of logits exists at a time. Not built per
-// instruction set: the contractions are oneDNN's, which picks its own.
+// oneDNN's matmul. Only a chunk of logits exists at a time. The
+// vocabulary-parallel form's linearLogSumExp and its gradient walk the same
+// chunks. Not built per instruction set: the contractions are oneDNN's,
+// which picks its own.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
@@ -37,30 +39,72 @@ std::vector<int64_t> readLabels(const Tensor &target, int64_t classes,
   return labels;
 }
 
-/// Turns each row of `logits` [rows, classes] into its gradient (in place)
-/// and sets its loss in `losses`.
-void rowLossesAndGrads(Context &ctx, float *logits, int64_t rows,
-                       int64_t classes, const int64_t *labels,
-                       int64_t ignoreIndex, float scale, double *losses) {
-  parallelFor(ctx, rows, grainFor(classes), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      float *x = logits + row * classes;
-      float max = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < classes; ++i)
-        max = std::max(max, x[i]);
-      double sum = 0;
-      for (int64_t i = 0; i < classes; ++i)
-        sum += std::exp(double(x[i]) - max);
-      float logsumexp = max + float(std::log(sum));
-      int64_t label = labels[row];
-      bool ignored = label == ignoreIndex;
-      losses[row] =
-          getCrossEntropyRowLoss(logsumexp, ignored ? 0 : x[label], ignored);
-      float weight = getCrossEntropyRowWeight(label, ignoreIndex, scale);
-      for (int64_t i = 0; i < classes; ++i)
-        x[i] = getCrossEntropyLogitGrad(x[i], logsumexp, i == label, weight);
+/// The chunks of rows of an LM head hidden [rows, features] x weight
+/// [classes, features]^T + bias: `onRows(logits, first, count)` gets each
+/// chunk's logits, and, with gradients to compute, turns them into their
+/// gradient in place, which goes to the chunk's rows of `gradHidden` and
+/// its shares of `gradWeight` and `gradBias` (null without bias).
+template <typename OnRows>
+void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
+                       const Tensor &bias, const Tensor *gradHidden,
+                       const Tensor *gradWeight, const Tensor *gradBias,
+                       OnRows onRows) {
+  int64_t rows = hidden.shape[0], features = hidden.shape[1],
+          classes = weight.shape[0];
+  int64_t chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
+  std::unique_ptr<float[]> logits(new float[chunkRows * classes]);
+  // A later chunk's weight gradient, added to the first chunk's.
+  std::unique_ptr<float[]> weightPart;
+  if (gradWeight && chunkRows < rows)
+    weightPart.reset(new float[classes * features]);
+  std::vector<double> biasSums(gradBias && *gradBias ? classes : 0);
+  const int64_t transpose[] = {1, 0};
+  float *hiddenRows = hidden.as<float>();
+  for (int64_t first = 0; first < rows; first += chunkRows) {
+    int64_t count = std::min(chunkRows, rows - first);
+    Tensor chunkHidden(hiddenRows + first * features, DType::F32,
+                       {count, features});
+    Tensor chunkLogits(logits.get(), DType::F32, {count, classes});
+    linear(ctx, chunkHidden, weight, bias, chunkLogits);
+    onRows(logits.get(), first, count);
+    if (!gradWeight)
+      continue;
+    matmul(ctx, chunkLogits, weight,
+           Tensor(gradHidden->as<float>() + first * features, DType::F32,
+                  {count, features}));
+    // gradWeight += chunk's gradient^T x chunk's hidden rows.
+    Tensor part =
+        first == 0 ? *gradWeight
+                   : Tensor(weightPart.get(), DType::F32, {classes, features});
+    MatmulPermutations permutations;
+    permutations.lhs = transpose;
+    matmul(ctx, chunkLogits, chunkHidden, part, permutations);
+    if (first != 0) {
+      float *sum = gradWeight->as<float>();
+      const float *add = weightPart.get();
+      parallelFor(ctx, classes * features, kGrain,
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t i = begin; i < end; ++i)
+                      sum[i] += add[i];
+                  });
     }
-  });
+    for (int64_t row = 0; row < count && !biasSums.empty(); ++row)
+      for (int64_t c = 0; c < classes; ++c)
+        biasSums[c] += logits[row * classes + c];
+  }
+  for (int64_t c = 0; c < int64_t(biasSums.size()); ++c)
+    gradBias->as<float>()[c] = float(biasSums[c]);
+}
+
+/// The log-sum-exp of a row of `classes` logits.
+float getRowLogSumExp(const float *x, int64_t classes) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < classes; ++i)
+    max = std::max(max, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < classes; ++i)
+    sum += std::exp(double(x[i]) - max);
+  return max + float(std::log(sum));
 }
 
 } // namespace
@@ -71,60 +115,34 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         const Tensor &gradHidden, const Tensor &gradWeight,
                         const Tensor &gradBias, int64_t ignoreIndex,
                         Reduction reduction) {
-  LinearCrossEntropySizes sizes(
-      hidden, weight, {&bias, &loss, &gradHidden, &gradWeight, &gradBias});
-  if (sizes.unsupported != DType::F32)
-    throwUnsupported("linearCrossEntropy", sizes.unsupported);
-  int64_t rows = sizes.rows, features = sizes.features, classes = sizes.classes;
+  checkLinearRowsF32("linearCrossEntropy", hidden, weight,
+                     {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
+                     throwUnsupported);
+  int64_t rows = hidden.shape[0], classes = weight.shape[0];
   std::vector<int64_t> labels = readLabels(target, classes, ignoreIndex);
   int64_t counted = 0;
   for (int64_t label : labels)
     counted += label != ignoreIndex;
   float scale = reduction == Reduction::Mean ? 1.0f / float(counted) : 1.0f;
-
-  int64_t chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
-  std::unique_ptr<float[]> logits(new float[chunkRows * classes]);
-  // A later chunk's weight gradient, added to the first chunk's.
-  std::unique_ptr<float[]> weightPart;
-  if (chunkRows < rows)
-    weightPart.reset(new float[classes * features]);
-  std::vector<double> losses(rows), biasSums(bias ? classes : 0);
-  const int64_t transpose[] = {1, 0};
-  float *hiddenRows = hidden.as<float>();
-  float *gradHiddenRows = gradHidden.as<float>();
-  for (int64_t first = 0; first < rows; first += chunkRows) {
-    int64_t count = std::min(chunkRows, rows - first);
-    Tensor chunkHidden(hiddenRows + first * features, DType::F32,
-                       {count, features});
-    Tensor chunkLogits(logits.get(), DType::F32, {count, classes});
-    linear(ctx, chunkHidden, weight, bias, chunkLogits);
-    rowLossesAndGrads(ctx, logits.get(), count, classes, &labels[first],
-                      ignoreIndex, scale, &losses[first]);
-    matmul(ctx, chunkLogits, weight,
-           Tensor(gradHiddenRows + first * features, DType::F32,
-                  {count, features}));
-    // gradWeight += chunk's gradient^T x chunk's hidden rows.
-    Tensor part =
-        first == 0 ? gradWeight
-                   : Tensor(weightPart.get(), DType::F32, {classes, features});
-    MatmulPermutations permutations;
-    permutations.lhs = transpose;
-    matmul(ctx, chunkLogits, chunkHidden, part, permutations);
-    if (first != 0) {
-      float *sum = gradWeight.as<float>();
-      const float *add = weightPart.get();
-      parallelFor(ctx, classes * features, kGrain,
-                  [&](int64_t begin, int64_t end) {
-                    for (int64_t i = begin; i < end; ++i)
-                      sum[i] += add[i];
-                  });
-    }
-    for (int64_t row = 0; row < count && bias; ++row)
-      for (int64_t c = 0; c < classes; ++c)
-        biasSums[c] += logits[row * classes + c];
-  }
-  for (int64_t c = 0; c < int64_t(biasSums.size()); ++c)
-    gradBias.as<float>()[c] = float(biasSums[c]);
+  std::vector<double> losses(rows);
+  // Each row of a chunk becomes its gradient and sets its loss.
+  auto rowLossesAndGrads = [&](float *logits, int64_t first, int64_t count) {
+    parallelFor(ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        float *x = logits + row * classes;
+        float logsumexp = getRowLogSumExp(x, classes);
+        int64_t label = labels[first + row];
+        bool ignored = label == ignoreIndex;
+        losses[first + row] =
+            getCrossEntropyRowLoss(logsumexp, ignored ? 0 : x[label], ignored);
+        float weight = getCrossEntropyRowWeight(label, ignoreIndex, scale);
+        for (int64_t i = 0; i < classes; ++i)
+          x[i] = getCrossEntropyLogitGrad(x[i], logsumexp, i == label, weight);
+      }
+    });
+  };
+  forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
+                    &gradBias, rowLossesAndGrads);
   double total = 0;
   for (double rowLoss : losses)
     total += rowLoss;
@@ -132,6 +150,51 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
   *loss.as<float>() =
       float(reduction == Reduction::Mean ? total / static_cast<double>(counted)
                                          : total);
+}
+
+void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
+                     const Tensor &bias, const Tensor &logsumexp) {
+  checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
+                     throwUnsupported);
+  int64_t classes = weight.shape[0];
+  float *out = logsumexp.as<float>();
+  forEachLogitChunk(ctx, hidden, weight, bias, nullptr, nullptr, nullptr,
+                    [&](float *logits, int64_t first, int64_t count) {
+                      parallelFor(ctx, count, grainFor(classes),
+                                  [&](int64_t begin, int64_t end) {
+                                    for (int64_t row = begin; row < end; ++row)
+                                      out[first + row] = getRowLogSumExp(
+                                          logits + row * classes, classes);
+                                  });
+                    });
+}
+
+void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
+                         const Tensor &weight, const Tensor &bias,
+                         const Tensor &logsumexp, const Tensor &grad,
+                         const Tensor &gradHidden, const Tensor &gradWeight,
+                         const Tensor &gradBias) {
+  checkLinearRowsF32(
+      "linearLogSumExpGrad", hidden, weight,
+      {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias},
+      throwUnsupported);
+  int64_t classes = weight.shape[0];
+  const float *rowLogSumExp = logsumexp.as<float>();
+  const float *rowGrad = grad.as<float>();
+  forEachLogitChunk(
+      ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias,
+      [&](float *logits, int64_t first, int64_t count) {
+        parallelFor(ctx, count, grainFor(classes),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t row = begin; row < end; ++row) {
+                        float *x = logits + row * classes;
+                        float shift = rowLogSumExp[first + row];
+                        float scale = rowGrad[first + row];
+                        for (int64_t i = 0; i < classes; ++i)
+                          x[i] = std::exp(x[i] - shift) * scale;
+                      }
+                    });
+      });
 }
 
 } // namespace slapo::rt::cpu
