@@ -6,19 +6,23 @@
 // the hidden gradient and its share of the weight and bias gradients by
 // oneDNN's matmul. Only a chunk of logits exists at a time. The
 // vocabulary-parallel form's linearLogSumExp and its gradient walk the same
-// chunks. Not built per instruction set: the contractions are oneDNN's,
-// which picks its own.
+// chunks. Built per instruction set (KernelVariant.h) for the row loops'
+// exponentials (VectorMath.h's vexp); the contractions are the dispatched
+// oneDNN ones, which pick their own.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
+#include "KernelVariant.h"
 
 #include "slapo/runtime/LinearCrossEntropyRows.h"
 #include "slapo/runtime/cpu/Kernels.h"
+#include "slapo/runtime/cpu/VectorMath.h"
 
 #include <memory>
 #include <vector>
 
-namespace slapo::rt::cpu {
+SLAPO_CPU_VARIANT_ISA_BEGIN
+namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
 
 using namespace detail;
 
@@ -65,20 +69,20 @@ void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
     Tensor chunkHidden(hiddenRows + first * features, DType::F32,
                        {count, features});
     Tensor chunkLogits(logits.get(), DType::F32, {count, classes});
-    linear(ctx, chunkHidden, weight, bias, chunkLogits);
+    cpu::linear(ctx, chunkHidden, weight, bias, chunkLogits);
     onRows(logits.get(), first, count);
     if (!gradWeight)
       continue;
-    matmul(ctx, chunkLogits, weight,
-           Tensor(gradHidden->as<float>() + first * features, DType::F32,
-                  {count, features}));
+    cpu::matmul(ctx, chunkLogits, weight,
+                Tensor(gradHidden->as<float>() + first * features, DType::F32,
+                       {count, features}));
     // gradWeight += chunk's gradient^T x chunk's hidden rows.
     Tensor part =
         first == 0 ? *gradWeight
                    : Tensor(weightPart.get(), DType::F32, {classes, features});
     MatmulPermutations permutations;
     permutations.lhs = transpose;
-    matmul(ctx, chunkLogits, chunkHidden, part, permutations);
+    cpu::matmul(ctx, chunkLogits, chunkHidden, part, permutations);
     if (first != 0) {
       float *sum = gradWeight->as<float>();
       const float *add = weightPart.get();
@@ -96,14 +100,18 @@ void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
     gradBias->as<float>()[c] = float(biasSums[c]);
 }
 
-/// The log-sum-exp of a row of `classes` logits.
-float getRowLogSumExp(const float *x, int64_t classes) {
+/// The log-sum-exp of a row of `classes` logits, which become their
+/// exponentials less the row's maximum (in a loop of their own, which
+/// vectorizes); `sum` gets their sum, in f64.
+float exponentiateRow(float *x, int64_t classes, double &sum) {
   float max = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < classes; ++i)
     max = std::max(max, x[i]);
-  double sum = 0;
   for (int64_t i = 0; i < classes; ++i)
-    sum += std::exp(double(x[i]) - max);
+    x[i] = vexp(x[i] - max);
+  sum = 0;
+  for (int64_t i = 0; i < classes; ++i)
+    sum += x[i];
   return max + float(std::log(sum));
 }
 
@@ -130,14 +138,20 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
     parallelFor(ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         float *x = logits + row * classes;
-        float logsumexp = getRowLogSumExp(x, classes);
         int64_t label = labels[first + row];
         bool ignored = label == ignoreIndex;
+        float labelLogit = ignored ? 0 : x[label];
+        double sum;
+        float logsumexp = exponentiateRow(x, classes, sum);
         losses[first + row] =
-            getCrossEntropyRowLoss(logsumexp, ignored ? 0 : x[label], ignored);
+            getCrossEntropyRowLoss(logsumexp, labelLogit, ignored);
+        // (softmax - one_hot) * weight, the softmax from the exponentials.
         float weight = getCrossEntropyRowWeight(label, ignoreIndex, scale);
+        float share = float(1 / sum) * weight;
         for (int64_t i = 0; i < classes; ++i)
-          x[i] = getCrossEntropyLogitGrad(x[i], logsumexp, i == label, weight);
+          x[i] *= share;
+        if (!ignored)
+          x[label] -= weight;
       }
     });
   };
@@ -158,15 +172,16 @@ void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
                      throwUnsupported);
   int64_t classes = weight.shape[0];
   float *out = logsumexp.as<float>();
+  auto rowLogSumExps = [&](float *logits, int64_t first, int64_t count) {
+    parallelFor(ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
+      double sum;
+      for (int64_t row = begin; row < end; ++row)
+        out[first + row] =
+            exponentiateRow(logits + row * classes, classes, sum);
+    });
+  };
   forEachLogitChunk(ctx, hidden, weight, bias, nullptr, nullptr, nullptr,
-                    [&](float *logits, int64_t first, int64_t count) {
-                      parallelFor(ctx, count, grainFor(classes),
-                                  [&](int64_t begin, int64_t end) {
-                                    for (int64_t row = begin; row < end; ++row)
-                                      out[first + row] = getRowLogSumExp(
-                                          logits + row * classes, classes);
-                                  });
-                    });
+                    rowLogSumExps);
 }
 
 void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
@@ -181,20 +196,21 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
   int64_t classes = weight.shape[0];
   const float *rowLogSumExp = logsumexp.as<float>();
   const float *rowGrad = grad.as<float>();
-  forEachLogitChunk(
-      ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias,
-      [&](float *logits, int64_t first, int64_t count) {
-        parallelFor(ctx, count, grainFor(classes),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t row = begin; row < end; ++row) {
-                        float *x = logits + row * classes;
-                        float shift = rowLogSumExp[first + row];
-                        float scale = rowGrad[first + row];
-                        for (int64_t i = 0; i < classes; ++i)
-                          x[i] = std::exp(x[i] - shift) * scale;
-                      }
-                    });
-      });
+  // Each row's softmax times its gradient, in place.
+  auto scaledSoftmaxRows = [&](float *logits, int64_t first, int64_t count) {
+    parallelFor(ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        float *x = logits + row * classes;
+        float shift = rowLogSumExp[first + row];
+        float scale = rowGrad[first + row];
+        for (int64_t i = 0; i < classes; ++i)
+          x[i] = vexp(x[i] - shift) * scale;
+      }
+    });
+  };
+  forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
+                    &gradBias, scaledSoftmaxRows);
 }
 
-} // namespace slapo::rt::cpu
+} // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT
+SLAPO_CPU_VARIANT_ISA_END
