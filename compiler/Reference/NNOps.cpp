@@ -119,9 +119,38 @@ static void registerLinearCrossEntropy(OpTable &table) {
       });
 }
 
+/// linear_log_sum_exp and its gradient with the [N, V] logits whole.
+static void registerLinearLogSumExp(OpTable &table) {
+  auto biasOf = [](mlir::Value bias, Operands x, size_t index) {
+    c10::optional<at::Tensor> value;
+    if (bias)
+      value = x[index];
+    return value;
+  };
+  add<LinearLogSumExpOp>(table, [=](LinearLogSumExpOp op, Operands x,
+                                    EvalContext &) {
+    return at::logsumexp(at::linear(x[0], x[1], biasOf(op.getBias(), x, 2)), 1);
+  });
+  table.try_emplace(
+      LinearLogSumExpGradOp::getOperationName(),
+      [=](mlir::Operation *operation, Operands x,
+          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
+        auto op = llvm::cast<LinearLogSumExpGradOp>(operation);
+        size_t rest = op.getBias() ? 3 : 2;
+        at::Tensor logits = at::linear(x[0], x[1], biasOf(op.getBias(), x, 2));
+        at::Tensor scaled =
+            at::exp(logits - x[rest].unsqueeze(1)) * x[rest + 1].unsqueeze(1);
+        results.push_back(at::matmul(scaled, x[1]));
+        results.push_back(at::matmul(scaled.t(), x[0]));
+        if (op.getBias())
+          results.push_back(scaled.sum(0));
+      });
+}
+
 void registerNNOps(OpTable &table) {
   registerAttentionOps(table);
   registerLinearCrossEntropy(table);
+  registerLinearLogSumExp(table);
   add<LinearOp>(table, [](LinearOp op, Operands x, EvalContext &) {
     c10::optional<at::Tensor> bias;
     if (op.getBias())

@@ -780,6 +780,23 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    capitalize(stringifyReduction(loss.getReduction())))
             .str();
       })
+      .Case([&](LinearLogSumExpOp logSumExp) -> Call {
+        return llvm::formatv("linearLogSumExp(ctx, {0}, {1}, {2}, {3})",
+                             use(logSumExp.getHidden()),
+                             use(logSumExp.getWeight()),
+                             optional(logSumExp.getBias()), out())
+            .str();
+      })
+      .Case([&](LinearLogSumExpGradOp grad) -> Call {
+        return llvm::formatv(
+                   "linearLogSumExpGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                   "{6}, {7})",
+                   use(grad.getHidden()), use(grad.getWeight()),
+                   optional(grad.getBias()), use(grad.getLogsumexp()),
+                   use(grad.getGrad()), use(grad.getGradHidden()),
+                   use(grad.getGradWeight()), optional(grad.getGradBias()))
+            .str();
+      })
       .Case([&](FlashAttentionOp attention) -> Call {
         return llvm::formatv(
                    "flashAttention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "

@@ -134,6 +134,10 @@ private:
   /// Uses of replicated values that read this rank's block of them: their
   /// gradients are whole.
   SmallPtrSet<OpOperand *, 4> blockReads;
+  /// Ops that compute with the blocks of a split table whatever their
+  /// results are (a vocabulary-parallel linear_cross_entropy's replicated
+  /// loss and gradients).
+  SmallPtrSet<Operation *, 4> vocabParallel;
 };
 
 void Analysis::setResult(Operation *op, Sharding sharding) {
@@ -199,6 +203,7 @@ LogicalResult Analysis::splitSourcesPerChunk(Value value, int64_t chunks) {
 }
 
 void Analysis::markVocabParallel(Operation *op) {
+  vocabParallel.insert(op);
   onRewrite([op, tp = tp] { lowerVocabParallel(op, tp); });
 }
 
@@ -247,10 +252,12 @@ void Analysis::takeBlockOfReplicated(OpOperand &use, int64_t dim,
 /// partial value, gets one term of its gradient on each rank: unless the
 /// backward all-reduces it, the ranks' copies drift apart.
 LogicalResult Analysis::checkGradientsSynced(Operation *op) {
-  if (op->getNumResults() != 1)
-    return success();
-  if (getSharding(op->getResult(0)).isReplicated())
-    return checkSyncedStaysSynced(op);
+  if (!vocabParallel.contains(op)) {
+    if (op->getNumResults() != 1)
+      return success();
+    if (getSharding(op->getResult(0)).isReplicated())
+      return checkSyncedStaysSynced(op);
+  }
   for (OpOperand &use : op->getOpOperands()) {
     Value operand = use.get();
     ValueState &state = stateOf(operand);

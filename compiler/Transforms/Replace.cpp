@@ -467,14 +467,6 @@ FailureOr<LinearCrossEntropyMatch> matchLinearCrossEntropy(LinearOp linear,
   if (!elementTypeOf(linear.getResult()).isF32())
     return matcher.fail(linear, "the linear's logits are not f32, the "
                                 "kernel's element type");
-  for (Value operand : {linear.getWeight(), linear.getBias()})
-    if (ParamOp param = operand ? getParamOf(operand) : ParamOp();
-        param && param.getShardAxis())
-      return matcher.fail(linear, "its parameter '" + param.getSymName() +
-                                      "' is sharded (axis " +
-                                      Twine(*param.getShardAxis()) +
-                                      "): a vocabulary-parallel LM head is not "
-                                      "supported; leave the module unreplaced");
   Operation *producer = linear;
   Value logits = linear.getResult();
   while (true) {

@@ -279,21 +279,36 @@ LogicalResult CrossEntropyOp::propagateSharding(ShardingContext &context) {
 
 LogicalResult
 LinearCrossEntropyOp::propagateSharding(ShardingContext &context) {
-  // The kernel computes every class's logit of a row to take its
-  // log-sum-exp; a vocabulary split over the ranks would need their
-  // log-sum-exps combined inside the chunk loop.
+  // Vocabulary-parallel: the weight (and bias) split by classes, the
+  // hidden rows and targets whole; each rank's log-sum-exps and the
+  // owner's target logit are combined as a split cross-entropy's are.
+  bool vocabParallel = false;
   for (Value operand : getOperation()->getOperands()) {
     Sharding sharding = context.getSharding(operand);
     if (sharding.isPartial())
       return context.partialReaches(*this, operand);
-    if (!sharding.isReplicated())
+    if (sharding.isReplicated())
+      continue;
+    bool byClasses = (operand == getWeight() || operand == getBias()) &&
+                     sharding.isSplit() && sharding.dim == 0 &&
+                     sharding.chunks == 1;
+    if (!byClasses)
       return context.error(*this)
              << "'linear_cross_entropy' (replace(\"cross_entropy\")) needs "
-                "its hidden rows, weight and bias whole on every rank, but "
-                "an operand is "
-             << sharding.str()
-             << "; a vocabulary-parallel LM head is not supported: leave "
-                "the module unreplaced";
+                "its hidden rows and targets whole on every rank and its "
+                "weight and bias whole or split by classes (dim 0), but an "
+                "operand is "
+             << sharding.str();
+    vocabParallel = true;
+  }
+  if (vocabParallel) {
+    for (Value operand : {getWeight(), getBias()})
+      if (operand && context.getSharding(operand).isReplicated())
+        return context.error(*this)
+               << "'linear_cross_entropy' (replace(\"cross_entropy\")) of a "
+                  "weight and bias of which only one is split by classes: "
+                  "shard both along axis 0";
+    context.markVocabParallel(*this);
   }
   context.setResult(*this, Sharding::replicated());
   return success();

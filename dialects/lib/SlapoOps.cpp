@@ -613,44 +613,85 @@ LogicalResult CrossEntropyGradOp::verify() {
                      tensorType(getLogits()).getShape(), "logits' shape");
 }
 
-LogicalResult LinearCrossEntropyOp::verify() {
-  if (failed(verifyRank(*this, getHidden(), "hidden", 2)) ||
-      failed(verifyRank(*this, getWeight(), "weight", 2)) ||
-      failed(verifyRank(*this, getTarget(), "target", 1)))
+/// Checks the operands of an LM head's kernel (linear_cross_entropy,
+/// linear_log_sum_exp and its gradient): hidden [rows, features], weight
+/// [classes, features] and bias [classes] when given, every float operand
+/// f32 (under precision="bf16" too).
+static LogicalResult verifyLinearRows(Operation *op, Value hidden, Value weight,
+                                      Value bias) {
+  if (failed(verifyRank(op, hidden, "hidden", 2)) ||
+      failed(verifyRank(op, weight, "weight", 2)))
     return failure();
-  // The kernel's rows, gradients and loss are f32 (the loss and its
-  // gradient are f32 under precision="bf16" too).
-  for (Value value : getOperation()->getOperands())
+  for (Value value : op->getOperands())
     if (auto type = tensorType(value); type.getElementType().isa<FloatType>() &&
                                        !type.getElementType().isF32())
-      return emitOpError("operands must be f32, got ") << type;
-  ArrayRef<int64_t> hidden = tensorType(getHidden()).getShape();
-  ArrayRef<int64_t> weight = tensorType(getWeight()).getShape();
-  int64_t rows = hidden[0], features = hidden[1], classes = weight[0];
-  if (failed(verifyShape(*this, getWeight(), "weight", {classes, features},
-                         "[classes, features of hidden]")) ||
-      failed(
+      return op->emitOpError("operands must be f32, got ") << type;
+  int64_t features = tensorType(hidden).getDimSize(1);
+  int64_t classes = tensorType(weight).getDimSize(0);
+  if (failed(verifyShape(op, weight, "weight", {classes, features},
+                         "[classes, features of hidden]")))
+    return failure();
+  if (bias)
+    return verifyShape(op, bias, "bias", {classes}, "classes");
+  return success();
+}
+
+/// Checks the gradients of hidden, weight and bias among an LM head
+/// kernel's results: their operands' shapes, grad_bias iff a bias.
+static LogicalResult verifyLinearRowsGrads(Operation *op, Value hidden,
+                                           Value weight, Value bias,
+                                           Value gradHidden, Value gradWeight,
+                                           Value gradBias) {
+  if (failed(verifyShape(op, gradHidden, "grad_hidden",
+                         tensorType(hidden).getShape(), "hidden's shape")) ||
+      failed(verifyShape(op, gradWeight, "grad_weight",
+                         tensorType(weight).getShape(), "weight's shape")))
+    return failure();
+  if (bool(bias) != bool(gradBias))
+    return op->emitOpError(
+        "has a grad_bias result if and only if it has a bias");
+  if (gradBias)
+    return verifyShape(op, gradBias, "grad_bias", tensorType(bias).getShape(),
+                       "bias's shape");
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())) ||
+      failed(verifyRank(*this, getTarget(), "target", 1)))
+    return failure();
+  int64_t rows = tensorType(getHidden()).getDimSize(0);
+  if (failed(
           verifyShape(*this, getTarget(), "target", {rows}, "rows of hidden")))
     return failure();
-  if (Value bias = getBias())
-    if (failed(verifyShape(*this, bias, "bias", {classes}, "classes")))
-      return failure();
   if (getReduction() == Reduction::none)
     return emitOpError("reduction none is not supported: the gradients are "
                        "computed in the forward, for a scalar loss");
   if (failed(verifyShape(*this, getLoss(), "loss", {}, "scalar loss")) ||
       failed(verifySameElementType(*this, getLoss(), "loss", getHidden(),
-                                   "hidden")) ||
-      failed(verifyShape(*this, getGradHidden(), "grad_hidden", hidden,
-                         "hidden's shape")) ||
-      failed(verifyShape(*this, getGradWeight(), "grad_weight", weight,
-                         "weight's shape")))
+                                   "hidden")))
     return failure();
-  if (bool(getBias()) != bool(getGradBias()))
-    return emitOpError("has a grad_bias result if and only if it has a bias");
-  if (Value gradBias = getGradBias())
-    return verifyShape(*this, gradBias, "grad_bias", {classes}, "classes");
-  return success();
+  return verifyLinearRowsGrads(*this, getHidden(), getWeight(), getBias(),
+                               getGradHidden(), getGradWeight(), getGradBias());
+}
+
+LogicalResult LinearLogSumExpOp::verify() {
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())))
+    return failure();
+  return verifyShape(*this, getLogsumexp(), "logsumexp",
+                     {tensorType(getHidden()).getDimSize(0)}, "rows of hidden");
+}
+
+LogicalResult LinearLogSumExpGradOp::verify() {
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())))
+    return failure();
+  int64_t rows = tensorType(getHidden()).getDimSize(0);
+  if (failed(verifyShape(*this, getLogsumexp(), "logsumexp", {rows},
+                         "rows of hidden")) ||
+      failed(verifyShape(*this, getGrad(), "grad", {rows}, "rows of hidden")))
+    return failure();
+  return verifyLinearRowsGrads(*this, getHidden(), getWeight(), getBias(),
+                               getGradHidden(), getGradWeight(), getGradBias());
 }
 
 /// Checks the operands flash_attention and its gradient share: query

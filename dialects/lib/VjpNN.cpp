@@ -199,6 +199,24 @@ LinearCrossEntropyOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult
+LinearLogSumExpOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  // The softmax times each row's gradient, a chunk of rows at a time,
+  // recomputed from the saved log-sum-exp as flash attention's backward
+  // recomputes its probabilities.
+  Value bias = getBias();
+  Type biasType = bias ? bias.getType() : Type();
+  auto grad = builder.create<LinearLogSumExpGradOp>(
+      getLoc(), getHidden().getType(), getWeight().getType(), biasType,
+      getHidden(), getWeight(), bias, getLogsumexp(), resultGrads[0]);
+  operandGrads.push_back(grad.getGradHidden());
+  operandGrads.push_back(grad.getGradWeight());
+  if (bias)
+    operandGrads.push_back(grad.getGradBias());
+  return success();
+}
+
 LogicalResult FlashAttentionOp::buildVjp(OpBuilder &builder,
                                          ValueRange resultGrads,
                                          SmallVectorImpl<Value> &operandGrads) {

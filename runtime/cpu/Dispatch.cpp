@@ -120,6 +120,30 @@ void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
   SLAPO_CPU_DISPATCH(crossEntropyGrad, logits, target, rowWeight, out);
 }
 
+void linearCrossEntropy(Context &ctx, const Tensor &hidden,
+                        const Tensor &weight, const Tensor &target,
+                        const Tensor &bias, const Tensor &loss,
+                        const Tensor &gradHidden, const Tensor &gradWeight,
+                        const Tensor &gradBias, int64_t ignoreIndex,
+                        Reduction reduction) {
+  SLAPO_CPU_DISPATCH(linearCrossEntropy, hidden, weight, target, bias, loss,
+                     gradHidden, gradWeight, gradBias, ignoreIndex, reduction);
+}
+
+void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
+                     const Tensor &bias, const Tensor &logsumexp) {
+  SLAPO_CPU_DISPATCH(linearLogSumExp, hidden, weight, bias, logsumexp);
+}
+
+void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
+                         const Tensor &weight, const Tensor &bias,
+                         const Tensor &logsumexp, const Tensor &grad,
+                         const Tensor &gradHidden, const Tensor &gradWeight,
+                         const Tensor &gradBias) {
+  SLAPO_CPU_DISPATCH(linearLogSumExpGrad, hidden, weight, bias, logsumexp, grad,
+                     gradHidden, gradWeight, gradBias);
+}
+
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,

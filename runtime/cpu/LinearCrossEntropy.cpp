@@ -4,19 +4,25 @@
 // chunk of rows, the chunk's logits by oneDNN's linear, each row's
 // log-sum-exp, loss and logit gradients in place, then the chunk's rows of
 // the hidden gradient and its share of the weight and bias gradients by
-// oneDNN's matmul. Only a chunk of logits exists at a time. Not built per
-// instruction set: the contractions are oneDNN's, which picks its own.
+// oneDNN's matmul. Only a chunk of logits exists at a time. The
+// vocabulary-parallel form's linearLogSumExp and its gradient walk the same
+// chunks. Built per instruction set (KernelVariant.h) for the row loops'
+// exponentials (VectorMath.h's vexp); the contractions are the dispatched
+// oneDNN ones, which pick their own.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
+#include "KernelVariant.h"
 
 #include "slapo/runtime/LinearCrossEntropyRows.h"
 #include "slapo/runtime/cpu/Kernels.h"
+#include "slapo/runtime/cpu/VectorMath.h"
 
 #include <memory>
 #include <vector>
 
-namespace slapo::rt::cpu {
+SLAPO_CPU_VARIANT_ISA_BEGIN
+namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
 
 using namespace detail;
 
@@ -37,30 +43,76 @@ std::vector<int64_t> readLabels(const Tensor &target, int64_t classes,
   return labels;
 }
 
-/// Turns each row of `logits` [rows, classes] into its gradient (in place)
-/// and sets its loss in `losses`.
-void rowLossesAndGrads(Context &ctx, float *logits, int64_t rows,
-                       int64_t classes, const int64_t *labels,
-                       int64_t ignoreIndex, float scale, double *losses) {
-  parallelFor(ctx, rows, grainFor(classes), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      float *x = logits + row * classes;
-      float max = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < classes; ++i)
-        max = std::max(max, x[i]);
-      double sum = 0;
-      for (int64_t i = 0; i < classes; ++i)
-        sum += std::exp(double(x[i]) - max);
-      float logsumexp = max + float(std::log(sum));
-      int64_t label = labels[row];
-      bool ignored = label == ignoreIndex;
-      losses[row] =
-          getCrossEntropyRowLoss(logsumexp, ignored ? 0 : x[label], ignored);
-      float weight = getCrossEntropyRowWeight(label, ignoreIndex, scale);
-      for (int64_t i = 0; i < classes; ++i)
-        x[i] = getCrossEntropyLogitGrad(x[i], logsumexp, i == label, weight);
+/// The chunks of rows of an LM head hidden [rows, features] x weight
+/// [classes, features]^T + bias: `onRows(logits, first, count)` gets each
+/// chunk's logits, and, with gradients to compute, turns them into their
+/// gradient in place, which goes to the chunk's rows of `gradHidden` and
+/// its shares of `gradWeight` and `gradBias` (null without bias).
+template <typename OnRows>
+void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
+                       const Tensor &bias, const Tensor *gradHidden,
+                       const Tensor *gradWeight, const Tensor *gradBias,
+                       OnRows onRows) {
+  int64_t rows = hidden.shape[0], features = hidden.shape[1],
+          classes = weight.shape[0];
+  int64_t chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
+  std::unique_ptr<float[]> logits(new float[chunkRows * classes]);
+  // A later chunk's weight gradient, added to the first chunk's.
+  std::unique_ptr<float[]> weightPart;
+  if (gradWeight && chunkRows < rows)
+    weightPart.reset(new float[classes * features]);
+  std::vector<double> biasSums(gradBias && *gradBias ? classes : 0);
+  const int64_t transpose[] = {1, 0};
+  float *hiddenRows = hidden.as<float>();
+  for (int64_t first = 0; first < rows; first += chunkRows) {
+    int64_t count = std::min(chunkRows, rows - first);
+    Tensor chunkHidden(hiddenRows + first * features, DType::F32,
+                       {count, features});
+    Tensor chunkLogits(logits.get(), DType::F32, {count, classes});
+    cpu::linear(ctx, chunkHidden, weight, bias, chunkLogits);
+    onRows(logits.get(), first, count);
+    if (!gradWeight)
+      continue;
+    cpu::matmul(ctx, chunkLogits, weight,
+                Tensor(gradHidden->as<float>() + first * features, DType::F32,
+                       {count, features}));
+    // gradWeight += chunk's gradient^T x chunk's hidden rows.
+    Tensor part =
+        first == 0 ? *gradWeight
+                   : Tensor(weightPart.get(), DType::F32, {classes, features});
+    MatmulPermutations permutations;
+    permutations.lhs = transpose;
+    cpu::matmul(ctx, chunkLogits, chunkHidden, part, permutations);
+    if (first != 0) {
+      float *sum = gradWeight->as<float>();
+      const float *add = weightPart.get();
+      parallelFor(ctx, classes * features, kGrain,
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t i = begin; i < end; ++i)
+                      sum[i] += add[i];
+                  });
     }
-  });
+    for (int64_t row = 0; row < count && !biasSums.empty(); ++row)
+      for (int64_t c = 0; c < classes; ++c)
+        biasSums[c] += logits[row * classes + c];
+  }
+  for (int64_t c = 0; c < int64_t(biasSums.size()); ++c)
+    gradBias->as<float>()[c] = float(biasSums[c]);
+}
+
+/// The log-sum-exp of a row of `classes` logits, which become their
+/// exponentials less the row's maximum (in a loop of their own, which
+/// vectorizes); `sum` gets their sum, in f64.
+float exponentiateRow(float *x, int64_t classes, double &sum) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < classes; ++i)
+    max = std::max(max, x[i]);
+  for (int64_t i = 0; i < classes; ++i)
+    x[i] = vexp(x[i] - max);
+  sum = 0;
+  for (int64_t i = 0; i < classes; ++i)
+    sum += x[i];
+  return max + float(std::log(sum));
 }
 
 } // namespace
@@ -71,60 +123,40 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         const Tensor &gradHidden, const Tensor &gradWeight,
                         const Tensor &gradBias, int64_t ignoreIndex,
                         Reduction reduction) {
-  LinearCrossEntropySizes sizes(
-      hidden, weight, {&bias, &loss, &gradHidden, &gradWeight, &gradBias});
-  if (sizes.unsupported != DType::F32)
-    throwUnsupported("linearCrossEntropy", sizes.unsupported);
-  int64_t rows = sizes.rows, features = sizes.features, classes = sizes.classes;
+  checkLinearRowsF32("linearCrossEntropy", hidden, weight,
+                     {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
+                     throwUnsupported);
+  int64_t rows = hidden.shape[0], classes = weight.shape[0];
   std::vector<int64_t> labels = readLabels(target, classes, ignoreIndex);
   int64_t counted = 0;
   for (int64_t label : labels)
     counted += label != ignoreIndex;
   float scale = reduction == Reduction::Mean ? 1.0f / float(counted) : 1.0f;
-
-  int64_t chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
-  std::unique_ptr<float[]> logits(new float[chunkRows * classes]);
-  // A later chunk's weight gradient, added to the first chunk's.
-  std::unique_ptr<float[]> weightPart;
-  if (chunkRows < rows)
-    weightPart.reset(new float[classes * features]);
-  std::vector<double> losses(rows), biasSums(bias ? classes : 0);
-  const int64_t transpose[] = {1, 0};
-  float *hiddenRows = hidden.as<float>();
-  float *gradHiddenRows = gradHidden.as<float>();
-  for (int64_t first = 0; first < rows; first += chunkRows) {
-    int64_t count = std::min(chunkRows, rows - first);
-    Tensor chunkHidden(hiddenRows + first * features, DType::F32,
-                       {count, features});
-    Tensor chunkLogits(logits.get(), DType::F32, {count, classes});
-    linear(ctx, chunkHidden, weight, bias, chunkLogits);
-    rowLossesAndGrads(ctx, logits.get(), count, classes, &labels[first],
-                      ignoreIndex, scale, &losses[first]);
-    matmul(ctx, chunkLogits, weight,
-           Tensor(gradHiddenRows + first * features, DType::F32,
-                  {count, features}));
-    // gradWeight += chunk's gradient^T x chunk's hidden rows.
-    Tensor part =
-        first == 0 ? gradWeight
-                   : Tensor(weightPart.get(), DType::F32, {classes, features});
-    MatmulPermutations permutations;
-    permutations.lhs = transpose;
-    matmul(ctx, chunkLogits, chunkHidden, part, permutations);
-    if (first != 0) {
-      float *sum = gradWeight.as<float>();
-      const float *add = weightPart.get();
-      parallelFor(ctx, classes * features, kGrain,
-                  [&](int64_t begin, int64_t end) {
-                    for (int64_t i = begin; i < end; ++i)
-                      sum[i] += add[i];
-                  });
-    }
-    for (int64_t row = 0; row < count && bias; ++row)
-      for (int64_t c = 0; c < classes; ++c)
-        biasSums[c] += logits[row * classes + c];
-  }
-  for (int64_t c = 0; c < int64_t(biasSums.size()); ++c)
-    gradBias.as<float>()[c] = float(biasSums[c]);
+  std::vector<double> losses(rows);
+  // Each row of a chunk becomes its gradient and sets its loss.
+  auto rowLossesAndGrads = [&](float *logits, int64_t first, int64_t count) {
+    parallelFor(ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        float *x = logits + row * classes;
+        int64_t label = labels[first + row];
+        bool ignored = label == ignoreIndex;
+        float labelLogit = ignored ? 0 : x[label];
+        double sum;
+        float logsumexp = exponentiateRow(x, classes, sum);
+        losses[first + row] =
+            getCrossEntropyRowLoss(logsumexp, labelLogit, ignored);
+        // (softmax - one_hot) * weight, the softmax from the exponentials.
+        float weight = getCrossEntropyRowWeight(label, ignoreIndex, scale);
+        float share = float(1 / sum) * weight;
+        for (int64_t i = 0; i < classes; ++i)
+          x[i] *= share;
+        if (!ignored)
+          x[label] -= weight;
+      }
+    });
+  };
+  forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
+                    &gradBias, rowLossesAndGrads);
   double total = 0;
   for (double rowLoss : losses)
     total += rowLoss;
@@ -134,4 +166,51 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                                          : total);
 }
 
-} // namespace slapo::rt::cpu
+void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
+                     const Tensor &bias, const Tensor &logsumexp) {
+  checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
+                     throwUnsupported);
+  int64_t classes = weight.shape[0];
+  float *out = logsumexp.as<float>();
+  auto rowLogSumExps = [&](float *logits, int64_t first, int64_t count) {
+    parallelFor(ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
+      double sum;
+      for (int64_t row = begin; row < end; ++row)
+        out[first + row] =
+            exponentiateRow(logits + row * classes, classes, sum);
+    });
+  };
+  forEachLogitChunk(ctx, hidden, weight, bias, nullptr, nullptr, nullptr,
+                    rowLogSumExps);
+}
+
+void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
+                         const Tensor &weight, const Tensor &bias,
+                         const Tensor &logsumexp, const Tensor &grad,
+                         const Tensor &gradHidden, const Tensor &gradWeight,
+                         const Tensor &gradBias) {
+  checkLinearRowsF32(
+      "linearLogSumExpGrad", hidden, weight,
+      {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias},
+      throwUnsupported);
+  int64_t classes = weight.shape[0];
+  const float *rowLogSumExp = logsumexp.as<float>();
+  const float *rowGrad = grad.as<float>();
+  // Each row's softmax times its gradient, in place.
+  auto scaledSoftmaxRows = [&](float *logits, int64_t first, int64_t count) {
+    parallelFor(ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        float *x = logits + row * classes;
+        float shift = rowLogSumExp[first + row];
+        float scale = rowGrad[first + row];
+        for (int64_t i = 0; i < classes; ++i)
+          x[i] = vexp(x[i] - shift) * scale;
+      }
+    });
+  };
+  forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
+                    &gradBias, scaledSoftmaxRows);
+}
+
+} // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT
+SLAPO_CPU_VARIANT_ISA_END

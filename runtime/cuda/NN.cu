@@ -703,19 +703,41 @@ __global__ void biasGradKernel(int64_t rows, int64_t classes, bool first,
   }
 }
 
-} // namespace
+/// Each row's log-sum-exp of a chunk of logits [rows, classes]: one block
+/// per row.
+__global__ void rowLogSumExpKernel(int64_t rows, int64_t classes,
+                                   const float *logits, float *logsumexp) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    MaxSum<float> state = getRowMaxSum(logits + row * classes, classes);
+    if (threadIdx.x == 0)
+      logsumexp[row] = state.max + log(state.finish());
+  }
+}
 
-void linearCrossEntropy(Context &ctx, const Tensor &hidden,
-                        const Tensor &weight, const Tensor &target,
-                        const Tensor &bias, const Tensor &loss,
-                        const Tensor &gradHidden, const Tensor &gradWeight,
-                        const Tensor &gradBias, int64_t ignoreIndex,
-                        Reduction reduction) {
-  LinearCrossEntropySizes sizes(hidden, weight,
-                                {&bias, &loss, &gradHidden, &gradWeight, &gradBias});
-  if (sizes.unsupported != DType::F32)
-    throwUnsupported("linearCrossEntropy", sizes.unsupported);
-  int64_t rows = sizes.rows, features = sizes.features, classes = sizes.classes;
+/// logits[n, c] = exp(logits[n, c] - logsumexp[n]) * grad[n], in place.
+__global__ void scaledSoftmaxKernel(int64_t rows, int64_t classes,
+                                    const float *logsumexp, const float *grad,
+                                    float *logits) {
+  for (int64_t i = getGlobalThread(); i < rows * classes;
+       i += getGlobalThreads()) {
+    int64_t row = i / classes;
+    logits[i] = expf(logits[i] - logsumexp[row]) * grad[row];
+  }
+}
+
+/// The chunks of rows of an LM head hidden [rows, features] x weight
+/// [classes, features]^T + bias, as the CPU's: `onRows(logits, first,
+/// count)` gets each chunk's logits (in the context's scratch), and, with
+/// gradients to compute, turns them into their gradient in place, which
+/// goes to the chunk's rows of `gradHidden` and its shares of `gradWeight`
+/// and `gradBias` (null without bias).
+template <typename OnRows>
+void forEachLogitChunk(Context &ctx, const Tensor &hidden,
+                       const Tensor &weight, const Tensor &bias,
+                       const Tensor *gradHidden, const Tensor *gradWeight,
+                       const Tensor *gradBias, OnRows onRows) {
+  int64_t rows = hidden.shape[0], features = hidden.shape[1],
+          classes = weight.shape[0];
   cudaStream_t stream = ctx.getStream();
   Context::Impl &impl = ctx.getImpl();
   int64_t chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
@@ -724,56 +746,112 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                       sizeof(float) * chunkRows * classes, stream));
   auto *weightPart = static_cast<float *>(impl.getScratch(
       Scratch::LinearCrossEntropyWeight,
-      chunkRows < rows ? sizeof(float) * classes * features : 1, stream));
+      gradWeight && chunkRows < rows ? sizeof(float) * classes * features : 1,
+      stream));
+  const int64_t transpose[] = {1, 0};
+  for (int64_t first = 0; first < rows; first += chunkRows) {
+    int64_t count = std::min(chunkRows, rows - first);
+    Tensor chunkHidden(hidden.as<float>() + first * features, DType::F32,
+                       {count, features});
+    Tensor chunkLogits(logits, DType::F32, {count, classes});
+    linear(ctx, chunkHidden, weight, bias, chunkLogits);
+    onRows(logits, first, count);
+    if (!gradWeight)
+      continue;
+    matmul(ctx, chunkLogits, weight,
+           Tensor(gradHidden->as<float>() + first * features, DType::F32,
+                  {count, features}));
+    Tensor part = first == 0
+                      ? *gradWeight
+                      : Tensor(weightPart, DType::F32, {classes, features});
+    MatmulPermutations permutations;
+    permutations.lhs = transpose;
+    matmul(ctx, chunkLogits, chunkHidden, part, permutations);
+    if (first != 0) {
+      accumulateKernel<<<getGridSize(ctx, classes * features, 256), 256, 0,
+                         stream>>>(classes * features, weightPart,
+                                   gradWeight->as<float>());
+      checkLaunch("linearCrossEntropy");
+    }
+    if (gradBias && *gradBias) {
+      biasGradKernel<<<getGridSize(ctx, classes, 256), 256, 0, stream>>>(
+          count, classes, first == 0, logits, gradBias->as<float>());
+      checkLaunch("linearCrossEntropy");
+    }
+  }
+}
+
+} // namespace
+
+void linearCrossEntropy(Context &ctx, const Tensor &hidden,
+                        const Tensor &weight, const Tensor &target,
+                        const Tensor &bias, const Tensor &loss,
+                        const Tensor &gradHidden, const Tensor &gradWeight,
+                        const Tensor &gradBias, int64_t ignoreIndex,
+                        Reduction reduction) {
+  checkLinearRowsF32("linearCrossEntropy", hidden, weight, {&bias, &loss, &gradHidden, &gradWeight, &gradBias}, throwUnsupported);
+  int64_t rows = hidden.shape[0], classes = weight.shape[0];
+  cudaStream_t stream = ctx.getStream();
+  Context::Impl &impl = ctx.getImpl();
   // The rows' losses, then the loss scale.
   auto *losses = static_cast<float *>(
       impl.getScratch(Scratch::LinearCrossEntropyRows,
                       sizeof(float) * (std::max<int64_t>(rows, 1) + 1), stream));
   float *scale = losses + std::max<int64_t>(rows, 1);
-  const int64_t transpose[] = {1, 0};
   dispatch(IndexTypes(), target.dtype, "linearCrossEntropy", [&](auto tag) {
     using I = typename decltype(tag)::type;
     const I *labels = target.as<I>();
     lossScaleKernel<<<1, 1024, 0, stream>>>(
         rows, ignoreIndex, reduction == Reduction::Mean, labels, scale);
     checkLaunch("linearCrossEntropy");
-    for (int64_t first = 0; first < rows; first += chunkRows) {
-      int64_t count = std::min(chunkRows, rows - first);
-      Tensor chunkHidden(hidden.as<float>() + first * features, DType::F32,
-                         {count, features});
-      Tensor chunkLogits(logits, DType::F32, {count, classes});
-      linear(ctx, chunkHidden, weight, bias, chunkLogits);
-      linearCrossEntropyRowsKernel<<<getGridSize(ctx, count, 1),
-                                     getRowBlockSize(classes, 8), 0, stream>>>(
-          count, classes, ignoreIndex, labels + first, scale, logits,
-          losses + first, impl.getErrorSink());
-      checkLaunch("linearCrossEntropy");
-      matmul(ctx, chunkLogits, weight,
-             Tensor(gradHidden.as<float>() + first * features, DType::F32,
-                    {count, features}));
-      Tensor part = first == 0 ? gradWeight
-                               : Tensor(weightPart, DType::F32,
-                                        {classes, features});
-      MatmulPermutations permutations;
-      permutations.lhs = transpose;
-      matmul(ctx, chunkLogits, chunkHidden, part, permutations);
-      if (first != 0) {
-        accumulateKernel<<<getGridSize(ctx, classes * features, 256), 256, 0,
-                           stream>>>(classes * features, weightPart,
-                                     gradWeight.as<float>());
-        checkLaunch("linearCrossEntropy");
-      }
-      if (gradBias) {
-        biasGradKernel<<<getGridSize(ctx, classes, 256), 256, 0, stream>>>(
-            count, classes, first == 0, logits, gradBias.as<float>());
-        checkLaunch("linearCrossEntropy");
-      }
-    }
+    forEachLogitChunk(
+        ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias,
+        [&](float *logits, int64_t first, int64_t count) {
+          linearCrossEntropyRowsKernel<<<getGridSize(ctx, count, 1),
+                                         getRowBlockSize(classes, 8), 0,
+                                         stream>>>(
+              count, classes, ignoreIndex, labels + first, scale, logits,
+              losses + first, impl.getErrorSink());
+          checkLaunch("linearCrossEntropy");
+        });
     crossEntropyTotalKernel<<<1, 1024, 0, stream>>>(
         rows, ignoreIndex, reduction == Reduction::Mean, losses, labels,
         loss.as<float>());
     checkLaunch("linearCrossEntropy");
   });
+}
+
+void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
+                     const Tensor &bias, const Tensor &logsumexp) {
+  checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp}, throwUnsupported);
+  int64_t classes = weight.shape[0];
+  forEachLogitChunk(
+      ctx, hidden, weight, bias, nullptr, nullptr, nullptr,
+      [&](float *logits, int64_t first, int64_t count) {
+        rowLogSumExpKernel<<<getGridSize(ctx, count, 1),
+                             getRowBlockSize(classes, 8), 0,
+                             ctx.getStream()>>>(
+            count, classes, logits, logsumexp.as<float>() + first);
+        checkLaunch("linearLogSumExp");
+      });
+}
+
+void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
+                         const Tensor &weight, const Tensor &bias,
+                         const Tensor &logsumexp, const Tensor &grad,
+                         const Tensor &gradHidden, const Tensor &gradWeight,
+                         const Tensor &gradBias) {
+  checkLinearRowsF32("linearLogSumExpGrad", hidden, weight, {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias}, throwUnsupported);
+  int64_t classes = weight.shape[0];
+  forEachLogitChunk(
+      ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias,
+      [&](float *logits, int64_t first, int64_t count) {
+        scaledSoftmaxKernel<<<getGridSize(ctx, count * classes, 256), 256, 0,
+                              ctx.getStream()>>>(
+            count, classes, logsumexp.as<float>() + first,
+            grad.as<float>() + first, logits);
+        checkLaunch("linearLogSumExpGrad");
+      });
 }
 
 } // namespace slapo::rt::cuda

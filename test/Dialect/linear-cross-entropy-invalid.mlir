@@ -56,3 +56,37 @@ func.func @grad_bias_without_bias(%h: tensor<6x8xf32>, %w: tensor<16x8xf32>, %t:
   %l, %dh, %dw, %db = slapo.linear_cross_entropy %h, %w, %t {ignore_index = -100, reduction = #slapo.reduction<mean>} : (tensor<6x8xf32>, tensor<16x8xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
   return
 }
+
+// -----
+
+// slapo.linear_log_sum_exp and its gradient: one value per row of hidden.
+
+func.func @log_sum_exp_rows(%h: tensor<6x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{logsumexp shape [16] differs from [6], the rows of hidden}}
+  %l = slapo.linear_log_sum_exp %h, %w : (tensor<6x8xf32>, tensor<16x8xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @log_sum_exp_bf16(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>) {
+  // expected-error @+1 {{operands must be f32, got 'tensor<6x8xbf16>'}}
+  %l = slapo.linear_log_sum_exp %h, %w : (tensor<6x8xbf16>, tensor<16x8xbf16>) -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @log_sum_exp_grad_rows(%h: tensor<6x8xf32>, %w: tensor<16x8xf32>, %l: tensor<6xf32>, %g: tensor<5xf32>) {
+  // expected-error @+1 {{grad shape [5] differs from [6], the rows of hidden}}
+  %dh, %dw = slapo.linear_log_sum_exp_grad %h, %w logsumexp %l grad %g : (tensor<6x8xf32>, tensor<16x8xf32>, tensor<6xf32>, tensor<5xf32>) -> (tensor<6x8xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @log_sum_exp_grad_bias(%h: tensor<6x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %l: tensor<6xf32>, %g: tensor<6xf32>) {
+  // expected-error @+1 {{has a grad_bias result if and only if it has a bias}}
+  %dh, %dw = slapo.linear_log_sum_exp_grad %h, %w bias %b logsumexp %l grad %g : (tensor<6x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<6x8xf32>, tensor<16x8xf32>)
+  return
+}

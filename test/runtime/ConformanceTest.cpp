@@ -1159,6 +1159,50 @@ void addLinearCrossEntropy(CaseList &cases) {
     }
 }
 
+/// The vocabulary-parallel LM head's kernels: each row's log-sum-exp, then
+/// the gradients from it and a gradient per row; one chunk and several,
+/// with and without bias.
+void addLinearLogSumExp(CaseList &cases) {
+  struct LinearLogSumExpCase {
+    const char *name;
+    int64_t rows, features, classes;
+    bool hasBias;
+  };
+  const LinearLogSumExpCase kCases[] = {
+      {"chunks", 37, 24, 100, true},
+      {"one chunk", 9, 64, 50, false},
+      {"GPT-2 half vocabulary", 20, 64, 25128, false},
+  };
+  for (const LinearLogSumExpCase &c : kCases) {
+    HostTensor hidden = random(DType::F32, {c.rows, c.features}, 190, -1, 1);
+    HostTensor weight = random(DType::F32, {c.classes, c.features}, 191, -1, 1);
+    HostTensor bias = random(DType::F32, {c.classes}, 192, -1, 1);
+    HostTensor grad = random(DType::F32, {c.rows}, 193, -1, 1);
+    cases.add(
+        std::string("linearLogSumExp and its gradient ") + c.name + " " +
+            describe(DType::F32, {c.rows, c.features}) + " classes " +
+            std::to_string(c.classes),
+        [=](auto &session) -> Outputs {
+          Tensor h = session.upload(hidden), w = session.upload(weight),
+                 g = session.upload(grad);
+          Tensor b = c.hasBias ? session.upload(bias) : Tensor();
+          Tensor lse = session.output(DType::F32, {c.rows});
+          Tensor gh = session.output(DType::F32, {c.rows, c.features});
+          Tensor gw = session.output(DType::F32, {c.classes, c.features});
+          Tensor gb =
+              c.hasBias ? session.output(DType::F32, {c.classes}) : Tensor();
+          linearLogSumExp(session.ctx, h, w, b, lse);
+          linearLogSumExpGrad(session.ctx, h, w, b, lse, g, gh, gw, gb);
+          Outputs outputs = {session.download(lse), session.download(gh),
+                             session.download(gw)};
+          if (c.hasBias)
+            outputs.push_back(session.download(gb));
+          return outputs;
+        },
+        withAbsolute(1e-5));
+  }
+}
+
 void addConvolutionsAndPooling(CaseList &cases) {
   // Sums of up to 3 * 3 * 8 products of values in [-1, 1] accumulate in
   // different orders (cuDNN's algorithms, oneDNN's): an absolute tolerance.
@@ -1490,6 +1534,7 @@ const std::vector<Case> &getCases() {
     addNN(list);
     addAttention(list);
     addLinearCrossEntropy(list);
+    addLinearLogSumExp(list);
     addConvolutionsAndPooling(list);
     addReductions(list);
     addRunningSums(list);

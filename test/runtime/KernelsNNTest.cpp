@@ -437,23 +437,54 @@ TEST_CASE("flash attention: keys masked by a -inf bias add nothing, even "
   CHECK(logsumexp[0] == Approx(std::log(2.0)));
 }
 
+namespace {
+
+/// `count` values drawn uniformly from [-1, 1).
+std::vector<float> uniformValues(std::mt19937 &generator, int64_t count) {
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::vector<float> values(count);
+  for (float &value : values)
+    value = uniform(generator);
+  return values;
+}
+
+/// Checks a kernel's f32 result against an f64 reference within `margin`.
+void checkNear(const char *name, const std::vector<float> &got,
+               const std::vector<double> &want, double margin) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO(name << " element " << i);
+    REQUIRE(got[i] == Approx(want[i]).margin(margin));
+  }
+}
+
+/// Row `row` of hidden [rows, features] x weight [classes, features]^T
+/// (+ bias, when not empty), in f64.
+std::vector<double> naiveLogitRow(const std::vector<float> &hidden,
+                                  const std::vector<float> &weight,
+                                  const std::vector<float> &bias,
+                                  int64_t features, int64_t row) {
+  int64_t classes = int64_t(weight.size()) / features;
+  std::vector<double> line(classes);
+  for (int64_t c = 0; c < classes; ++c) {
+    line[c] = bias.empty() ? 0.0 : bias[c];
+    for (int64_t f = 0; f < features; ++f)
+      line[c] += double(hidden[row * features + f]) * weight[c * features + f];
+  }
+  return line;
+}
+
+} // namespace
+
 TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
           "and gradients") {
   // 37 rows of 8 features against 50 classes: chunks of 6 rows (about the
   // hidden rows' size in logits), the last one of a single row.
   const int64_t rows = 37, features = 8, classes = 50, ignore = -100;
   std::mt19937 generator(20);
-  std::uniform_real_distribution<float> uniform(-1, 1);
   std::uniform_int_distribution<int64_t> label(0, classes - 1);
-  auto randomValues = [&](int64_t count) {
-    std::vector<float> values(count);
-    for (float &value : values)
-      value = uniform(generator);
-    return values;
-  };
-  std::vector<float> hidden = randomValues(rows * features),
-                     weight = randomValues(classes * features),
-                     bias = randomValues(classes);
+  std::vector<float> hidden = uniformValues(generator, rows * features),
+                     weight = uniformValues(generator, classes * features),
+                     bias = uniformValues(generator, classes);
   std::vector<int32_t> target(rows);
   for (int32_t &t : target)
     t = int32_t(label(generator));
@@ -473,13 +504,9 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
           counted += target[r] != ignore;
         double scale = reduction == Reduction::Mean ? 1.0 / counted : 1.0;
         for (int64_t r = 0; r < rows; ++r) {
-          std::vector<double> line(classes);
-          for (int64_t c = 0; c < classes; ++c) {
-            line[c] = withBias ? bias[c] : 0.0;
-            for (int64_t f = 0; f < features; ++f)
-              line[c] +=
-                  double(hidden[r * features + f]) * weight[c * features + f];
-          }
+          std::vector<double> line = naiveLogitRow(
+              hidden, weight, withBias ? bias : std::vector<float>(), features,
+              r);
           std::vector<double> softmax = naiveSoftmax(line, false);
           bool ignored = target[r] == ignore;
           if (!ignored)
@@ -518,20 +545,75 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
               wantWeight[c * features + f] += g * hidden[r * features + f];
             }
           }
-        auto checkNear = [](const char *name, const std::vector<float> &got,
-                            const std::vector<double> &want) {
-          for (size_t i = 0; i < want.size(); ++i) {
-            INFO(name << " element " << i);
-            REQUIRE(got[i] == Approx(want[i]).margin(1e-6));
-          }
-        };
-        checkNear("grad_hidden", gradHidden, wantHidden);
-        checkNear("grad_weight", gradWeight, wantWeight);
+        checkNear("grad_hidden", gradHidden, wantHidden, 1e-6);
+        checkNear("grad_weight", gradWeight, wantWeight, 1e-6);
         if (withBias)
-          checkNear("grad_bias", gradBias, wantBias);
+          checkNear("grad_bias", gradBias, wantBias, 1e-6);
         if (!withBias)
           CHECK(gradBias == std::vector<float>(classes, -1));
       }
+}
+
+TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
+          "unfused ones") {
+  // linearCrossEntropy's chunks (6 rows of 50 logits, the last of one row);
+  // the gradient of each row's log-sum-exp weighs its softmax by the row's
+  // gradient.
+  const int64_t rows = 37, features = 8, classes = 50;
+  std::mt19937 generator(21);
+  std::vector<float> hidden = uniformValues(generator, rows * features),
+                     weight = uniformValues(generator, classes * features),
+                     bias = uniformValues(generator, classes),
+                     grad = uniformValues(generator, rows);
+  for (bool withBias : {true, false})
+    for (int threads : {1, 2}) {
+      INFO("bias " << withBias << ", threads " << threads);
+      std::vector<double> wantLogSumExp(rows), wantHidden(rows * features),
+          wantWeight(classes * features), wantBias(classes);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<double> line =
+            naiveLogitRow(hidden, weight,
+                          withBias ? bias : std::vector<float>(), features, r);
+        double sum = 0;
+        for (double logit : line)
+          sum += std::exp(logit);
+        wantLogSumExp[r] = std::log(sum);
+        std::vector<double> softmax = naiveSoftmax(line, false);
+        for (int64_t c = 0; c < classes; ++c) {
+          double g = softmax[c] * grad[r];
+          wantBias[c] += g;
+          for (int64_t f = 0; f < features; ++f) {
+            wantHidden[r * features + f] += g * weight[c * features + f];
+            wantWeight[c * features + f] += g * hidden[r * features + f];
+          }
+        }
+      }
+
+      Context ctx(threads);
+      Tensor hiddenTensor(hidden.data(), DType::F32, {rows, features});
+      Tensor weightTensor(weight.data(), DType::F32, {classes, features});
+      Tensor biasTensor =
+          withBias ? Tensor(bias.data(), DType::F32, {classes}) : Tensor();
+      std::vector<float> logSumExp(rows, -1);
+      Tensor logSumExpTensor(logSumExp.data(), DType::F32, {rows});
+      linearLogSumExp(ctx, hiddenTensor, weightTensor, biasTensor,
+                      logSumExpTensor);
+      std::vector<float> gradHidden(rows * features, -1),
+          gradWeight(classes * features, -1), gradBias(classes, -1);
+      linearLogSumExpGrad(
+          ctx, hiddenTensor, weightTensor, biasTensor, logSumExpTensor,
+          Tensor(grad.data(), DType::F32, {rows}),
+          Tensor(gradHidden.data(), DType::F32, {rows, features}),
+          Tensor(gradWeight.data(), DType::F32, {classes, features}),
+          withBias ? Tensor(gradBias.data(), DType::F32, {classes}) : Tensor());
+      checkNear("logsumexp", logSumExp, wantLogSumExp, 1e-5);
+      checkNear("grad_hidden", gradHidden, wantHidden, 1e-6);
+      checkNear("grad_weight", gradWeight, wantWeight, 1e-6);
+      if (withBias)
+        checkNear("grad_bias", gradBias, wantBias, 1e-6);
+      else
+        CHECK(gradBias == std::vector<float>(classes, -1));
+    }
 }
 
 TEST_CASE("linear cross entropy: a target out of range is an error naming "

@@ -458,6 +458,18 @@ std::vector<RuleCase> ruleCases() {
        "(tensor<5x3xf32>, tensor<4x3xf32>, tensor<5xi32>) -> "
        "(tensor<f32>, tensor<5x3xf32>, tensor<4x3xf32>)",
        "tensor<f32>"},
+      {"linear_log_sum_exp with a bias",
+       {{"h", "tensor<5x3xf32>"},
+        {"w", "tensor<4x3xf32>"},
+        {"b", "tensor<4xf32>"}},
+       "%y = slapo.linear_log_sum_exp %h, %w bias %b : (tensor<5x3xf32>, "
+       "tensor<4x3xf32>, tensor<4xf32>) -> tensor<5xf32>",
+       "tensor<5xf32>"},
+      {"linear_log_sum_exp",
+       {{"h", "tensor<5x3xf32>"}, {"w", "tensor<4x3xf32>"}},
+       "%y = slapo.linear_log_sum_exp %h, %w : (tensor<5x3xf32>, "
+       "tensor<4x3xf32>) -> tensor<5xf32>",
+       "tensor<5xf32>"},
 
       // Reductions.
       {"sum",

@@ -593,6 +593,54 @@ def Slapo_LinearCrossEntropyOp : Slapo_Op<"linear_cross_entropy",
   let hasVerifier = 1;
 }
 
+def Slapo_LinearLogSumExpOp : Slapo_Op<"linear_log_sum_exp",
+    [Pure, Slapo_Differentiable]> {
+  let summary = "each row's log-sum-exp of hidden[N, H] x weight[V, H]^T "
+                "(+ bias) without the [N, V] logits";
+  let description = [{
+    What a vocabulary-parallel slapo.linear_cross_entropy becomes on each
+    rank (slapo-propagate-sharding): `logsumexp`[n] = log(sum_v
+    exp(logits[n, v])) with logits = hidden x weight^T + bias, the rank's
+    block of the classes. The kernel walks the rows in chunks as
+    linear_cross_entropy's does; the ranks' log-sum-exps are combined by
+    collectives in the IR. Its gradient (slapo.linear_log_sum_exp_grad)
+    recomputes the chunks' logits from `logsumexp`. f32 operands.
+
+    ```mlir
+    %lse = slapo.linear_log_sum_exp %h, %w : (tensor<62x32xf32>, tensor<64x32xf32>) -> tensor<62xf32>
+    ```
+  }];
+  let arguments = (ins Slapo_FloatTensor:$hidden, Slapo_FloatTensor:$weight,
+                       Optional<Slapo_FloatTensor>:$bias);
+  let results = (outs Slapo_FloatTensor:$logsumexp);
+  let assemblyFormat = "$hidden `,` $weight (`bias` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Slapo_LinearLogSumExpGradOp : Slapo_Op<"linear_log_sum_exp_grad",
+    [Pure]> {
+  let summary = "the gradients of linear_log_sum_exp's hidden, weight and "
+                "bias";
+  let description = [{
+    With each chunk's logits recomputed and G = exp(logits - logsumexp) *
+    grad (the softmax scaled by each row's gradient): grad_hidden = G x
+    weight, grad_weight = G^T x hidden, grad_bias = the column sums of G
+    (present with `bias`). What slapo.linear_log_sum_exp's gradient rule
+    builds; only a chunk of G exists at a time.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$hidden, Slapo_FloatTensor:$weight,
+                       Optional<Slapo_FloatTensor>:$bias,
+                       Slapo_FloatTensor:$logsumexp, Slapo_FloatTensor:$grad);
+  let results = (outs Slapo_FloatTensor:$grad_hidden,
+                      Slapo_FloatTensor:$grad_weight,
+                      Optional<Slapo_FloatTensor>:$grad_bias);
+  let assemblyFormat = "$hidden `,` $weight (`bias` $bias^)? `logsumexp` "
+                       "$logsumexp `grad` $grad attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
     [Pure, AttrSizedOperandSegments, Slapo_Differentiable, Slapo_Shardable,
      Slapo_Contraction]> {

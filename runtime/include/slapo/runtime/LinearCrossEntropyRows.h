@@ -1,7 +1,8 @@
 //===- LinearCrossEntropyRows.h - the fused LM head loss's rows -*- C++ -*-===//
 //
-// Shared by the CPU and CUDA backends' linearCrossEntropy (KernelSet.inc):
-// how many rows a chunk holds, and each row's loss and logit gradients from
+// Shared by the CPU and CUDA backends' linearCrossEntropy and
+// linearLogSumExp (KernelSet.inc): their type check, how many rows a chunk
+// holds, and each row's loss and logit gradients from
 // its logits' log-sum-exp, so that both backends compute the same values
 // from the same chunks of logits.
 //
@@ -18,26 +19,21 @@
 
 namespace slapo::rt {
 
-/// The sizes of a linearCrossEntropy of hidden [rows, features] and weight
-/// [classes, features], and the dtype of the first of its float tensors
-/// (absent ones skipped) that is not f32, the kernels' only type (F32 when
-/// there is none).
-struct LinearCrossEntropySizes {
-  int64_t rows, features, classes;
-  DType unsupported = DType::F32;
-
-  LinearCrossEntropySizes(const Tensor &hidden, const Tensor &weight,
-                          std::initializer_list<const Tensor *> outputs)
-      : rows(hidden.shape[0]), features(hidden.shape[1]),
-        classes(weight.shape[0]) {
-    for (const Tensor *tensor : {&hidden, &weight})
-      if (tensor->dtype != DType::F32)
-        unsupported = tensor->dtype;
-    for (const Tensor *tensor : outputs)
-      if (*tensor && tensor->dtype != DType::F32)
-        unsupported = tensor->dtype;
-  }
-};
+/// Calls `throwUnsupported(kernel, dtype)`, the backend's, with the dtype of
+/// the first float tensor of an LM head kernel (hidden, weight, then
+/// `others`, absent ones skipped) that is not f32, the kernels' only type.
+template <typename ThrowUnsupported>
+void checkLinearRowsF32(const char *kernel, const Tensor &hidden,
+                        const Tensor &weight,
+                        std::initializer_list<const Tensor *> others,
+                        ThrowUnsupported throwUnsupported) {
+  for (const Tensor *tensor : {&hidden, &weight})
+    if (tensor->dtype != DType::F32)
+      throwUnsupported(kernel, tensor->dtype);
+  for (const Tensor *tensor : others)
+    if (*tensor && tensor->dtype != DType::F32)
+      throwUnsupported(kernel, tensor->dtype);
+}
 
 /// The rows of one chunk of an LM head of `rows` hidden rows of `features`
 /// and `classes` logits each: the chunk's logits are about as large as the
