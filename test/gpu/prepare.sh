@@ -64,8 +64,8 @@ program() {
   local dir=$suite/cases/$1 out=$2
   shift 2
   "$slapoc" "$dir/model.pt" --target=cuda "$@" -o "$dir/$out" > "$dir/$out.compile.log"
-  strip "$dir/$out/rank0/train"
-  rm -f "$dir/$out/rank0/step.cu"
+  strip "$dir/$out"/rank*/train
+  rm -f "$dir/$out"/rank*/step.cu
 }
 
 adamw=(--optimizer adamw --lr 0.003 --weight-decay 0.1 --grad-clip 1.0
@@ -78,6 +78,12 @@ gpt2_flags=(--input 'input_ids=i64[8,32]' --input 'labels=i64[8,32]')
 program gpt2 fp32 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw.sched"
 program gpt2 bf16 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/bf16.sched"
 program gpt2 dp2 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw-dp2.sched"
+# Two pipeline stages, 1F1B over 2 microbatches (on one GPU the stages'
+# messages and the tied embedding's all-reduce go through MPI).
+sed 's/microbatches=1)/microbatches=2)/' "$e2e/Inputs/adamw-pp2.sched" \
+  > "$suite/cases/gpt2/pp2.sched"
+grep -q 'microbatches=2' "$suite/cases/gpt2/pp2.sched"
+program gpt2 pp2 "${gpt2_flags[@]}" --schedule "$suite/cases/gpt2/pp2.sched"
 # Every elementwise chain a generated kernel (train(fusion="auto")).
 sed 's/warmup_steps=2)/warmup_steps=2, fusion="auto")/' "$e2e/Inputs/adamw.sched" \
   > "$suite/cases/gpt2/fused.sched"

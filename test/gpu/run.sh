@@ -8,8 +8,9 @@
 #     and GPT-2 in bf16 (losses 1e-3, gradients 5e-2: the CPU's bf16 bounds);
 #   - the training-mode WideResNet, 5 SGD steps in fp32 (1e-4) and bf16
 #     (wideresnet.test's bounds);
-#   - GPT-2 with tp=2 and with dp=2, two ranks on one GPU (MPI staged through
-#     host memory), against the same reference;
+#   - GPT-2 with tp=2, with dp=2 and with pp=2 (2 microbatches, 1F1B), two
+#     ranks on one GPU (MPI staged through host memory), against the same
+#     reference;
 #   - BERT and LLaMA with their shipped schedules (tp=2, two ranks on one
 #     GPU; the replace() kernels: flash attention and LLaMA's fused
 #     RMSNorm), within 1e-4 of the same reference;
@@ -110,6 +111,7 @@ fused_is_unfused() {
 }
 check gpt2-fused-exact fused_is_unfused
 check gpt2-dp2 trains gpt2 dp2 2 1e-4 1e-4
+check gpt2-pp2 trains gpt2 pp2 2 1e-4 1e-4
 
 # Saved at step 3 on the GPU, resumed to step 5: the same losses bit for bit
 # as the uninterrupted fp32 run; the checkpoint merges into a state_dict
