@@ -214,8 +214,8 @@ __global__ void normKernel(int64_t rows, int64_t size, double eps,
 /// each row's moments are kept in `moments` for the column sums.
 template <bool Rms, typename T>
 __global__ void normGradKernel(int64_t rows, int64_t size, double eps,
-                                    const T *in, const T *dy, const T *gamma,
-                                    T *dx, RowMoments<Compute<T>> *moments) {
+                               const T *in, const T *dy, const T *gamma, T *dx,
+                               RowMoments<Compute<T>> *moments) {
   using C = Compute<T>;
   using A = Accumulate<T>;
   __shared__ A shared[32];
@@ -234,7 +234,8 @@ __global__ void normGradKernel(int64_t rows, int64_t size, double eps,
         sum += scaled;
       projection += scaled * ((load(x[i]) - m.center) * m.rstd);
     }
-    C meanScaled = Rms ? C(0) : C(blockReduce(sum, Add(), A(0), shared) / A(size));
+    C meanScaled =
+        Rms ? C(0) : C(blockReduce(sum, Add(), A(0), shared) / A(size));
     C meanProjection =
         C(blockReduce(projection, Add(), A(0), shared) / A(size));
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
@@ -250,10 +251,10 @@ __global__ void normGradKernel(int64_t rows, int64_t size, double eps,
 /// The weight's and the bias's gradients of a norm: one thread per column,
 /// summing its rows in order.
 template <typename T>
-__global__ void normAffineGradKernel(int64_t rows, int64_t size,
-                                          const T *in, const T *dy,
-                                          const RowMoments<Compute<T>> *moments,
-                                          T *dgamma, T *dbeta) {
+__global__ void normAffineGradKernel(int64_t rows, int64_t size, const T *in,
+                                     const T *dy,
+                                     const RowMoments<Compute<T>> *moments,
+                                     T *dgamma, T *dbeta) {
   using A = Accumulate<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < size;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -306,10 +307,10 @@ void launchNormGrad(Context &ctx, const char *kernel, const Tensor &grad,
     using Moments = RowMoments<Compute<T>>;
     auto *moments = static_cast<Moments *>(ctx.getImpl().getScratch(
         Scratch::Partials, sizeof(Moments) * rows, stream));
-    normGradKernel<Rms><<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4),
-                          0, stream>>>(rows, size, eps, input.as<T>(),
-                                       grad.as<T>(), weight.as<T>(),
-                                       gradInput.as<T>(), moments);
+    normGradKernel<Rms>
+        <<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0, stream>>>(
+            rows, size, eps, input.as<T>(), grad.as<T>(), weight.as<T>(),
+            gradInput.as<T>(), moments);
     checkLaunch(kernel);
     if (!gradWeight.data && !gradBias.data)
       return;
@@ -337,10 +338,9 @@ void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
                    const Tensor &gradWeight, const Tensor &gradBias,
                    int64_t normalizedRank, double eps) {
   int rank = input.getRank();
-  launchNormGrad<false>(ctx, "layerNormGrad", grad, input, weight, gradInput,
-                        gradWeight, gradBias,
-                        product(input.shape, rank - int(normalizedRank), rank),
-                        eps);
+  launchNormGrad<false>(
+      ctx, "layerNormGrad", grad, input, weight, gradInput, gradWeight,
+      gradBias, product(input.shape, rank - int(normalizedRank), rank), eps);
 }
 
 void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
@@ -732,10 +732,10 @@ __global__ void scaledSoftmaxKernel(int64_t rows, int64_t classes,
 /// goes to the chunk's rows of `gradHidden` and its shares of `gradWeight`
 /// and `gradBias` (null without bias).
 template <typename OnRows>
-void forEachLogitChunk(Context &ctx, const Tensor &hidden,
-                       const Tensor &weight, const Tensor &bias,
-                       const Tensor *gradHidden, const Tensor *gradWeight,
-                       const Tensor *gradBias, OnRows onRows) {
+void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
+                       const Tensor &bias, const Tensor *gradHidden,
+                       const Tensor *gradWeight, const Tensor *gradBias,
+                       OnRows onRows) {
   int64_t rows = hidden.shape[0], features = hidden.shape[1],
           classes = weight.shape[0];
   cudaStream_t stream = ctx.getStream();
@@ -789,7 +789,9 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         const Tensor &gradHidden, const Tensor &gradWeight,
                         const Tensor &gradBias, int64_t ignoreIndex,
                         Reduction reduction) {
-  checkLinearRowsF32("linearCrossEntropy", hidden, weight, {&bias, &loss, &gradHidden, &gradWeight, &gradBias}, throwUnsupported);
+  checkLinearRowsF32("linearCrossEntropy", hidden, weight,
+                     {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
+                     throwUnsupported);
   int64_t rows = hidden.shape[0], classes = weight.shape[0];
   cudaStream_t stream = ctx.getStream();
   Context::Impl &impl = ctx.getImpl();
@@ -823,14 +825,14 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
 
 void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
                      const Tensor &bias, const Tensor &logsumexp) {
-  checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp}, throwUnsupported);
+  checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
+                     throwUnsupported);
   int64_t classes = weight.shape[0];
   forEachLogitChunk(
       ctx, hidden, weight, bias, nullptr, nullptr, nullptr,
       [&](float *logits, int64_t first, int64_t count) {
         rowLogSumExpKernel<<<getGridSize(ctx, count, 1),
-                             getRowBlockSize(classes, 8), 0,
-                             ctx.getStream()>>>(
+                             getRowBlockSize(classes, 8), 0, ctx.getStream()>>>(
             count, classes, logits, logsumexp.as<float>() + first);
         checkLaunch("linearLogSumExp");
       });
@@ -841,7 +843,10 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
                          const Tensor &logsumexp, const Tensor &grad,
                          const Tensor &gradHidden, const Tensor &gradWeight,
                          const Tensor &gradBias) {
-  checkLinearRowsF32("linearLogSumExpGrad", hidden, weight, {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias}, throwUnsupported);
+  checkLinearRowsF32(
+      "linearLogSumExpGrad", hidden, weight,
+      {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias},
+      throwUnsupported);
   int64_t classes = weight.shape[0];
   forEachLogitChunk(
       ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias,
