@@ -4,7 +4,7 @@
 // Private to runtime/cpu: element types and their compute and accumulation
 // types, dispatch from a runtime DType (or kind enum) to one templated
 // implementation, the OpenMP loop helper, and the walker that visits a
-// broadcast result as contiguous segments.
+// broadcast result as contiguous segments, and the rows of a softmax.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_CPU_KERNELSUPPORT_H
@@ -320,6 +320,34 @@ private:
   int64_t dims[kMaxRank] = {};
   int64_t strides[N][kMaxRank] = {};
 };
+
+//===----------------------------------------------------------------------===//
+// Rows of a softmax: always inlined, so that the loops take the instruction
+// set of the kernel build that calls them (KernelVariant.h).
+//===----------------------------------------------------------------------===//
+
+/// The largest of x[0, n), NaN if any is.
+template <typename T>
+SLAPO_VECTOR_INLINE Compute<T> rowMax(const T *x, int64_t n) {
+  Compute<T> max = -std::numeric_limits<Compute<T>>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    max = maxPropagatingNaN(load(x[i]), max);
+  return max;
+}
+
+/// e^(x[i] - max) into exps[0, n) (which may be x itself), and their sum in
+/// f64. The exponentials come first, in a loop of their own, which
+/// vectorizes.
+template <typename T>
+SLAPO_VECTOR_INLINE double exponentiate(const T *x, int64_t n, Compute<T> max,
+                                        Compute<T> *exps) {
+  for (int64_t i = 0; i < n; ++i)
+    exps[i] = vexp(load(x[i]) - max);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += exps[i];
+  return sum;
+}
 
 } // namespace slapo::rt::cpu::detail
 

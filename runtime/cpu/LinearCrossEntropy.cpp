@@ -104,14 +104,8 @@ void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
 /// exponentials less the row's maximum (in a loop of their own, which
 /// vectorizes); `sum` gets their sum, in f64.
 float exponentiateRow(float *x, int64_t classes, double &sum) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < classes; ++i)
-    max = std::max(max, x[i]);
-  for (int64_t i = 0; i < classes; ++i)
-    x[i] = vexp(x[i] - max);
-  sum = 0;
-  for (int64_t i = 0; i < classes; ++i)
-    sum += x[i];
+  float max = rowMax(x, classes);
+  sum = exponentiate(x, classes, max, x);
   return max + float(std::log(sum));
 }
 

@@ -236,26 +236,6 @@ namespace {
 /// Columns of a strided softmax one task handles together.
 constexpr int64_t kColumnBlock = 64;
 
-/// The largest of x[0, n), NaN if any is.
-template <typename T> Compute<T> rowMax(const T *x, int64_t n) {
-  Compute<T> max = -std::numeric_limits<Compute<T>>::infinity();
-  for (int64_t i = 0; i < n; ++i)
-    max = maxPropagatingNaN(load(x[i]), max);
-  return max;
-}
-
-/// e^(x[i] - max) into exps[0, n), and their sum in f64. The exponentials
-/// come first, in a loop of their own, which vectorizes.
-template <typename T>
-double exponentiate(const T *x, int64_t n, Compute<T> max, Compute<T> *exps) {
-  for (int64_t i = 0; i < n; ++i)
-    exps[i] = vexp(load(x[i]) - max);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i)
-    sum += exps[i];
-  return sum;
-}
-
 /// softmax or log-softmax of `input` along `dim`: the input viewed as
 /// [outer, length, inner], each of the outer * inner lines normalized with
 /// its maximum subtracted first.
