@@ -7,6 +7,7 @@
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Frontend/ImportCheck.h"
 #include "slapo/Frontend/TorchScriptImporter.h"
+#include "slapo/Frontend/TrainingLoss.h"
 #include "slapo/Frontend/Verify.h"
 #include "slapo/Schedule/MLIRDiagnostics.h"
 #include "slapo/Schedule/Parser.h"
@@ -250,20 +251,6 @@ Outcome fail(const llvm::Twine &message) {
   return Outcome::Failed;
 }
 
-/// Rejects the train() options the compiler cannot honour yet, at their
-/// declaration.
-mlir::LogicalResult
-rejectUnimplementedTraining(const schedule::Schedule &spec,
-                            schedule::DiagnosticReporter &reporter) {
-  const schedule::TrainOptions &train = spec.train;
-  if (train.loss == "forward")
-    return mlir::success();
-  reporter.error(train.lossLoc, "loss=\"" + train.loss +
-                                    "\" is not implemented yet: the forward "
-                                    "must return the loss");
-  return mlir::failure();
-}
-
 /// The train() options as they were compiled, for the manifest.
 std::string trainOptionsJson(const schedule::TrainOptions &train) {
   std::string text;
@@ -426,8 +413,11 @@ private:
   /// Prints --emit=torch, imports the rank's forward and merges the
   /// duplicates import makes.
   Outcome importModel();
-  /// Checks the schedule against the model and rejects what cannot compile
-  /// yet where compiling.
+  /// The model's forward for `given` (the schedule's inputs, the global
+  /// batch or one share of it), with train(loss=)'s loss; null after errors.
+  mlir::OwningOpRef<mlir::ModuleOp>
+  importForward(llvm::ArrayRef<InputSpec> given);
+  /// Checks the schedule against the model.
   Outcome planSchedule();
   /// The training pipeline of the plan (slapo/Transforms/Pipeline.h).
   Outcome buildPipeline();
@@ -586,7 +576,7 @@ Outcome Compilation::importModel() {
     output->os() << model->printInlinedForward();
   {
     mlir::TimingScope importTiming = rootTiming.nest("TorchScript import");
-    module = importTorchScript(context, *model, microbatchInputs);
+    module = importForward(microbatchInputs);
   }
   if (!module)
     return Outcome::Diagnosed;
@@ -599,6 +589,34 @@ Outcome Compilation::importModel() {
                                           : Outcome::Diagnosed;
 }
 
+mlir::OwningOpRef<mlir::ModuleOp>
+Compilation::importForward(llvm::ArrayRef<InputSpec> given) {
+  if (train.loss == "forward")
+    return importTorchScript(context, *model, given);
+  // The loss's targets are the last input(), declared after the forward's.
+  if (given.empty()) {
+    reporter.error(train.lossLoc,
+                   "loss=\"" + train.loss +
+                       "\" needs its targets: declare them with input() "
+                       "after the forward's inputs");
+    return nullptr;
+  }
+  const InputSpec &targets = given.back();
+  mlir::Location where =
+      targets.declaration
+          ? *targets.declaration
+          : schedule::getScheduleLocation(sourceMgr, train.lossLoc, &context);
+  if (mlir::failed(checkCrossEntropyTargets(targets, where)))
+    return nullptr;
+  mlir::OwningOpRef<mlir::ModuleOp> imported =
+      importTorchScript(context, *model, given.drop_back());
+  if (!imported || mlir::failed(appendCrossEntropyLoss(
+                       imported->lookupSymbol<mlir::func::FuncOp>("forward"),
+                       targets, where)))
+    return nullptr;
+  return imported;
+}
+
 Outcome Compilation::planSchedule() {
   if (!scheduleSpec)
     return Outcome::Success;
@@ -607,10 +625,6 @@ Outcome Compilation::planSchedule() {
   if (!plan || !scheduleValid)
     return Outcome::Diagnosed;
   schedule::attachScheduleLocations(*plan, *module, sourceMgr);
-  // Printing stages up to the plan runs no primitive; compiling would.
-  if (lowers &&
-      mlir::failed(rejectUnimplementedTraining(*scheduleSpec, reporter)))
-    return Outcome::Diagnosed;
   return Outcome::Success;
 }
 
@@ -769,8 +783,7 @@ Outcome Compilation::verifyRankPrograms() {
   };
   // The reference sees the global batch, the schedule's inputs, which the
   // ranks of a mesh share.
-  mlir::OwningOpRef<mlir::ModuleOp> reference =
-      importTorchScript(context, *model, inputs);
+  mlir::OwningOpRef<mlir::ModuleOp> reference = importForward(inputs);
   if (!reference)
     return Outcome::Diagnosed;
   auto forward = reference->lookupSymbol<mlir::func::FuncOp>("forward");

@@ -511,10 +511,6 @@ void Planner::checkLoss() {
     reporter.error(loc, "the model's forward returns " + returned +
                             ", not a scalar loss; train(loss=\"cross_entropy\""
                             ") adds the loss to a forward that returns logits");
-  if (train.loss == "cross_entropy" && !(tensor && tensor.getRank() >= 2))
-    reporter.error(loc, "loss=\"cross_entropy\" needs a forward that returns "
-                        "logits [..., classes], but it returns " +
-                            returned);
 }
 
 std::optional<Plan> Planner::plan() {

@@ -6,7 +6,7 @@
       [--momentum F] [--weight-decay F] [--beta1 F --beta2 F --eps F] [--grad-clip F] \\
       [--lr-schedule constant|warmup_cosine] [--warmup-steps W] [--threads T] \\
       [--load-weights W.safetensors] [--save-grads G.safetensors] [--save-weights W.safetensors] \\
-      [--dp N] [--autocast bf16] --out-json FILE
+      [--dp N] [--autocast bf16] [--cross-entropy-targets NAME] --out-json FILE
 
 This is the reference the compiled program's losses, learning rates, gradients and weights are
 compared against.  The contract, step by step:
@@ -32,6 +32,11 @@ Step s = 1..N:
                                  a traced model's aten::_convolution stays f32 where a scripted
                                  one's aten::conv2d runs in bf16, so pass a scripted export
                                  (with --load-weights of the traced one's state).)
+                                 With --cross-entropy-targets NAME (train(loss=
+                                 "cross_entropy")), the forward returns logits [..., C] and
+                                 loss = F.cross_entropy(logits.flatten(0, -2),
+                                 NAME.flatten(), ignore_index=-100), NAME being the batch
+                                 file's tensor of that name, not a forward argument.
   record loss.item()             before the update
   loss.backward()
   (with --dp N: as PyTorch DDP trains N replicas without SyncBatchNorm, each on its 1/N of the
@@ -163,17 +168,23 @@ def as_loss(output):
     return output
 
 
-def replica_steps(model, inputs, replicas, autocast):
+def replica_steps(model, inputs, replicas, autocast, cross_entropy):
     """Forward and backward of `replicas` data-parallel replicas, each on its share of the
     inputs' rows, as DDP runs them: the gradients averaged, the buffers of replica 0 kept.
-    Returns the mean loss."""
+    With `cross_entropy` the last input is the targets of the loss of the logits the forward
+    returns.  Returns the mean loss."""
     if any(tensor.dim() == 0 or tensor.shape[0] % replicas for tensor in inputs):
         raise TrainError("--dp %d does not divide the batch dim of every input" % replicas)
     shares = zip(*[tensor.chunk(replicas) for tensor in inputs])
     total, kept = 0.0, None
     for replica, share in enumerate(shares):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = as_loss(model(*share))
+            if cross_entropy:
+                logits = model(*share[:-1])
+                loss = torch.nn.functional.cross_entropy(
+                    logits.flatten(0, -2), share[-1].flatten(), ignore_index=-100)
+            else:
+                loss = as_loss(model(*share))
         total += loss.item()
         (loss / replicas if replicas > 1 else loss).backward()
         if replica == 0:
@@ -209,6 +220,8 @@ def train(args):
         raise TrainError("parameters must be float32: %s" % ", ".join(wrong))
     params = [p for _, p in named]
     names = forward_input_names(model)
+    if args.cross_entropy_targets:
+        names.append(args.cross_entropy_targets)
     batches, num_batches = load_batches(args.batches, names)
 
     optimizer = make_optimizer(args, params)
@@ -218,7 +231,8 @@ def train(args):
     for step in range(1, args.steps + 1):
         batch = (step - 1) % num_batches
         inputs = [batches[name][batch] for name in names]
-        losses.append(replica_steps(model, inputs, args.dp, args.autocast == "bf16"))
+        losses.append(replica_steps(model, inputs, args.dp, args.autocast == "bf16",
+                                    args.cross_entropy_targets is not None))
         if step == 1 and args.save_grads:
             save_file({n: (p.grad if p.grad is not None else torch.zeros_like(p))
                        .detach().clone().contiguous() for n, p in named}, args.save_grads)
@@ -293,6 +307,9 @@ def main(argv=None):
                              "every batch (default 1)")
     parser.add_argument("--autocast", choices=("bf16",),
                         help="run the forward under PyTorch's CPU autocast to bfloat16")
+    parser.add_argument("--cross-entropy-targets", metavar="NAME",
+                        help="the forward returns logits; the loss is their cross-entropy "
+                             "against the batch file's NAME")
     parser.add_argument("--out-json", required=True, help="where to write losses, lrs, params")
     args = parser.parse_args(argv)
     check_options(parser, args)

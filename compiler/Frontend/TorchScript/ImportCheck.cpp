@@ -32,12 +32,13 @@ mlir::LogicalResult checkImport(mlir::ModuleOp module, TorchScriptModel &model,
   try {
     // Copies: a model may write its inputs in place, and the IR must see
     // them as they were.
-    std::vector<c10::IValue> arguments;
+    std::vector<at::Tensor> arguments;
     for (const at::Tensor &input : inputs)
       arguments.push_back(input.clone());
     at::manual_seed(seed);
     KeepBuffers keep(model.getImpl().module);
-    c10::IValue output = model.getImpl().module.forward(arguments);
+    c10::IValue output =
+        callForward(model.getImpl().module, forward, arguments);
     std::function<void(const c10::IValue &)> flatten =
         [&](const c10::IValue &value) {
           if (value.isTuple())

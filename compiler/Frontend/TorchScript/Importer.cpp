@@ -4,6 +4,7 @@
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/TensorBuilder.h"
 #include "slapo/Frontend/TorchScriptImporter.h"
+#include "slapo/Frontend/TrainingLoss.h"
 #include "slapo/Reference/Interpreter.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -1326,4 +1327,20 @@ mlir::Value Importer::materialize(const at::Tensor &value, mlir::Location loc) {
 }
 
 } // namespace torchscript
+
+c10::IValue callForward(torch::jit::Module &module, mlir::func::FuncOp forward,
+                        llvm::ArrayRef<at::Tensor> inputs) {
+  bool appendedLoss = forward->hasAttr(kAppendedLossAttrName);
+  llvm::ArrayRef<at::Tensor> arguments =
+      appendedLoss ? inputs.drop_back() : inputs;
+  c10::IValue output = module.forward(
+      std::vector<c10::IValue>(arguments.begin(), arguments.end()));
+  if (!appendedLoss)
+    return output;
+  at::Tensor logits = output.toTensor();
+  return at::cross_entropy_loss(logits.flatten(0, -2), inputs.back().flatten(),
+                                /*weight=*/{}, at::Reduction::Mean,
+                                /*ignore_index=*/-100);
+}
+
 } // namespace slapo

@@ -49,6 +49,12 @@ private:
   std::vector<std::pair<at::Tensor, at::Tensor>> saved;
 };
 
+/// What the IR's `forward` computes, computed by LibTorch: the model's forward
+/// of `inputs`, and the loss train(loss=) appended to it (TrainingLoss.h),
+/// whose targets are then the last input.
+c10::IValue callForward(torch::jit::Module &module, mlir::func::FuncOp forward,
+                        llvm::ArrayRef<at::Tensor> inputs);
+
 /// Checks that the archive at `path`, which torch::jit::load read into
 /// `module`, holds every byte of each tensor attribute of the module and its
 /// submodules (parameters, buffers): LibTorch 1.13 sizes a storage by the

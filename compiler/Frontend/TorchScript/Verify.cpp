@@ -101,9 +101,8 @@ mlir::LogicalResult verifyTraining(TorchScriptModel &model,
       param.value.set_requires_grad(true);
       parameters.emplace_back(param.name, param.value);
     }
-    std::vector<c10::IValue> arguments(inputs.begin(), inputs.end());
     KeepBuffers keep(module);
-    torchLoss = module.forward(arguments).toTensor();
+    torchLoss = callForward(module, forward, inputs).toTensor();
     torchLoss.backward();
   } catch (const std::exception &e) {
     return fail("the TorchScript model's step failed: " +
