@@ -348,6 +348,9 @@ private:
   std::string use(Value value);
   /// The view of a parameter or optimizer state.
   std::string useSymbol(FlatSymbolRefAttr symbol, Type type);
+  /// The view of `op`'s workspace (WorkspaceOpInterface), its planned bytes
+  /// as I8, or "Tensor()" for an op that needs none.
+  std::string useWorkspace(Operation *op);
   /// `value`, a number each block has its own of (a dropout's stream): a
   /// literal, or in a shared body a slot of the caller's row.
   std::string useBlockNumber(int64_t value);
@@ -447,6 +450,16 @@ std::string Emitter::useSymbol(FlatSymbolRefAttr symbol, Type type) {
                  "s" + std::to_string(offset), "s", "", type, offset);
 }
 
+std::string Emitter::useWorkspace(Operation *op) {
+  auto planned = op->getAttrOfType<DenseI64ArrayAttr>(kWorkspaceAttrName);
+  if (!planned)
+    return "Tensor()";
+  auto type = RankedTensorType::get({planned[1]},
+                                    IntegerType::get(op->getContext(), 8));
+  return declare(op, names[op->getResult(0)] + "_workspace", "w", "_workspace",
+                 type, planned[0]);
+}
+
 FailureOr<std::string> Emitter::getStepNumber(Operation *op, Value value) {
   Block &block = step.getBody().front();
   // The step's arguments: the inputs, then the step number and the total.
@@ -475,6 +488,11 @@ LogicalResult Emitter::nameValues() {
     if (op.getNumResults() && !planned)
       return op.emitError("code generation: the op has no memory plan (run "
                           "slapo-plan-memory)");
+    auto withWorkspace = dyn_cast<WorkspaceOpInterface>(op);
+    if (withWorkspace && withWorkspace.getWorkspaceBytes() &&
+        !op.hasAttr(kWorkspaceAttrName))
+      return op.emitError("code generation: the op's workspace has no memory "
+                          "plan (run slapo-plan-memory)");
     for (auto [i, result] : llvm::enumerate(op.getResults())) {
       if (failed(getDType(
               result.getType().cast<RankedTensorType>().getElementType())))
@@ -771,30 +789,31 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       .Case([&](LinearCrossEntropyOp loss) -> Call {
         return llvm::formatv(
                    "linearCrossEntropy(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
-                   "{6}, {7}, {8}, Reduction::{9})",
+                   "{6}, {7}, {8}, {9}, Reduction::{10})",
                    use(loss.getHidden()), use(loss.getWeight()),
                    use(loss.getTarget()), optional(loss.getBias()),
                    use(loss.getLoss()), use(loss.getGradHidden()),
                    use(loss.getGradWeight()), optional(loss.getGradBias()),
-                   int64_t(loss.getIgnoreIndex()),
+                   useWorkspace(op), int64_t(loss.getIgnoreIndex()),
                    capitalize(stringifyReduction(loss.getReduction())))
             .str();
       })
       .Case([&](LinearLogSumExpOp logSumExp) -> Call {
-        return llvm::formatv("linearLogSumExp(ctx, {0}, {1}, {2}, {3})",
-                             use(logSumExp.getHidden()),
-                             use(logSumExp.getWeight()),
-                             optional(logSumExp.getBias()), out())
+        return llvm::formatv(
+                   "linearLogSumExp(ctx, {0}, {1}, {2}, {3}, {4})",
+                   use(logSumExp.getHidden()), use(logSumExp.getWeight()),
+                   optional(logSumExp.getBias()), out(), useWorkspace(op))
             .str();
       })
       .Case([&](LinearLogSumExpGradOp grad) -> Call {
         return llvm::formatv(
                    "linearLogSumExpGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
-                   "{6}, {7})",
+                   "{6}, {7}, {8})",
                    use(grad.getHidden()), use(grad.getWeight()),
                    optional(grad.getBias()), use(grad.getLogsumexp()),
                    use(grad.getGrad()), use(grad.getGradHidden()),
-                   use(grad.getGradWeight()), optional(grad.getGradBias()))
+                   use(grad.getGradWeight()), optional(grad.getGradBias()),
+                   useWorkspace(op))
             .str();
       })
       .Case([&](FlashAttentionOp attention) -> Call {
@@ -1419,11 +1438,11 @@ void Emitter::emitTables() {
      << llvm::formatv("    /*memory=*/{{/*weights=*/{0}, /*optimizerState=*/"
                       "{1}, /*inputs=*/{2}, /*constants=*/{3}, /*gradients=*/"
                       "{4}, /*activations=*/{5}, /*temporaries=*/{6}, "
-                      "/*arenaBytes=*/{7}},\n",
+                      "/*workspaces=*/{7}, /*arenaBytes=*/{8}},\n",
                       bytes("weights"), bytes("optimizer_state"),
                       bytes("inputs"), bytes("constants"), bytes("gradients"),
                       bytes("activations"), bytes("temporaries"),
-                      bytes("arena_bytes"))
+                      bytes("workspaces"), bytes("arena_bytes"))
      << "    " << count(params, "kParams") << ",\n"
      << "    " << count(states, "kOptimizerState") << ",\n"
      << "    " << count(grads, "kGradients") << ",\n"

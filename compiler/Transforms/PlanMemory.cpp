@@ -23,6 +23,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <numeric>
+
 namespace slapo {
 #define GEN_PASS_DEF_PLANMEMORY
 #include "slapo/Transforms/Passes.h.inc"
@@ -39,7 +41,8 @@ int64_t alignUp(int64_t bytes) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-enum class Category { Gradient, Activation, Temporary };
+enum class Category { Gradient, Activation, Temporary, Workspace };
+constexpr int kCategories = 4;
 
 /// A set of values sharing bytes, and when any of them is live.
 struct Buffer {
@@ -71,10 +74,12 @@ private:
   DenseMap<Operation *, int64_t> index;
   /// By root value; a get_param's root is its result, placed at its param.
   llvm::MapVector<Value, Buffer> buffers;
+  /// The workspaces of the ops that need one, by op.
+  llvm::MapVector<Operation *, Buffer> workspaces;
   DenseMap<StringAttr, int64_t> symbolOffsets;
   int64_t persistentEnd = 0, arenaEnd = 0;
   int64_t weights = 0, optimizerState = 0, inputs = 0, constants = 0;
-  int64_t peak[3] = {0, 0, 0};
+  int64_t peak[kCategories] = {};
   /// The index of each microbatch's last op: its last backward op, or the
   /// last of its forward on a stage whose backward has none.
   DenseMap<int64_t, int64_t> lastOpOfMicrobatch;
@@ -126,6 +131,13 @@ void Planner::collectBuffers() {
       if (isa<GetParamOp, ConstantOp>(op))
         buffer->persistent = true;
     }
+    auto withWorkspace = dyn_cast<WorkspaceOpInterface>(op);
+    if (!withWorkspace || !withWorkspace.getWorkspaceBytes())
+      continue;
+    Buffer &workspace = workspaces[&op];
+    workspace.bytes = withWorkspace.getWorkspaceBytes();
+    workspace.firstUse = workspace.lastUse = index[&op];
+    workspace.category = Category::Workspace;
   }
   // Categories of transient buffers, from what their root is.
   int64_t lastForward = 0;
@@ -203,6 +215,8 @@ void Planner::placeTransient() {
   for (auto &entry : buffers)
     if (!entry.second.persistent)
       order.push_back(&entry.second);
+  for (auto &entry : workspaces)
+    order.push_back(&entry.second);
   llvm::stable_sort(order, [](const Buffer *a, const Buffer *b) {
     return a->bytes > b->bytes;
   });
@@ -233,7 +247,7 @@ void Planner::placeTransient() {
   int64_t ops = step.getBody().front().getOperations().size();
   int64_t best = -1;
   for (int64_t i = 0; i <= ops; ++i) {
-    int64_t live[3] = {0, 0, 0};
+    int64_t live[kCategories] = {};
     llvm::SmallDenseSet<int64_t> inFlight;
     for (Buffer *buffer : order) {
       if (buffer->firstUse > i || i > buffer->lastUse)
@@ -249,9 +263,10 @@ void Planner::placeTransient() {
     microbatchesInFlight =
         std::max<int64_t>(microbatchesInFlight, inFlight.size());
     mostActivations = std::max(mostActivations, live[1]);
-    if (live[0] + live[1] + live[2] > best) {
-      best = live[0] + live[1] + live[2];
-      std::copy(live, live + 3, peak);
+    int64_t total = std::accumulate(live, live + kCategories, int64_t(0));
+    if (total > best) {
+      best = total;
+      std::copy(live, live + kCategories, peak);
     }
   }
 }
@@ -275,6 +290,9 @@ void Planner::annotate() {
       offsets.push_back(buffers[getRoot(result)].offset);
     op.setAttr(kOffsetsAttrName, builder.getDenseI64ArrayAttr(offsets));
   }
+  for (auto &[op, workspace] : workspaces)
+    op->setAttr(kWorkspaceAttrName, builder.getDenseI64ArrayAttr(
+                                        {workspace.offset, workspace.bytes}));
   auto entry = [&](StringRef name, int64_t bytes) {
     return builder.getNamedAttr(name, builder.getI64IntegerAttr(bytes));
   };
@@ -286,7 +304,8 @@ void Planner::annotate() {
       entry("constants", constants),
       entry("gradients", peak[0]),
       entry("activations", peak[1]),
-      entry("temporaries", peak[2])};
+      entry("temporaries", peak[2]),
+      entry("workspaces", peak[3])};
   if (microbatches) {
     summary.push_back(entry(kMicrobatchesKey, microbatches));
     summary.push_back(entry(kMicrobatchesInFlightKey, microbatchesInFlight));

@@ -124,24 +124,27 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         const Tensor &weight, const Tensor &target,
                         const Tensor &bias, const Tensor &loss,
                         const Tensor &gradHidden, const Tensor &gradWeight,
-                        const Tensor &gradBias, int64_t ignoreIndex,
-                        Reduction reduction) {
+                        const Tensor &gradBias, const Tensor &workspace,
+                        int64_t ignoreIndex, Reduction reduction) {
   SLAPO_CPU_DISPATCH(linearCrossEntropy, hidden, weight, target, bias, loss,
-                     gradHidden, gradWeight, gradBias, ignoreIndex, reduction);
+                     gradHidden, gradWeight, gradBias, workspace, ignoreIndex,
+                     reduction);
 }
 
 void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
-                     const Tensor &bias, const Tensor &logsumexp) {
-  SLAPO_CPU_DISPATCH(linearLogSumExp, hidden, weight, bias, logsumexp);
+                     const Tensor &bias, const Tensor &logsumexp,
+                     const Tensor &workspace) {
+  SLAPO_CPU_DISPATCH(linearLogSumExp, hidden, weight, bias, logsumexp,
+                     workspace);
 }
 
 void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
                          const Tensor &weight, const Tensor &bias,
                          const Tensor &logsumexp, const Tensor &grad,
                          const Tensor &gradHidden, const Tensor &gradWeight,
-                         const Tensor &gradBias) {
+                         const Tensor &gradBias, const Tensor &workspace) {
   SLAPO_CPU_DISPATCH(linearLogSumExpGrad, hidden, weight, bias, logsumexp, grad,
-                     gradHidden, gradWeight, gradBias);
+                     gradHidden, gradWeight, gradBias, workspace);
 }
 
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,

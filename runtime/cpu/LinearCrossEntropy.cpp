@@ -4,7 +4,9 @@
 // chunk of rows, the chunk's logits by oneDNN's linear, each row's
 // log-sum-exp, loss and logit gradients in place, then the chunk's rows of
 // the hidden gradient and its share of the weight and bias gradients by
-// oneDNN's matmul. Only a chunk of logits exists at a time. The
+// oneDNN's matmul. Only a chunk of logits exists at a time, in the
+// caller's workspace (the memory plan's; LinearCrossEntropyWorkspace.h):
+// the kernels allocate nothing. The
 // vocabulary-parallel form's linearLogSumExp and its gradient walk the same
 // chunks. Built per instruction set (KernelVariant.h) for the row loops'
 // exponentials (VectorMath.h's vexp); the contractions are the dispatched
@@ -18,8 +20,7 @@
 #include "slapo/runtime/cpu/Kernels.h"
 #include "slapo/runtime/cpu/VectorMath.h"
 
-#include <memory>
-#include <vector>
+#include <algorithm>
 
 SLAPO_CPU_VARIANT_ISA_BEGIN
 namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
@@ -28,75 +29,63 @@ using namespace detail;
 
 namespace {
 
-/// The labels as int64, checked against the classes.
-std::vector<int64_t> readLabels(const Tensor &target, int64_t classes,
-                                int64_t ignoreIndex) {
-  int64_t rows = target.getNumElements();
-  std::vector<int64_t> labels(rows);
-  dispatch(IndexTypes(), target.dtype, "linearCrossEntropy", [&](auto tag) {
-    using I = typename decltype(tag)::type;
-    const I *indices = target.as<I>();
-    checkIndices("cross entropy target", indices, rows, classes, true,
-                 ignoreIndex);
-    std::copy(indices, indices + rows, labels.begin());
-  });
-  return labels;
-}
-
 /// The chunks of rows of an LM head hidden [rows, features] x weight
 /// [classes, features]^T + bias: `onRows(logits, first, count)` gets each
 /// chunk's logits, and, with gradients to compute, turns them into their
 /// gradient in place, which goes to the chunk's rows of `gradHidden` and
-/// its shares of `gradWeight` and `gradBias` (null without bias).
+/// its shares of `gradWeight` and `gradBias` (null without bias). The
+/// logits and sums are in `workspace`, laid out as `layout`.
 template <typename OnRows>
 void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
                        const Tensor &bias, const Tensor *gradHidden,
                        const Tensor *gradWeight, const Tensor *gradBias,
-                       OnRows onRows) {
+                       const LinearCrossEntropyWorkspace &layout,
+                       const Tensor &workspace, OnRows onRows) {
   int64_t rows = hidden.shape[0], features = hidden.shape[1],
           classes = weight.shape[0];
-  int64_t chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
-  std::unique_ptr<float[]> logits(new float[chunkRows * classes]);
+  int64_t chunkRows = layout.chunkRows;
+  float *logits = getWorkspacePart<float>(workspace, layout.logits);
   // A later chunk's weight gradient, added to the first chunk's.
-  std::unique_ptr<float[]> weightPart;
-  if (gradWeight && chunkRows < rows)
-    weightPart.reset(new float[classes * features]);
-  std::vector<double> biasSums(gradBias && *gradBias ? classes : 0);
+  float *weightPart = getWorkspacePart<float>(workspace, layout.weightPart);
+  bool withBiasGrad = gradBias && *gradBias;
+  double *biasSums = getWorkspacePart<double>(workspace, layout.classSums);
+  if (withBiasGrad)
+    std::fill(biasSums, biasSums + classes, 0.0);
   const int64_t transpose[] = {1, 0};
   float *hiddenRows = hidden.as<float>();
   for (int64_t first = 0; first < rows; first += chunkRows) {
     int64_t count = std::min(chunkRows, rows - first);
     Tensor chunkHidden(hiddenRows + first * features, DType::F32,
                        {count, features});
-    Tensor chunkLogits(logits.get(), DType::F32, {count, classes});
+    Tensor chunkLogits(logits, DType::F32, {count, classes});
     cpu::linear(ctx, chunkHidden, weight, bias, chunkLogits);
-    onRows(logits.get(), first, count);
+    onRows(logits, first, count);
     if (!gradWeight)
       continue;
     cpu::matmul(ctx, chunkLogits, weight,
                 Tensor(gradHidden->as<float>() + first * features, DType::F32,
                        {count, features}));
     // gradWeight += chunk's gradient^T x chunk's hidden rows.
-    Tensor part =
-        first == 0 ? *gradWeight
-                   : Tensor(weightPart.get(), DType::F32, {classes, features});
+    Tensor part = first == 0
+                      ? *gradWeight
+                      : Tensor(weightPart, DType::F32, {classes, features});
     MatmulPermutations permutations;
     permutations.lhs = transpose;
     cpu::matmul(ctx, chunkLogits, chunkHidden, part, permutations);
     if (first != 0) {
       float *sum = gradWeight->as<float>();
-      const float *add = weightPart.get();
+      const float *add = weightPart;
       parallelFor(ctx, classes * features, kGrain,
                   [&](int64_t begin, int64_t end) {
                     for (int64_t i = begin; i < end; ++i)
                       sum[i] += add[i];
                   });
     }
-    for (int64_t row = 0; row < count && !biasSums.empty(); ++row)
+    for (int64_t row = 0; row < count && withBiasGrad; ++row)
       for (int64_t c = 0; c < classes; ++c)
         biasSums[c] += logits[row * classes + c];
   }
-  for (int64_t c = 0; c < int64_t(biasSums.size()); ++c)
+  for (int64_t c = 0; c < classes && withBiasGrad; ++c)
     gradBias->as<float>()[c] = float(biasSums[c]);
 }
 
@@ -115,55 +104,70 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         const Tensor &weight, const Tensor &target,
                         const Tensor &bias, const Tensor &loss,
                         const Tensor &gradHidden, const Tensor &gradWeight,
-                        const Tensor &gradBias, int64_t ignoreIndex,
-                        Reduction reduction) {
+                        const Tensor &gradBias, const Tensor &workspace,
+                        int64_t ignoreIndex, Reduction reduction) {
   checkLinearRowsF32("linearCrossEntropy", hidden, weight,
                      {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
                      throwUnsupported);
+  LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
+      "linearCrossEntropy", LinearCrossEntropyKernel::CrossEntropy, hidden,
+      weight, bias, workspace);
   int64_t rows = hidden.shape[0], classes = weight.shape[0];
-  std::vector<int64_t> labels = readLabels(target, classes, ignoreIndex);
-  int64_t counted = 0;
-  for (int64_t label : labels)
-    counted += label != ignoreIndex;
-  float scale = reduction == Reduction::Mean ? 1.0f / float(counted) : 1.0f;
-  std::vector<double> losses(rows);
-  // Each row of a chunk becomes its gradient and sets its loss.
-  auto rowLossesAndGrads = [&](float *logits, int64_t first, int64_t count) {
-    parallelFor(ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        float *x = logits + row * classes;
-        int64_t label = labels[first + row];
-        bool ignored = label == ignoreIndex;
-        float labelLogit = ignored ? 0 : x[label];
-        double sum;
-        float logsumexp = exponentiateRow(x, classes, sum);
-        losses[first + row] =
-            getCrossEntropyRowLoss(logsumexp, labelLogit, ignored);
-        // (softmax - one_hot) * weight, the softmax from the exponentials.
-        float weight = getCrossEntropyRowWeight(label, ignoreIndex, scale);
-        float share = float(1 / sum) * weight;
-        for (int64_t i = 0; i < classes; ++i)
-          x[i] *= share;
-        if (!ignored)
-          x[label] -= weight;
-      }
-    });
-  };
-  forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
-                    &gradBias, rowLossesAndGrads);
-  double total = 0;
-  for (double rowLoss : losses)
-    total += rowLoss;
-  // Mean over no counted target is 0 / 0, NaN, as in PyTorch.
-  *loss.as<float>() =
-      float(reduction == Reduction::Mean ? total / static_cast<double>(counted)
-                                         : total);
+  double *losses = getWorkspacePart<double>(workspace, layout.rowLosses);
+  dispatch(IndexTypes(), target.dtype, "linearCrossEntropy", [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    const I *labels = target.as<I>();
+    checkIndices("cross entropy target", labels, rows, classes, true,
+                 ignoreIndex);
+    int64_t counted = 0;
+    for (int64_t row = 0; row < rows; ++row)
+      counted += labels[row] != ignoreIndex;
+    float scale = reduction == Reduction::Mean ? 1.0f / float(counted) : 1.0f;
+    // Each row of a chunk becomes its gradient and sets its loss.
+    auto rowLossesAndGrads = [&](float *logits, int64_t first, int64_t count) {
+      parallelFor(
+          ctx, count, grainFor(classes), [&](int64_t begin, int64_t end) {
+            for (int64_t row = begin; row < end; ++row) {
+              float *x = logits + row * classes;
+              int64_t label = labels[first + row];
+              bool ignored = label == ignoreIndex;
+              float labelLogit = ignored ? 0 : x[label];
+              double sum;
+              float logsumexp = exponentiateRow(x, classes, sum);
+              losses[first + row] =
+                  getCrossEntropyRowLoss(logsumexp, labelLogit, ignored);
+              // (softmax - one_hot) * weight, the softmax from the
+              // exponentials.
+              float weight =
+                  getCrossEntropyRowWeight(label, ignoreIndex, scale);
+              float share = float(1 / sum) * weight;
+              for (int64_t i = 0; i < classes; ++i)
+                x[i] *= share;
+              if (!ignored)
+                x[label] -= weight;
+            }
+          });
+    };
+    forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
+                      &gradBias, layout, workspace, rowLossesAndGrads);
+    double total = 0;
+    for (int64_t row = 0; row < rows; ++row)
+      total += losses[row];
+    // Mean over no counted target is 0 / 0, NaN, as in PyTorch.
+    *loss.as<float>() = float(reduction == Reduction::Mean
+                                  ? total / static_cast<double>(counted)
+                                  : total);
+  });
 }
 
 void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
-                     const Tensor &bias, const Tensor &logsumexp) {
+                     const Tensor &bias, const Tensor &logsumexp,
+                     const Tensor &workspace) {
   checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
                      throwUnsupported);
+  LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
+      "linearLogSumExp", LinearCrossEntropyKernel::LogSumExp, hidden, weight,
+      bias, workspace);
   int64_t classes = weight.shape[0];
   float *out = logsumexp.as<float>();
   auto rowLogSumExps = [&](float *logits, int64_t first, int64_t count) {
@@ -175,18 +179,21 @@ void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
     });
   };
   forEachLogitChunk(ctx, hidden, weight, bias, nullptr, nullptr, nullptr,
-                    rowLogSumExps);
+                    layout, workspace, rowLogSumExps);
 }
 
 void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
                          const Tensor &weight, const Tensor &bias,
                          const Tensor &logsumexp, const Tensor &grad,
                          const Tensor &gradHidden, const Tensor &gradWeight,
-                         const Tensor &gradBias) {
+                         const Tensor &gradBias, const Tensor &workspace) {
   checkLinearRowsF32(
       "linearLogSumExpGrad", hidden, weight,
       {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias},
       throwUnsupported);
+  LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
+      "linearLogSumExpGrad", LinearCrossEntropyKernel::LogSumExpGrad, hidden,
+      weight, bias, workspace);
   int64_t classes = weight.shape[0];
   const float *rowLogSumExp = logsumexp.as<float>();
   const float *rowGrad = grad.as<float>();
@@ -203,7 +210,7 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
     });
   };
   forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
-                    &gradBias, scaledSoftmaxRows);
+                    &gradBias, layout, workspace, scaledSoftmaxRows);
 }
 
 } // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT

@@ -113,11 +113,6 @@ enum class Scratch {
   ConvolutionRhs,
   ConvolutionResult,
   ConvolutionWorkspace,
-  /// linearCrossEntropy's chunk of logits, a later chunk's weight gradient,
-  /// and its rows' losses and loss scale.
-  LinearCrossEntropyLogits,
-  LinearCrossEntropyWeight,
-  LinearCrossEntropyRows,
   Count,
 };
 

@@ -727,27 +727,22 @@ __global__ void scaledSoftmaxKernel(int64_t rows, int64_t classes,
 
 /// The chunks of rows of an LM head hidden [rows, features] x weight
 /// [classes, features]^T + bias, as the CPU's: `onRows(logits, first,
-/// count)` gets each chunk's logits (in the context's scratch), and, with
-/// gradients to compute, turns them into their gradient in place, which
-/// goes to the chunk's rows of `gradHidden` and its shares of `gradWeight`
-/// and `gradBias` (null without bias).
+/// count)` gets each chunk's logits (in `workspace`, laid out as `layout`),
+/// and, with gradients to compute, turns them into their gradient in place,
+/// which goes to the chunk's rows of `gradHidden` and its shares of
+/// `gradWeight` and `gradBias` (null without bias).
 template <typename OnRows>
 void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
                        const Tensor &bias, const Tensor *gradHidden,
                        const Tensor *gradWeight, const Tensor *gradBias,
-                       OnRows onRows) {
+                       const LinearCrossEntropyWorkspace &layout,
+                       const Tensor &workspace, OnRows onRows) {
   int64_t rows = hidden.shape[0], features = hidden.shape[1],
           classes = weight.shape[0];
   cudaStream_t stream = ctx.getStream();
-  Context::Impl &impl = ctx.getImpl();
-  int64_t chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
-  auto *logits = static_cast<float *>(
-      impl.getScratch(Scratch::LinearCrossEntropyLogits,
-                      sizeof(float) * chunkRows * classes, stream));
-  auto *weightPart = static_cast<float *>(impl.getScratch(
-      Scratch::LinearCrossEntropyWeight,
-      gradWeight && chunkRows < rows ? sizeof(float) * classes * features : 1,
-      stream));
+  int64_t chunkRows = layout.chunkRows;
+  float *logits = getWorkspacePart<float>(workspace, layout.logits);
+  float *weightPart = getWorkspacePart<float>(workspace, layout.weightPart);
   const int64_t transpose[] = {1, 0};
   for (int64_t first = 0; first < rows; first += chunkRows) {
     int64_t count = std::min(chunkRows, rows - first);
@@ -787,19 +782,20 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         const Tensor &weight, const Tensor &target,
                         const Tensor &bias, const Tensor &loss,
                         const Tensor &gradHidden, const Tensor &gradWeight,
-                        const Tensor &gradBias, int64_t ignoreIndex,
-                        Reduction reduction) {
+                        const Tensor &gradBias, const Tensor &workspace,
+                        int64_t ignoreIndex, Reduction reduction) {
   checkLinearRowsF32("linearCrossEntropy", hidden, weight,
                      {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
                      throwUnsupported);
+  LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
+      "linearCrossEntropy", LinearCrossEntropyKernel::CrossEntropy, hidden,
+      weight, bias, workspace);
   int64_t rows = hidden.shape[0], classes = weight.shape[0];
   cudaStream_t stream = ctx.getStream();
   Context::Impl &impl = ctx.getImpl();
-  // The rows' losses, then the loss scale.
-  auto *losses = static_cast<float *>(
-      impl.getScratch(Scratch::LinearCrossEntropyRows,
-                      sizeof(float) * (std::max<int64_t>(rows, 1) + 1), stream));
-  float *scale = losses + std::max<int64_t>(rows, 1);
+  // The rows' losses, then the loss scale (8 bytes a row and one more).
+  float *losses = getWorkspacePart<float>(workspace, layout.rowLosses);
+  float *scale = losses + rows;
   dispatch(IndexTypes(), target.dtype, "linearCrossEntropy", [&](auto tag) {
     using I = typename decltype(tag)::type;
     const I *labels = target.as<I>();
@@ -807,8 +803,8 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
         rows, ignoreIndex, reduction == Reduction::Mean, labels, scale);
     checkLaunch("linearCrossEntropy");
     forEachLogitChunk(
-        ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias,
-        [&](float *logits, int64_t first, int64_t count) {
+        ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias, layout,
+        workspace, [&](float *logits, int64_t first, int64_t count) {
           linearCrossEntropyRowsKernel<<<getGridSize(ctx, count, 1),
                                          getRowBlockSize(classes, 8), 0,
                                          stream>>>(
@@ -824,12 +820,16 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
 }
 
 void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
-                     const Tensor &bias, const Tensor &logsumexp) {
+                     const Tensor &bias, const Tensor &logsumexp,
+                     const Tensor &workspace) {
   checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
                      throwUnsupported);
+  LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
+      "linearLogSumExp", LinearCrossEntropyKernel::LogSumExp, hidden, weight,
+      bias, workspace);
   int64_t classes = weight.shape[0];
   forEachLogitChunk(
-      ctx, hidden, weight, bias, nullptr, nullptr, nullptr,
+      ctx, hidden, weight, bias, nullptr, nullptr, nullptr, layout, workspace,
       [&](float *logits, int64_t first, int64_t count) {
         rowLogSumExpKernel<<<getGridSize(ctx, count, 1),
                              getRowBlockSize(classes, 8), 0, ctx.getStream()>>>(
@@ -842,15 +842,18 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
                          const Tensor &weight, const Tensor &bias,
                          const Tensor &logsumexp, const Tensor &grad,
                          const Tensor &gradHidden, const Tensor &gradWeight,
-                         const Tensor &gradBias) {
+                         const Tensor &gradBias, const Tensor &workspace) {
   checkLinearRowsF32(
       "linearLogSumExpGrad", hidden, weight,
       {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias},
       throwUnsupported);
+  LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
+      "linearLogSumExpGrad", LinearCrossEntropyKernel::LogSumExpGrad, hidden,
+      weight, bias, workspace);
   int64_t classes = weight.shape[0];
   forEachLogitChunk(
-      ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias,
-      [&](float *logits, int64_t first, int64_t count) {
+      ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias, layout,
+      workspace, [&](float *logits, int64_t first, int64_t count) {
         scaledSoftmaxKernel<<<getGridSize(ctx, count * classes, 256), 256, 0,
                               ctx.getStream()>>>(
             count, classes, logsumexp.as<float>() + first,

@@ -21,7 +21,7 @@ module {
 // At the peak (the weight gradient's matmul) the 48-byte weight gradient is
 // live with two 24-byte temporaries and the 4-byte loss (kept to the end: an
 // activation).
-// CHECK: module attributes {slapo.memory = {activations = 4 : i64, arena_bytes = 704 : i64, constants = 12 : i64, gradients = 48 : i64, inputs = 48 : i64, optimizer_state = 0 : i64, temporaries = 48 : i64, weights = 60 : i64}}
+// CHECK: module attributes {slapo.memory = {activations = 4 : i64, arena_bytes = 704 : i64, constants = 12 : i64, gradients = 48 : i64, inputs = 48 : i64, optimizer_state = 0 : i64, temporaries = 48 : i64, weights = 60 : i64, workspaces = 0 : i64}}
 // CHECK: slapo.param @w : tensor<3x4xf32> {slapo.offset = 0 : i64}
 // CHECK: slapo.param @b : tensor<3xf32> {slapo.offset = 64 : i64}
 // CHECK: func.func @train_step(%{{.*}}: tensor<2x4xf32> {slapo.name = "x", slapo.offset = 128 : i64}, %{{.*}}: tensor<i64> {slapo.name = "step", slapo.offset = 192 : i64}, %{{.*}}: tensor<i64> {slapo.name = "total_steps", slapo.offset = 256 : i64})

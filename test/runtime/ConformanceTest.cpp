@@ -17,6 +17,7 @@
 #define CATCH_CONFIG_RUNNER
 
 #include "slapo/runtime/Error.h"
+#include "slapo/runtime/LinearCrossEntropyWorkspace.h"
 #include "slapo/runtime/cpu/Context.h"
 #include "slapo/runtime/cpu/Kernels.h"
 #include "slapo/runtime/cuda/Context.h"
@@ -1145,8 +1146,14 @@ void addLinearCrossEntropy(CaseList &cases) {
             Tensor gw = session.output(DType::F32, {c.classes, c.features});
             Tensor gb =
                 c.hasBias ? session.output(DType::F32, {c.classes}) : Tensor();
-            linearCrossEntropy(session.ctx, h, w, t, b, loss, gh, gw, gb, -100,
-                               c.reduction);
+            // The workspace starts as a pattern the kernels must not read.
+            Tensor workspace = session.output(
+                DType::I8, {getLinearCrossEntropyWorkspace(
+                                LinearCrossEntropyKernel::CrossEntropy, c.rows,
+                                c.features, c.classes, c.hasBias)
+                                .bytes});
+            linearCrossEntropy(session.ctx, h, w, t, b, loss, gh, gw, gb,
+                               workspace, -100, c.reduction);
             Outputs outputs = {session.download(loss), session.download(gh),
                                session.download(gw)};
             if (c.hasBias)
@@ -1191,8 +1198,17 @@ void addLinearLogSumExp(CaseList &cases) {
           Tensor gw = session.output(DType::F32, {c.classes, c.features});
           Tensor gb =
               c.hasBias ? session.output(DType::F32, {c.classes}) : Tensor();
-          linearLogSumExp(session.ctx, h, w, b, lse);
-          linearLogSumExpGrad(session.ctx, h, w, b, lse, g, gh, gw, gb);
+          auto workspaceFor = [&](LinearCrossEntropyKernel kernel) {
+            return session.output(DType::I8, {getLinearCrossEntropyWorkspace(
+                                                  kernel, c.rows, c.features,
+                                                  c.classes, c.hasBias)
+                                                  .bytes});
+          };
+          linearLogSumExp(session.ctx, h, w, b, lse,
+                          workspaceFor(LinearCrossEntropyKernel::LogSumExp));
+          linearLogSumExpGrad(
+              session.ctx, h, w, b, lse, g, gh, gw, gb,
+              workspaceFor(LinearCrossEntropyKernel::LogSumExpGrad));
           Outputs outputs = {session.download(lse), session.download(gh),
                              session.download(gw)};
           if (c.hasBias)

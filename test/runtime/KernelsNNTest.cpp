@@ -1,6 +1,7 @@
 // embedding, layer norm, softmax, log-softmax, cross entropy and the fused
 // linear cross entropy against the formulas, computed here in f64.
 #include "slapo/runtime/Error.h"
+#include "slapo/runtime/LinearCrossEntropyWorkspace.h"
 #include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
@@ -473,6 +474,13 @@ std::vector<double> naiveLogitRow(const std::vector<float> &hidden,
   return line;
 }
 
+/// A workspace of `bytes` for an LM head kernel, as the memory plan gives
+/// it: bytes left by other ops (all ones, NaN as f32 and f64), which the
+/// kernel must not read before it writes them.
+std::vector<int8_t> usedWorkspace(int64_t bytes) {
+  return std::vector<int8_t>(bytes, int8_t(-1));
+}
+
 } // namespace
 
 TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
@@ -522,6 +530,18 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
         float loss = -1;
         std::vector<float> gradHidden(rows * features, -1),
             gradWeight(classes * features, -1), gradBias(classes, -1);
+        // The caller's workspace, sized by the layout the compiler plans
+        // with: 6-row chunks of 50 f32 logits (1216 bytes with alignment),
+        // a later chunk's f32 weight gradient (1600), the bias gradient's
+        // f64 sums (400, 448 aligned) and 8 bytes for each row and one
+        // more (304, 320 aligned); one size for any thread count.
+        int64_t bytes = getLinearCrossEntropyWorkspace(
+                            LinearCrossEntropyKernel::CrossEntropy, rows,
+                            features, classes, withBias)
+                            .bytes;
+        CHECK(bytes ==
+              (withBias ? 1216 + 1600 + 448 + 320 : 1216 + 1600 + 320));
+        std::vector<int8_t> workspace = usedWorkspace(bytes);
         linearCrossEntropy(
             ctx, Tensor(hidden.data(), DType::F32, {rows, features}),
             Tensor(weight.data(), DType::F32, {classes, features}),
@@ -532,7 +552,7 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
             Tensor(gradWeight.data(), DType::F32, {classes, features}),
             withBias ? Tensor(gradBias.data(), DType::F32, {classes})
                      : Tensor(),
-            ignore, reduction);
+            Tensor(workspace.data(), DType::I8, {bytes}), ignore, reduction);
         CHECK(loss == Approx(expectedLoss).epsilon(1e-6));
         std::vector<double> wantHidden(rows * features),
             wantWeight(classes * features), wantBias(classes);
@@ -596,8 +616,24 @@ TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
           withBias ? Tensor(bias.data(), DType::F32, {classes}) : Tensor();
       std::vector<float> logSumExp(rows, -1);
       Tensor logSumExpTensor(logSumExp.data(), DType::F32, {rows});
-      linearLogSumExp(ctx, hiddenTensor, weightTensor, biasTensor,
-                      logSumExpTensor);
+      // The forward's workspace is a chunk of logits (6 x 50 f32, 1216
+      // bytes aligned); the gradient's adds a later chunk's weight gradient
+      // (1600) and, with bias, its f64 sums (448 aligned).
+      int64_t forwardBytes =
+          getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel::LogSumExp,
+                                         rows, features, classes, withBias)
+              .bytes;
+      int64_t backwardBytes = getLinearCrossEntropyWorkspace(
+                                  LinearCrossEntropyKernel::LogSumExpGrad, rows,
+                                  features, classes, withBias)
+                                  .bytes;
+      CHECK(forwardBytes == 1216);
+      CHECK(backwardBytes == (withBias ? 1216 + 1600 + 448 : 1216 + 1600));
+      std::vector<int8_t> forwardWorkspace = usedWorkspace(forwardBytes),
+                          backwardWorkspace = usedWorkspace(backwardBytes);
+      linearLogSumExp(
+          ctx, hiddenTensor, weightTensor, biasTensor, logSumExpTensor,
+          Tensor(forwardWorkspace.data(), DType::I8, {forwardBytes}));
       std::vector<float> gradHidden(rows * features, -1),
           gradWeight(classes * features, -1), gradBias(classes, -1);
       linearLogSumExpGrad(
@@ -605,7 +641,8 @@ TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
           Tensor(grad.data(), DType::F32, {rows}),
           Tensor(gradHidden.data(), DType::F32, {rows, features}),
           Tensor(gradWeight.data(), DType::F32, {classes, features}),
-          withBias ? Tensor(gradBias.data(), DType::F32, {classes}) : Tensor());
+          withBias ? Tensor(gradBias.data(), DType::F32, {classes}) : Tensor(),
+          Tensor(backwardWorkspace.data(), DType::I8, {backwardBytes}));
       checkNear("logsumexp", logSumExp, wantLogSumExp, 1e-5);
       checkNear("grad_hidden", gradHidden, wantHidden, 1e-6);
       checkNear("grad_weight", gradWeight, wantWeight, 1e-6);
@@ -623,6 +660,7 @@ TEST_CASE("linear cross entropy: a target out of range is an error naming "
       gradWeight(12);
   std::vector<int64_t> target = {0, 4};
   float loss;
+  std::vector<int8_t> workspace(4096);
   CHECK_THROWS_WITH(
       linearCrossEntropy(ctx, Tensor(hidden.data(), DType::F32, {2, 3}),
                          Tensor(weight.data(), DType::F32, {4, 3}),
@@ -630,6 +668,45 @@ TEST_CASE("linear cross entropy: a target out of range is an error naming "
                          Tensor(&loss, DType::F32, {}),
                          Tensor(gradHidden.data(), DType::F32, {2, 3}),
                          Tensor(gradWeight.data(), DType::F32, {4, 3}),
-                         Tensor(), -100, Reduction::Mean),
+                         Tensor(), Tensor(workspace.data(), DType::I8, {4096}),
+                         -100, Reduction::Mean),
       Catch::Contains("4") && Catch::Contains("[0, 4)"));
+}
+
+TEST_CASE("the LM head kernels refuse a workspace smaller than their "
+          "layout's before writing anything") {
+  // 2 rows of 4 features against 4 classes: one chunk of 2 x 4 f32 logits
+  // (64 bytes aligned) and, for the loss, 8 bytes for each row and one more
+  // (64 aligned).
+  Context ctx(1);
+  std::vector<float> hidden(2 * 4, 0.5f), weight(4 * 4, 0.25f),
+      gradHidden(8, -1), gradWeight(16, -1), logSumExp(2, -1), grad(2, 1);
+  std::vector<int64_t> target = {0, 3};
+  float loss = -1;
+  std::vector<int8_t> workspace(127);
+  Tensor h(hidden.data(), DType::F32, {2, 4}),
+      w(weight.data(), DType::F32, {4, 4}),
+      gh(gradHidden.data(), DType::F32, {2, 4}),
+      gw(gradWeight.data(), DType::F32, {4, 4}),
+      lse(logSumExp.data(), DType::F32, {2});
+  CHECK_THROWS_WITH(
+      linearCrossEntropy(ctx, h, w, Tensor(target.data(), DType::I64, {2}),
+                         Tensor(), Tensor(&loss, DType::F32, {}), gh, gw,
+                         Tensor(), Tensor(workspace.data(), DType::I8, {127}),
+                         -100, Reduction::Mean),
+      Catch::Contains("linearCrossEntropy") &&
+          Catch::Contains("needs a workspace of 128 bytes, given 127"));
+  CHECK_THROWS_WITH(linearLogSumExp(ctx, h, w, Tensor(), lse, Tensor()),
+                    Catch::Contains("linearLogSumExp") &&
+                        Catch::Contains("of 64 bytes, given 0"));
+  CHECK_THROWS_WITH(
+      linearLogSumExpGrad(ctx, h, w, Tensor(), lse,
+                          Tensor(grad.data(), DType::F32, {2}), gh, gw,
+                          Tensor(), Tensor(workspace.data(), DType::I8, {63})),
+      Catch::Contains("linearLogSumExpGrad") &&
+          Catch::Contains("of 64 bytes, given 63"));
+  CHECK(loss == -1);
+  CHECK(gradHidden == std::vector<float>(8, -1));
+  CHECK(gradWeight == std::vector<float>(16, -1));
+  CHECK(logSumExp == std::vector<float>(2, -1));
 }

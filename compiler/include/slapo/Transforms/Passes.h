@@ -94,10 +94,12 @@ constexpr llvm::StringLiteral kBalancedCutsKey = "balanced_cuts";
 constexpr llvm::StringLiteral kBalancedStageFlopsKey = "balanced_stage_flops";
 
 /// Attributes of the memory plan (slapo-plan-memory): the arena offset of a
-/// persistent symbol or argument, the offsets of an op's results, and the
+/// persistent symbol or argument, the offsets of an op's results, the
+/// offset and bytes of an op's workspace (WorkspaceOpInterface), and the
 /// module's summary.
 constexpr llvm::StringLiteral kOffsetAttrName = "slapo.offset";
 constexpr llvm::StringLiteral kOffsetsAttrName = "slapo.offsets";
+constexpr llvm::StringLiteral kWorkspaceAttrName = "slapo.workspace";
 constexpr llvm::StringLiteral kMemoryAttrName = "slapo.memory";
 /// The summary's counts beside its bytes, where the step has microbatches:
 /// how many, and the most whose activations the plan holds at once (the

@@ -612,12 +612,16 @@ def PlanMemory : Pass<"slapo-plan-memory", "::mlir::ModuleOp"> {
     placed after them, greedily by decreasing size at the lowest offset where
     no value live at the same time sits. `slapo.get_param` and `slapo.reshape`
     results share their source's bytes. Offsets are 64-byte aligned; each op
-    gets `slapo.offsets`, one per result.
+    gets `slapo.offsets`, one per result. An op whose kernel computes in a
+    workspace (WorkspaceOpInterface) gets one more buffer of its bytes, live
+    during the op only and placed as the values are, and `slapo.workspace`
+    = [offset, bytes].
 
     The module gets `slapo.memory`: the arena's size and the planned peak by
     category in bytes: weights, optimizer_state, inputs, constants, and, at
     the op where the transient values peak, gradients (the values `slapo.param_grad` marks),
-    activations (forward values kept for the backward) and temporaries.
+    activations (forward values kept for the backward), temporaries and
+    workspaces.
   }];
   let constructor = "::slapo::createPlanMemoryPass()";
 }

@@ -103,4 +103,28 @@ def Slapo_FlopCountOpInterface : OpInterface<"FlopCountOpInterface"> {
   ];
 }
 
+def Slapo_WorkspaceOpInterface : OpInterface<"WorkspaceOpInterface"> {
+  let cppNamespace = "::slapo";
+  let description = [{
+    An op whose kernel computes in bytes of its own besides its results
+    (the LM head kernels' chunk of logits and partial sums):
+    slapo-plan-memory gives it a workspace buffer of that size in the arena,
+    live during the op only (other buffers reuse its bytes before and
+    after), counted in the plan as the workspaces at the peak, and the C++
+    emitter passes it to the kernel, which allocates nothing. The size is
+    decided at compile time from the operand types and the compile-time
+    choices of the kernel (its chunk size), the same for every backend and
+    thread count.
+
+    The CUDA backend's cuBLASLt and cuDNN workspaces are still the
+    context's scratch: they could be declared here too.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The bytes of the workspace the op's kernel needs, 0 for none.
+      }],
+      "int64_t", "getWorkspaceBytes", (ins)>,
+  ];
+}
+
 #endif // SLAPO_INTERFACES

@@ -31,6 +31,10 @@ def Slapo_ShardableTakingPendingBiases
 // An op whose FLOPs the cost estimates count (in dialects/lib/Flops.cpp).
 def Slapo_Contraction : DeclareOpInterfaceMethods<Slapo_FlopCountOpInterface>;
 
+// An op whose kernel computes in a workspace the memory plan gives it
+// (dialects/lib/Workspace.cpp).
+def Slapo_WithWorkspace : DeclareOpInterfaceMethods<Slapo_WorkspaceOpInterface>;
+
 // Marks the ops whose result element i is a function of the elements their
 // operands broadcast to i, with scalar math in the runtime's ElementMath.h
 // (and of i itself for slapo.dropout, whose mask is drawn for its index;
@@ -560,7 +564,8 @@ def Slapo_CrossEntropyGradOp : Slapo_Op<"cross_entropy_grad", [Pure]> {
 }
 
 def Slapo_LinearCrossEntropyOp : Slapo_Op<"linear_cross_entropy",
-    [Pure, Slapo_Differentiable, Slapo_Shardable, Slapo_Contraction]> {
+    [Pure, Slapo_Differentiable, Slapo_Shardable, Slapo_Contraction,
+     Slapo_WithWorkspace]> {
   let summary = "cross entropy of hidden[N, H] x weight[V, H]^T (+ bias) "
                 "without the [N, V] logits";
   let description = [{
@@ -594,7 +599,7 @@ def Slapo_LinearCrossEntropyOp : Slapo_Op<"linear_cross_entropy",
 }
 
 def Slapo_LinearLogSumExpOp : Slapo_Op<"linear_log_sum_exp",
-    [Pure, Slapo_Differentiable]> {
+    [Pure, Slapo_Differentiable, Slapo_WithWorkspace]> {
   let summary = "each row's log-sum-exp of hidden[N, H] x weight[V, H]^T "
                 "(+ bias) without the [N, V] logits";
   let description = [{
@@ -619,7 +624,7 @@ def Slapo_LinearLogSumExpOp : Slapo_Op<"linear_log_sum_exp",
 }
 
 def Slapo_LinearLogSumExpGradOp : Slapo_Op<"linear_log_sum_exp_grad",
-    [Pure]> {
+    [Pure, Slapo_WithWorkspace]> {
   let summary = "the gradients of linear_log_sum_exp's hidden, weight and "
                 "bias";
   let description = [{

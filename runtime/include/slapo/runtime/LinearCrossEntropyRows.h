@@ -1,8 +1,8 @@
 //===- LinearCrossEntropyRows.h - the fused LM head loss's rows -*- C++ -*-===//
 //
 // Shared by the CPU and CUDA backends' linearCrossEntropy and
-// linearLogSumExp (KernelSet.inc): their type check, how many rows a chunk
-// holds, and each row's loss and logit gradients from
+// linearLogSumExp (KernelSet.inc): their type check, their workspace
+// (LinearCrossEntropyWorkspace.h), and each row's loss and logit gradients from
 // its logits' log-sum-exp, so that both backends compute the same values
 // from the same chunks of logits.
 //
@@ -10,12 +10,15 @@
 #ifndef SLAPO_RUNTIME_LINEARCROSSENTROPYROWS_H
 #define SLAPO_RUNTIME_LINEARCROSSENTROPYROWS_H
 
+#include "slapo/runtime/Error.h"
 #include "slapo/runtime/HostDevice.h"
+#include "slapo/runtime/LinearCrossEntropyWorkspace.h"
 #include "slapo/runtime/Tensor.h"
 
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
 namespace slapo::rt {
 
@@ -35,17 +38,30 @@ void checkLinearRowsF32(const char *kernel, const Tensor &hidden,
       throwUnsupported(kernel, tensor->dtype);
 }
 
-/// The rows of one chunk of an LM head of `rows` hidden rows of `features`
-/// and `classes` logits each: the chunk's logits are about as large as the
-/// hidden rows (Liger's FusedLinearCrossEntropy sizes them so), never more
-/// rows than there are, at least one.
-inline int64_t getLinearCrossEntropyChunkRows(int64_t rows, int64_t features,
-                                              int64_t classes) {
-  int64_t chunks = (classes + features - 1) / (features > 0 ? features : 1);
-  if (chunks < 1)
-    chunks = 1;
-  int64_t chunkRows = (rows + chunks - 1) / chunks;
-  return chunkRows < 1 ? 1 : chunkRows;
+/// The layout of the workspace of an LM head kernel (`which`, named
+/// `kernel` in errors) of hidden [rows, features], weight [classes,
+/// features] and `bias` (may be null), after checking that `workspace`, its
+/// bytes, holds it. The compiler sizes it with the same layout, so a smaller
+/// one is a caller's mistake, refused before anything is written.
+inline LinearCrossEntropyWorkspace checkLinearCrossEntropyWorkspace(
+    const char *kernel, LinearCrossEntropyKernel which, const Tensor &hidden,
+    const Tensor &weight, const Tensor &bias, const Tensor &workspace) {
+  LinearCrossEntropyWorkspace layout = getLinearCrossEntropyWorkspace(
+      which, hidden.shape[0], hidden.shape[1], weight.shape[0], bool(bias));
+  int64_t given = workspace ? int64_t(workspace.getBytes()) : 0;
+  if (given < layout.bytes)
+    throw Error(std::string("the kernel '") + kernel +
+                "' needs a workspace of " + std::to_string(layout.bytes) +
+                " bytes, given " + std::to_string(given));
+  return layout;
+}
+
+/// The part of `workspace` at byte `offset`, as T, or null for an absent
+/// part (-1).
+template <typename T>
+T *getWorkspacePart(const Tensor &workspace, int64_t offset) {
+  return offset < 0 ? nullptr
+                    : reinterpret_cast<T *>(workspace.as<char>() + offset);
 }
 
 /// A row's share of the loss gradient: 1 (sum) or 1 / counted (mean) for a

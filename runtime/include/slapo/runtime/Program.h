@@ -47,12 +47,13 @@ struct InputSlot {
 };
 
 /// Bytes of the arena by what they hold: the persistent tensors, then the
-/// transient ones (gradients, activations kept for backward, temporaries) at
-/// the point of the step where together they peak. `arenaBytes` is the
+/// transient ones (gradients, activations kept for backward, temporaries,
+/// the kernels' workspaces) at the point of the step where together they
+/// peak. `arenaBytes` is the
 /// arena's size, alignment included.
 struct MemoryPlan {
   int64_t weights, optimizerState, inputs, constants;
-  int64_t gradients, activations, temporaries;
+  int64_t gradients, activations, temporaries, workspaces;
   int64_t arenaBytes;
 };
 

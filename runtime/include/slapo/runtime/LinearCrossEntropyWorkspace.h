@@ -1,0 +1,93 @@
+//===- LinearCrossEntropyWorkspace.h - LM head kernels' bytes -*- C++ -*-===//
+//
+// How many rows a chunk of the LM head kernels (linearCrossEntropy,
+// linearLogSumExp and its gradient, KernelSet.inc) holds, and the layout of
+// the workspace they compute in. The compiler's memory plan gives each such
+// op a workspace buffer of getLinearCrossEntropyWorkspace's bytes in the
+// arena (slapo's WorkspaceOpInterface) and the kernels lay their parts out
+// with the same function, so the two agree by construction; the kernels
+// still check the size they are given.
+//
+// Plain integer arithmetic: the compiler includes it too.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SLAPO_RUNTIME_LINEARCROSSENTROPYWORKSPACE_H
+#define SLAPO_RUNTIME_LINEARCROSSENTROPYWORKSPACE_H
+
+#include <cstdint>
+
+namespace slapo::rt {
+
+/// The rows of one chunk of an LM head of `rows` hidden rows of `features`
+/// and `classes` logits each: the chunk's logits are about as large as the
+/// hidden rows (Liger's FusedLinearCrossEntropy sizes them so), never more
+/// rows than there are, at least one.
+inline int64_t getLinearCrossEntropyChunkRows(int64_t rows, int64_t features,
+                                              int64_t classes) {
+  int64_t chunks = (classes + features - 1) / (features > 0 ? features : 1);
+  if (chunks < 1)
+    chunks = 1;
+  int64_t chunkRows = (rows + chunks - 1) / chunks;
+  return chunkRows < 1 ? 1 : chunkRows;
+}
+
+/// Which LM head kernel a workspace is for.
+enum class LinearCrossEntropyKernel {
+  /// linearCrossEntropy: the loss and the gradients.
+  CrossEntropy,
+  /// linearLogSumExp: each row's log-sum-exp only.
+  LogSumExp,
+  /// linearLogSumExpGrad: the gradients.
+  LogSumExpGrad,
+};
+
+/// The parts of an LM head kernel's workspace, as byte offsets into it
+/// (64-byte aligned), -1 for a part the kernel does not need, and its size.
+///
+/// The size depends on the shapes only, never on the thread count, which
+/// the compiler does not know: one chunk of logits exists at a time and the
+/// threads split its rows (and oneDNN's matmuls split their own work), so
+/// any number of threads computes in the same bytes.
+struct LinearCrossEntropyWorkspace {
+  int64_t chunkRows = 0;
+  /// f32 [chunkRows, classes]: a chunk's logits, then their gradient.
+  int64_t logits = -1;
+  /// f32 [classes, features]: a later chunk's share of the weight gradient,
+  /// added to the first's (with gradients and more than one chunk).
+  int64_t weightPart = -1;
+  /// f64 [classes]: the bias gradient's sums over the chunks (with
+  /// gradients and a bias; the CPU's, the CUDA kernels add into the bias
+  /// gradient directly).
+  int64_t classSums = -1;
+  /// 8 bytes for each row and one more (linearCrossEntropy only): the rows'
+  /// losses, f64 on the CPU, f32 then the loss scale on CUDA.
+  int64_t rowLosses = -1;
+  int64_t bytes = 0;
+};
+
+inline LinearCrossEntropyWorkspace
+getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel kernel, int64_t rows,
+                               int64_t features, int64_t classes,
+                               bool hasBias) {
+  constexpr int64_t kAlignment = 64;
+  LinearCrossEntropyWorkspace layout;
+  auto take = [&](int64_t bytes) {
+    int64_t at = layout.bytes;
+    layout.bytes += (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    return at;
+  };
+  bool gradients = kernel != LinearCrossEntropyKernel::LogSumExp;
+  layout.chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
+  layout.logits = take(4 * layout.chunkRows * classes);
+  if (gradients && layout.chunkRows < rows)
+    layout.weightPart = take(4 * classes * features);
+  if (gradients && hasBias)
+    layout.classSums = take(8 * classes);
+  if (kernel == LinearCrossEntropyKernel::CrossEntropy)
+    layout.rowLosses = take(8 * (rows + 1));
+  return layout;
+}
+
+} // namespace slapo::rt
+
+#endif // SLAPO_RUNTIME_LINEARCROSSENTROPYWORKSPACE_H
