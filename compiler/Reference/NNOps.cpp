@@ -49,6 +49,20 @@ template <typename OpT> at::Tensor attentionScores(OpT op, Operands x) {
   return scores;
 }
 
+/// The dropout factor of a flash_attention with dropout_p or its gradient
+/// (kept 1/(1-p), dropped 0) for `scores`, or an undefined tensor. Drawn
+/// as the reference draws slapo.dropout (at::dropout, PyTorch's generator
+/// in program order): the draws of the dropout that was replaced, and of
+/// its gradient's dropout for the gradient.
+template <typename OpT>
+at::Tensor attentionDropout(OpT op, const at::Tensor &scores) {
+  std::optional<llvm::APFloat> p = op.getDropoutP();
+  if (!p)
+    return at::Tensor();
+  return at::dropout(at::ones_like(scores), p->convertToDouble(),
+                     /*train=*/true);
+}
+
 } // namespace
 
 /// flash_attention as the formulas of its description, the probabilities
@@ -56,11 +70,14 @@ template <typename OpT> at::Tensor attentionScores(OpT op, Operands x) {
 static void registerAttentionOps(OpTable &table) {
   table.try_emplace(
       FlashAttentionOp::getOperationName(),
-      [](mlir::Operation *op, Operands x,
+      [](mlir::Operation *operation, Operands x,
          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
-        at::Tensor scores =
-            attentionScores(llvm::cast<FlashAttentionOp>(op), x);
-        results.push_back(at::matmul(at::softmax(scores, -1), x[2]));
+        auto op = llvm::cast<FlashAttentionOp>(operation);
+        at::Tensor scores = attentionScores(op, x);
+        at::Tensor p = at::softmax(scores, -1);
+        if (at::Tensor factor = attentionDropout(op, scores); factor.defined())
+          p = p * factor;
+        results.push_back(at::matmul(p, x[2]));
         results.push_back(at::logsumexp(scores, -1));
       });
   table.try_emplace(
@@ -73,14 +90,19 @@ static void registerAttentionOps(OpTable &table) {
                          &grad = x[next + 2];
         at::Tensor p = at::exp(attentionScores(op, x) - lse.unsqueeze(-1));
         at::Tensor rowDot = (grad * result).sum(-1, /*keepdim=*/true);
-        at::Tensor dScores =
-            p * (at::matmul(grad, x[2].transpose(-1, -2)) - rowDot);
+        at::Tensor dP = at::matmul(grad, x[2].transpose(-1, -2));
+        at::Tensor dropped = p;
+        if (at::Tensor factor = attentionDropout(op, p); factor.defined()) {
+          dP = dP * factor;
+          dropped = p * factor;
+        }
+        at::Tensor dScores = p * (dP - rowDot);
         if (op.getKeep())
           dScores = at::where(x[3], dScores, at::zeros({}, dScores.options()));
         double scale = op.getScale().convertToDouble();
         results.push_back(at::matmul(dScores, x[1]) * scale);
         results.push_back(at::matmul(dScores.transpose(-1, -2), x[0]) * scale);
-        results.push_back(at::matmul(p.transpose(-1, -2), grad));
+        results.push_back(at::matmul(dropped.transpose(-1, -2), grad));
       });
 }
 

@@ -344,6 +344,13 @@ private:
   /// that kernels take as a number on the host) must be: the step number
   /// lives in the arena too, but in the device's memory.
   FailureOr<std::string> getStepNumber(Operation *op, Value value);
+  /// The DropoutKey and DropoutPlacement of the mask of `op` (slapo.dropout,
+  /// or a flash attention's dropout): "{seed, step, stream, rankStream},
+  /// {placement}".
+  FailureOr<std::string> getDropoutDraw(Operation *op, Value step,
+                                        int64_t stream, bool forkRng,
+                                        std::optional<uint64_t> shardAxis,
+                                        std::optional<uint64_t> shardChunks);
   /// The view of `value`, declared in the current function first if needed.
   std::string use(Value value);
   /// The view of a parameter or optimizer state.
@@ -470,6 +477,33 @@ FailureOr<std::string> Emitter::getStepNumber(Operation *op, Value value) {
   return std::string("step");
 }
 
+FailureOr<std::string>
+Emitter::getDropoutDraw(Operation *op, Value step, int64_t stream, bool forkRng,
+                        std::optional<uint64_t> shardAxis,
+                        std::optional<uint64_t> shardChunks) {
+  if (!step)
+    return op->emitError(
+        "code generation: the dropout has no step number (slapo-"
+        "optimizer gives every dropout of @train_step its %step)");
+  // The rank's place in the whole tensor the mask is drawn for: its
+  // rows of the batch, and its part of a tensor-parallel split.
+  std::string placement = "{mesh.getDpRank()}";
+  if (shardAxis)
+    placement = llvm::formatv("{{mesh.getDpRank(), {{/*axis=*/{0}, "
+                              "/*chunks=*/{1}, mesh.getTp()}, "
+                              "mesh.getTpRank()}",
+                              *shardAxis, shardChunks.value_or(1))
+                    .str();
+  FailureOr<std::string> number = getStepNumber(op, step);
+  if (failed(number))
+    return failure();
+  return llvm::formatv("{{kSeed, {0}, /*stream=*/{1}, /*rankStream=*/{2}}, "
+                       "{3}",
+                       *number, useBlockNumber(stream),
+                       forkRng ? "mesh.getTpRank()" : "0", placement)
+      .str();
+}
+
 LogicalResult Emitter::nameValues() {
   Block &block = step.getBody().front();
   for (BlockArgument arg : block.getArguments()) {
@@ -587,6 +621,22 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                          kind->kernel, kind->kind, operands, out())
         .str();
   }
+  // A flash attention's dropout as the kernels' last argument (an
+  // AttentionDropout), or nothing without one.
+  auto attentionDropout = [&](auto attention) -> FailureOr<std::string> {
+    std::optional<APFloat> p = attention.getDropoutP();
+    if (!p)
+      return std::string();
+    FailureOr<std::string> draw = getDropoutDraw(
+        op, attention.getStep(), attention.getDropoutStream().value_or(0),
+        attention.getForkRng(), attention.getShardAxis(),
+        attention.getShardChunks());
+    if (failed(draw))
+      return failure();
+    return llvm::formatv(", /*dropout=*/{{{0}, {1}}",
+                         doubleLiteral(p->convertToDouble()), *draw)
+        .str();
+  };
   auto reduce = [&](StringRef kind, ArrayRef<int64_t> dims) -> std::string {
     return llvm::formatv("reduce(ctx, ReduceKind::{0}, {1}, {2}, "
                          "{3}u)",
@@ -622,30 +672,15 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Case([&](DropoutOp dropout) -> Call {
-        if (!dropout.getStep())
-          return dropout.emitError(
-              "code generation: the dropout has no step number (slapo-"
-              "optimizer gives every dropout of @train_step its %step)");
-        // The rank's place in the whole tensor the mask is drawn for: its
-        // rows of the batch, and its part of a tensor-parallel split.
-        std::string placement = "{mesh.getDpRank()}";
-        if (std::optional<uint64_t> axis = dropout.getShardAxis())
-          placement = llvm::formatv("{{mesh.getDpRank(), {{/*axis=*/{0}, "
-                                    "/*chunks=*/{1}, mesh.getTp()}, "
-                                    "mesh.getTpRank()}",
-                                    *axis, dropout.getShardChunks().value_or(1))
-                          .str();
-        FailureOr<std::string> step = getStepNumber(op, dropout.getStep());
-        if (failed(step))
+        FailureOr<std::string> draw = getDropoutDraw(
+            op, dropout.getStep(), dropout.getStream(), dropout.getForkRng(),
+            dropout.getShardAxis(), dropout.getShardChunks());
+        if (failed(draw))
           return failure();
-        return llvm::formatv("dropout(ctx, {0}, {1}, {2}, {{kSeed, "
-                             "{3}, /*stream=*/{4}, /*rankStream=*/{5}}, "
-                             "{6})",
+        return llvm::formatv("dropout(ctx, {0}, {1}, {2}, {3})",
                              use(dropout.getInput()), out(),
                              doubleLiteral(dropout.getP().convertToDouble()),
-                             *step, useBlockNumber(dropout.getStream()),
-                             dropout.getForkRng() ? "mesh.getTpRank()" : "0",
-                             placement)
+                             *draw)
             .str();
       })
       .Case([&](ArangeOp arange) -> Call {
@@ -817,21 +852,28 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Case([&](FlashAttentionOp attention) -> Call {
+        FailureOr<std::string> dropout = attentionDropout(attention);
+        if (failed(dropout))
+          return failure();
         return llvm::formatv(
                    "flashAttention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                   "{7}, {8})",
+                   "{7}, {8}{9})",
                    use(attention.getQuery()), use(attention.getKey()),
                    use(attention.getValue()), optional(attention.getKeep()),
                    optional(attention.getBias()), use(attention.getResult()),
                    use(attention.getLogsumexp()),
                    doubleLiteral(attention.getScale().convertToDouble()),
-                   doubleLiteral(attention.getMaskedScore().convertToDouble()))
+                   doubleLiteral(attention.getMaskedScore().convertToDouble()),
+                   *dropout)
             .str();
       })
       .Case([&](FlashAttentionGradOp grad) -> Call {
+        FailureOr<std::string> dropout = attentionDropout(grad);
+        if (failed(dropout))
+          return failure();
         return llvm::formatv(
                    "flashAttentionGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
-                   "{6}, {7}, {8}, {9}, {10}, {11}, {12})",
+                   "{6}, {7}, {8}, {9}, {10}, {11}, {12}{13})",
                    use(grad.getQuery()), use(grad.getKey()),
                    use(grad.getValue()), optional(grad.getKeep()),
                    optional(grad.getBias()), use(grad.getResult()),
@@ -839,7 +881,8 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    use(grad.getGradQuery()), use(grad.getGradKey()),
                    use(grad.getGradValue()),
                    doubleLiteral(grad.getScale().convertToDouble()),
-                   doubleLiteral(grad.getMaskedScore().convertToDouble()))
+                   doubleLiteral(grad.getMaskedScore().convertToDouble()),
+                   *dropout)
             .str();
       })
       .Case([&](SumOp sum) { return reduce("Sum", sum.getDims()); })

@@ -193,9 +193,16 @@ void OptimizerPass::runOnOperation() {
   for (Operation &op : source.without_terminator())
     builder.clone(op, mapping);
   // Masks are drawn per step: the forward's dropouts and their gradients'
-  // read this step's number, so they draw one mask.
+  // (flash attention's among them) read this step's number, so they draw
+  // one mask.
   for (auto dropout : body->getOps<DropoutOp>())
     dropout.getStepMutable().assign(step);
+  for (auto attention : body->getOps<FlashAttentionOp>())
+    if (attention.getDropoutP())
+      attention.getStepMutable().assign(step);
+  for (auto grad : body->getOps<FlashAttentionGradOp>())
+    if (grad.getDropoutP())
+      grad.getStepMutable().assign(step);
   auto sourceReturn = cast<func::ReturnOp>(source.getTerminator());
   Value loss = mapping.lookup(sourceReturn.getOperand(0));
   SmallVector<Value> grads;

@@ -21,7 +21,6 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
-#include <sstream>
 
 namespace slapo {
 #define GEN_PASS_DEF_REPLACE
@@ -40,6 +39,8 @@ struct AttentionMatch {
   double scale = 1.0;
   Value keep, bias;
   double maskedScore = 0.0;
+  /// The dropout of the probabilities, which the kernel draws as it would.
+  DropoutOp dropout;
   MatmulOp output;
   /// The chain, in program order.
   SmallVector<Operation *> ops;
@@ -203,6 +204,9 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp softmax,
       return failure();
     op = scores.getDefiningOp();
   }
+  if (isa_and_nonnull<DropoutOp>(op))
+    return fail(op, "the scores are dropped before the softmax: "
+                    "flash_attention drops the probabilities after it alone");
   auto product = dyn_cast_or_null<MatmulOp>(op);
   if (!product)
     return fail(op, op ? "the scores are computed by " + describeOp(op) +
@@ -222,29 +226,34 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp softmax,
                          "one shape [batch, heads, seq, head size]");
   match.scores = product;
 
-  // Forwards from the softmax: the product with the values. A dropout in
-  // between has p > 0 (the importer drops the others).
+  // Forwards from the softmax: the attention's dropout, if any (p > 0: the
+  // importer drops the others), which the kernel draws as slapo.dropout
+  // would (the mask of the probabilities [B, H, T, S] it reads), then the
+  // product with the values.
   Value probabilities = softmax.getResult();
+  Operation *producer = softmax;
   for (Operation *user : probabilities.getUsers())
     if (auto dropout = dyn_cast<DropoutOp>(user)) {
-      // p as the model wrote it (0.1), the shortest decimal that reads back.
-      std::ostringstream p;
-      p << dropout.getP().convertToDouble();
-      return fail(dropout, "the attention's dropout has p=" + p.str() +
-                               ": flash_attention draws no dropout masks; "
-                               "train the model without attention dropout "
-                               "(p=0) or leave the module unreplaced");
+      if (failed(checkSingleUse(probabilities, softmax, dropout)))
+        return failure();
+      match.dropout = dropout;
+      producer = dropout;
+      probabilities = dropout.getResult();
+      break;
     }
   if (probabilities.use_empty())
-    return fail(softmax, "the probabilities are read by no op");
+    return fail(producer, "the probabilities are read by no op");
   // The product is the reader that should be there; any other is extra.
   Operation *next = *probabilities.getUsers().begin();
   for (Operation *user : probabilities.getUsers())
     if (auto product = dyn_cast<MatmulOp>(user);
         product && product.getLhs() == probabilities)
       next = user;
-  if (failed(checkSingleUse(probabilities, softmax, next)))
+  if (failed(checkSingleUse(probabilities, producer, next)))
     return failure();
+  if (isa<DropoutOp>(next))
+    return fail(next, "the probabilities are dropped twice: flash_attention "
+                      "draws one mask");
   auto output = dyn_cast<MatmulOp>(next);
   if (!output || output.getLhs() != probabilities)
     return fail(next, "the probabilities are read by " + describeOp(next) +
@@ -259,6 +268,8 @@ FailureOr<AttentionMatch> matchAttention(SoftmaxOp softmax,
   match.ops.push_back(product);
   match.ops.append(before.rbegin(), before.rend());
   match.ops.push_back(softmax);
+  if (match.dropout)
+    match.ops.push_back(match.dropout);
   match.ops.push_back(output);
   return match;
 }
@@ -309,10 +320,17 @@ void replaceAttention(AttentionMatch &match) {
   Value key = transposeBack(builder, loc, keyT);
   ArrayRef<int64_t> rows = shapeOf(output.getResult()).drop_back();
   auto lse = RankedTensorType::get(rows, elementTypeOf(query));
+  // The dropout's mask as it drew it: p, stream and fork_rng (a step and a
+  // split are given later, as to every dropout).
+  DropoutOp dropout = match.dropout;
   auto attention = builder.create<FlashAttentionOp>(
       loc, output.getType(), lse, query, key, output.getRhs(), match.keep,
       match.bias, builder.getF64FloatAttr(match.scale),
-      builder.getF64FloatAttr(match.maskedScore));
+      builder.getF64FloatAttr(match.maskedScore), /*step=*/Value(),
+      dropout ? dropout.getPAttr() : FloatAttr(),
+      dropout ? dropout.getStreamAttr() : IntegerAttr(),
+      dropout ? dropout.getForkRngAttr() : UnitAttr(), /*shard_axis=*/nullptr,
+      /*shard_chunks=*/nullptr);
   output.getResult().replaceAllUsesWith(attention.getResult());
   eraseChain(match.ops);
 }

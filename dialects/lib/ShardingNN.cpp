@@ -380,6 +380,22 @@ LogicalResult FlashAttentionOp::propagateSharding(ShardingContext &context) {
              << context.getSharding(mask).str() << " with shape "
              << shapeString(shapeOf(mask));
   }
+  // The dropout, as slapo.dropout's of the probabilities (split as the
+  // query is): forked masks only for split heads or rows, and a split
+  // operand's mask is its part of the whole tensor's.
+  if (getForkRng() && !sharding.isSplit())
+    return context.error(*this)
+           << "fork_rng() gives each rank its own dropout mask, but the "
+              "query, key and value of 'flash_attention' in "
+           << describeModuleOf(*this) << " are " << sharding.str()
+           << ": the ranks' copies would differ; fork only modules whose "
+              "dropouts meet split activations";
+  if (getDropoutP() && sharding.isSplit())
+    context.onRewrite([attention = *this, sharding]() mutable {
+      attention.setShardAxis(sharding.dim);
+      if (sharding.chunks > 1)
+        attention.setShardChunks(sharding.chunks);
+    });
   context.setResult(*this, sharding);
   return success();
 }

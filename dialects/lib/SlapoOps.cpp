@@ -731,10 +731,40 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value query,
   return success();
 }
 
+/// Checks the dropout of flash_attention or its gradient (`scores`: the
+/// probabilities' shape [B, H, T, S], which the mask is drawn for): as
+/// slapo.dropout's, and only with dropout_p; the kernels place a split of
+/// the batch or the heads alone in the whole tensor.
+template <typename OpT>
+static LogicalResult verifyAttentionDropout(OpT op, ArrayRef<int64_t> scores) {
+  std::optional<APFloat> p = op.getDropoutP();
+  if (!p) {
+    if (op.getDropoutStream() || op.getForkRng() || op.getShardAxis() ||
+        op.getShardChunks() || op.getStep())
+      return op.emitOpError("dropout_stream, fork_rng, shard_axis, "
+                            "shard_chunks and step need dropout_p");
+    return success();
+  }
+  double value = p->convertToDouble();
+  if (!(value > 0 && value < 1))
+    return op.emitOpError("dropout_p must be in (0, 1), got ")
+           << numberString(value);
+  if (!op.getDropoutStream())
+    return op.emitOpError("dropout_p needs dropout_stream (the stream of the "
+                          "dropout's masks)");
+  if (std::optional<uint64_t> axis = op.getShardAxis(); axis && *axis > 1)
+    return op.emitOpError("shard_axis ")
+           << *axis << " is not the batch or the heads (0 or 1)";
+  auto type =
+      RankedTensorType::get(scores, tensorType(op.getQuery()).getElementType());
+  return verifyShardLayout(op, op.getShardAxis(), op.getShardChunks(), type);
+}
+
 LogicalResult FlashAttentionOp::verify() {
   SmallVector<int64_t> scores;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
-                                     getKeep(), getBias(), scores)))
+                                     getKeep(), getBias(), scores)) ||
+      failed(verifyAttentionDropout(*this, scores)))
     return failure();
   ArrayRef<int64_t> v = tensorType(getValue()).getShape();
   if (failed(verifyShape(*this, getResult(), "result",
@@ -752,7 +782,8 @@ LogicalResult FlashAttentionOp::verify() {
 LogicalResult FlashAttentionGradOp::verify() {
   SmallVector<int64_t> scores;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
-                                     getKeep(), getBias(), scores)))
+                                     getKeep(), getBias(), scores)) ||
+      failed(verifyAttentionDropout(*this, scores)))
     return failure();
   ArrayRef<int64_t> v = tensorType(getValue()).getShape();
   SmallVector<int64_t> rows = {scores[0], scores[1], scores[2], v[3]};

@@ -225,13 +225,17 @@ LogicalResult FlashAttentionOp::buildVjp(OpBuilder &builder,
   // log-sum-exp is the kernel's own bookkeeping: nothing else reads it.
   if (resultGrads[1])
     return emitOpError("has no gradient rule for its logsumexp result");
+  // Its dropout draws the forward's mask again: the same attributes and
+  // step.
   auto grad = builder.create<FlashAttentionGradOp>(
       getLoc(), getQuery().getType(), getKey().getType(), getValue().getType(),
       getQuery(), getKey(), getValue(), getKeep(), getBias(), getResult(),
-      getLogsumexp(), resultGrads[0], getScaleAttr(), getMaskedScoreAttr());
+      getLogsumexp(), resultGrads[0], getScaleAttr(), getMaskedScoreAttr(),
+      getStep(), getDropoutPAttr(), getDropoutStreamAttr(), getForkRngAttr(),
+      getShardAxisAttr(), getShardChunksAttr());
   operandGrads.append(grad.getResults().begin(), grad.getResults().end());
-  for (Value mask : {getKeep(), getBias()})
-    if (mask)
+  for (Value noGradient : {getKeep(), getBias(), getStep()})
+    if (noGradient)
       operandGrads.push_back(nullptr);
   return success();
 }

@@ -7,7 +7,9 @@
 // log-sum-exp; the backward computes every probability again from it, so
 // that no [T, S] tensor is ever in memory. One task per (batch, head) and
 // block of query rows in the forward, per (batch, head) in the backward
-// (whose key and value gradients sum over all query rows).
+// (whose key and value gradients sum over all query rows). An attention
+// dropout is drawn inside the tiles, element by element as dropout() draws
+// it, and drawn again by the backward: no mask is stored either.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
@@ -75,8 +77,8 @@ MaskRows maskRows(const AttentionGeometry &g, const Tensor &keep,
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
-                    double maskedScore) {
-  AttentionGeometry g(query, key, value, keep, bias);
+                    double maskedScore, const AttentionDropout &dropout) {
+  AttentionGeometry g(query, key, value, keep, bias, dropout);
   int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock;
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -119,10 +121,16 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                 C total = totals[i] * rescale;
                 for (int64_t e = 0; e < g.valueSize; ++e)
                   sum[e] *= rescale;
+                uint64_t dropRow = g.drops ? g.dropoutRow(b, h, first + i) : 0;
                 for (int64_t j = 0; j < width; ++j) {
                   C p =
                       scores[j] == kNone ? C(0) : std::exp(scores[j] - maximum);
+                  // The softmax's sum is the undropped one; the values get
+                  // the dropped probabilities.
                   total += p;
+                  if (g.drops)
+                    p *= g.keepsDropped(dropRow, tile + j) ? C(g.keptScale)
+                                                           : C(0);
                   const T *vRow = v + (tile + j) * g.valueSize;
                   for (int64_t e = 0; e < g.valueSize; ++e)
                     sum[e] += p * load(vRow[e]);
@@ -151,8 +159,8 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &logsumexp, const Tensor &grad,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
-                        double maskedScore) {
-  AttentionGeometry g(query, key, value, keep, bias);
+                        double maskedScore, const AttentionDropout &dropout) {
+  AttentionGeometry g(query, key, value, keep, bias, dropout);
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
@@ -190,17 +198,28 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                      C(maskedScore), scores.data());
             C rowLse = load(lse[t]);
             C *dqRow = dq.data() + t * g.headSize;
+            uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
             for (int64_t j = 0; j < width; ++j) {
               int64_t s = tile + j;
               C p = std::exp(scores[j] - rowLse);
+              // The dropout's factor (kept: 1/(1-p), else 0): the values
+              // met the dropped probabilities, and the gradient of the
+              // probabilities is dropped alike (FlashAttention-2's dropout
+              // backward; rowDots is unchanged, as sum(P * dP) = rowsum(dO
+              // * O) still holds).
+              C factor =
+                  g.drops ? (g.keepsDropped(dropRow, s) ? C(g.keptScale) : C(0))
+                          : C(1);
               const T *vRow = v + s * g.valueSize;
               C *dvRow = dv.data() + s * g.valueSize;
               C dp = 0;
+              C dropped = p * factor;
               for (int64_t e = 0; e < g.valueSize; ++e) {
                 C dOut = load(dORow[e]);
-                dvRow[e] += p * dOut;
+                dvRow[e] += dropped * dOut;
                 dp += dOut * load(vRow[e]);
               }
+              dp *= factor;
               // A masked score is a constant: no gradient passes it.
               if (masks.keep && !masks.keep[s * g.keepStrides[3]])
                 continue;

@@ -150,9 +150,9 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
-                    double maskedScore) {
+                    double maskedScore, const AttentionDropout &dropout) {
   SLAPO_CPU_DISPATCH(flashAttention, query, key, value, keep, bias, out,
-                     logsumexp, scale, maskedScore);
+                     logsumexp, scale, maskedScore, dropout);
 }
 
 void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
@@ -161,10 +161,10 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &logsumexp, const Tensor &grad,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
-                        double maskedScore) {
+                        double maskedScore, const AttentionDropout &dropout) {
   SLAPO_CPU_DISPATCH(flashAttentionGrad, query, key, value, keep, bias, out,
                      logsumexp, grad, gradQuery, gradKey, gradValue, scale,
-                     maskedScore);
+                     maskedScore, dropout);
 }
 
 void reduce(Context &ctx, ReduceKind kind, const Tensor &input,

@@ -19,6 +19,9 @@
 // rest of the runtime), 16-bit gradients need no f32 scratch, and the cost
 // is computing the scores twice.
 //
+// An attention dropout is drawn inside the tiles, element by element as the
+// dropout kernel draws it, by the forward and again by both backward passes.
+//
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.cuh"
 
@@ -235,6 +238,13 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
       C maximum = Max()(sh.maxima[r], warpReduce(score, Max()));
       C p = score == kNone ? C(0) : C(exp(score - maximum));
       C total = warpReduce(p, Add());
+      // The softmax's sum is the undropped one; the values get the dropped
+      // probabilities.
+      if (g.drops)
+        p *= g.keepsDropped(g.dropoutRow(place.b, place.h, first + r),
+                            tile + lane)
+                 ? C(g.keptScale)
+                 : C(0);
       sh.scores[r * kKeys + lane] = p;
       __syncwarp();
       if (lane == 0) {
@@ -342,8 +352,17 @@ __device__ void scoreTileGrads(const AttentionOperands<T> &a, int64_t b,
       C dp = 0;
       for (int64_t e = 0; e < g.valueSize; ++e)
         dp += dO[e] * v[e];
+      // The dropout's factor (kept: 1/(1-p), else 0), as on the CPU: the
+      // values met the dropped probabilities, and the probabilities'
+      // gradient is dropped alike.
+      C factor = C(1);
+      if (g.drops)
+        factor = g.keepsDropped(g.dropoutRow(b, h, first + r), tile + j)
+                     ? C(g.keptScale)
+                     : C(0);
       if (kept)
-        dScore = p * (dp - block.rowDots[r]) * C(a.scale);
+        dScore = p * (dp * factor - block.rowDots[r]) * C(a.scale);
+      p *= factor;
     }
     if (block.probabilities)
       block.probabilities[i] = p;
@@ -513,11 +532,11 @@ void launchTiled(Context &ctx, const char *name, Kernel kernel, int64_t blocks,
 }
 
 template <typename T>
-AttentionOperands<T> getOperands(const Tensor &query, const Tensor &key,
-                                 const Tensor &value, const Tensor &keep,
-                                 const Tensor &bias, double scale,
-                                 double maskedScore) {
-  return {AttentionGeometry(query, key, value, keep, bias),
+AttentionOperands<T>
+getOperands(const Tensor &query, const Tensor &key, const Tensor &value,
+            const Tensor &keep, const Tensor &bias, double scale,
+            double maskedScore, const AttentionDropout &dropout) {
+  return {AttentionGeometry(query, key, value, keep, bias, dropout),
           query.as<T>(),
           key.as<T>(),
           value.as<T>(),
@@ -534,11 +553,11 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
-                    double maskedScore) {
+                    double maskedScore, const AttentionDropout &dropout) {
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    AttentionOperands<T> a =
-        getOperands<T>(query, key, value, keep, bias, scale, maskedScore);
+    AttentionOperands<T> a = getOperands<T>(query, key, value, keep, bias,
+                                            scale, maskedScore, dropout);
     const AttentionGeometry &g = a.geometry;
     int64_t blocks = ceilDiv(g.rows, kRows);
     launchTiled(ctx, "flashAttention", flashAttentionKernel<T>,
@@ -554,12 +573,12 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &logsumexp, const Tensor &grad,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
-                        double maskedScore) {
+                        double maskedScore, const AttentionDropout &dropout) {
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
-    AttentionOperands<T> a =
-        getOperands<T>(query, key, value, keep, bias, scale, maskedScore);
+    AttentionOperands<T> a = getOperands<T>(query, key, value, keep, bias,
+                                            scale, maskedScore, dropout);
     GradOperands<T> go{out.as<T>(), logsumexp.as<T>(), grad.as<T>()};
     const AttentionGeometry &g = a.geometry;
     int64_t tiles = ceilDiv(g.keys, kKeys), blocks = ceilDiv(g.rows, kRows);

@@ -15,6 +15,21 @@ module {
 
 // -----
 
+// So does an attention dropout inside flash_attention (replace()).
+module {
+  slapo.param @attn.weight : tensor<2x2x4x4xf32>
+  func.func @forward(%x: tensor<2x2x4x4xf32>) -> tensor<f32> {
+    %w = slapo.get_param @attn.weight {slapo.module = "attn"} : tensor<2x2x4x4xf32>
+    %q = slapo.mul %x, %w {slapo.module = "attn"} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+    %o, %lse = slapo.flash_attention %q, %q, %q {dropout_p = 1.000000e-01 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 0.5 : f64, slapo.module = "attn"} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4xf32>)
+    %l = slapo.mean %o {dims = array<i64: 0, 1, 2, 3>, keepdim = false} : tensor<2x2x4x4xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+// CHECK: error: microbatches=2: the dropout in module 'attn' draws its mask for the whole batch, and a microbatch would draw another block of it; train without dropout (p=0, or eval mode at export) or with microbatches=1
+
+// -----
+
 // An input without a batch dim cannot be split.
 module {
   slapo.param @w : tensor<4xf32>

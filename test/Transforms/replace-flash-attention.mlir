@@ -54,15 +54,63 @@ module {
 
 // -----
 
-// Attention dropout (p > 0) is refused: the kernel draws no masks.
+// Attention dropout (p > 0, GPT-2's attn_dropout in train mode): the kernel
+// draws its mask, with the dropout's p, stream and fork_rng.
 module {
   func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32> {
     %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
-    // expected-error@+1 {{replace("flash_attention"): module 'attn' does not compute what flash_attention computes: the attention's dropout has p=0.1: flash_attention draws no dropout masks; train the model without attention dropout (p=0) or leave the module unreplaced}}
     %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
-    // expected-note@+1 {{the op that differs}}
+    %dp = slapo.dropout %p {fork_rng, p = 1.000000e-01 : f64, stream = 4 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %dp, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
+// CHECK-LABEL: func.func @forward
+//       CHECK: %[[O:.*]], %{{.*}} = slapo.flash_attention %arg0, %{{.*}}, %arg2 {dropout_p = 1.000000e-01 : f64, dropout_stream = 4 : i64, fork_rng, masked_score = 0.000000e+00 : f64, scale = 1.000000e+00 : f64, slapo.module = "attn"}
+//  CHECK-NEXT: return %[[O]]
+
+// -----
+
+// The dropout's result read by a second op: the kernel never makes it.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> (tensor<2x4x8x2xf32>, tensor<2x4x8x8xf32>) {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-error@+1 {{module 'attn' does not compute what flash_attention computes: the result of 'slapo.dropout' (an intermediate of the kernel) is also read by 'func.return': the kernel never stores it}}
+    %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
     %dp = slapo.dropout %p {p = 1.000000e-01 : f64, stream = 0 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
     %o = slapo.matmul %dp, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    // expected-note@+1 {{the op that differs}}
+    return %o, %dp : tensor<2x4x8x2xf32>, tensor<2x4x8x8xf32>
+  }
+}
+
+// -----
+
+// Two dropouts of the probabilities: the kernel draws one mask.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-error@+1 {{module 'attn' does not compute what flash_attention computes: the probabilities are dropped twice: flash_attention draws one mask}}
+    %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %dp = slapo.dropout %p {p = 1.000000e-01 : f64, stream = 0 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    // expected-note@+1 {{the op that differs}}
+    %dp2 = slapo.dropout %dp {p = 1.000000e-01 : f64, stream = 1 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %dp2, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
+
+// -----
+
+// A dropout of the scores, before the softmax: not what the kernel drops.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %kt: tensor<2x4x2x8xf32>, %v: tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    // expected-note@+1 {{the op that differs}}
+    %ds = slapo.dropout %s {p = 1.000000e-01 : f64, stream = 0 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    // expected-error@+1 {{module 'attn' does not compute what flash_attention computes: the scores are dropped before the softmax: flash_attention drops the probabilities after it alone}}
+    %p = slapo.softmax %ds {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
     return %o : tensor<2x4x8x2xf32>
   }
 }

@@ -3,19 +3,22 @@
 
   compare.py --reference REF.json --run LOG.json [--rtol 1e-4] [--steps A:B] [--exact]
       [--grads REF.safetensors RUN.safetensors [--grad-rtol 1e-4]]
-      [--weights REF.safetensors RUN.safetensors]
+      [--weights REF.safetensors RUN.safetensors] [--skip-grads REGEX]
 
 REF.json is torch_train.py's {"losses": [...], "lrs": [...]}, or another run's --log-json
 file (one JSON object per line); LOG.json is a --log-json file.  Losses and learning rates of
 the steps both cover (or --steps A:B, 1-based and inclusive) must agree within relative
 --rtol, or bit for bit with --exact.  Gradients agree when, for every tensor,
 max|run - ref| <= rtol * max(max|ref|, 1e-4 * the largest max|ref| of all tensors): an error
-relative to the tensor's scale, so that entries near zero do not dominate.  --weights compares
+relative to the tensor's scale, so that entries near zero do not dominate.  --skip-grads leaves
+out the gradients whose names match REGEX (ones that are zero but for rounding, to be checked
+in another call with a looser tolerance).  --weights compares
 two files of final parameters and buffers (--save-weights) the same way, within --grad-rtol.  Prints the worst offender; exit status 1 on any mismatch.
 """
 
 import argparse
 import json
+import re
 import sys
 
 
@@ -63,9 +66,12 @@ def compare_losses(args):
     return ok
 
 
-def compare_grads(ref_path, run_path, rtol, what="gradient"):
+def compare_grads(ref_path, run_path, rtol, what="gradient", skip=None):
     from safetensors.numpy import load_file
     reference, run = load_file(ref_path), load_file(run_path)
+    if skip:
+        reference = {n: t for n, t in reference.items() if not re.search(skip, n)}
+        run = {n: t for n, t in run.items() if not re.search(skip, n)}
     if set(reference) != set(run):
         print("%s names differ: only in reference %s, only in run %s"
               % (what, sorted(set(reference) - set(run)), sorted(set(run) - set(reference))))
@@ -100,12 +106,15 @@ def main():
                         help="gradient files of step 1 (reference, run)")
     parser.add_argument("--grad-rtol", type=float, default=1e-4,
                         help="relative tolerance of gradients (and weights)")
+    parser.add_argument("--skip-grads", metavar="REGEX",
+                        help="leave out the gradients whose names match REGEX")
     parser.add_argument("--weights", nargs=2, metavar=("REF", "RUN"),
                         help="final parameters and buffers (reference, run)")
     args = parser.parse_args()
     ok = compare_losses(args)
     if args.grads:
-        ok = compare_grads(args.grads[0], args.grads[1], args.grad_rtol) and ok
+        ok = compare_grads(args.grads[0], args.grads[1], args.grad_rtol,
+                           skip=args.skip_grads) and ok
     if args.weights:
         ok = compare_grads(args.weights[0], args.weights[1], args.grad_rtol, "weight") and ok
     sys.exit(0 if ok else 1)

@@ -1008,18 +1008,43 @@ void addNN(CaseList &cases) {
 /// the three gradients (the backward from each backend's own forward). Sizes
 /// that are not multiples of the kernels' tiles, more keys than queries,
 /// and the masks the compiler passes: a causal keep mask, an additive
-/// padding bias, both at full shape, or none.
+/// padding bias, both at full shape, or none; and attention dropout, whose
+/// masks both draw alike (on one rank, and on a data- and tensor-parallel
+/// rank of split heads).
 void addAttention(CaseList &cases) {
   struct AttentionCase {
     const char *name;
     int64_t batch, heads, rows, keys, headSize, valueSize;
     Shape keepShape, biasShape; // rank 0: none
+    AttentionDropout dropout = {};
   };
   const AttentionCase kCases[] = {
       {"causal", 2, 3, 37, 37, 24, 24, {1, 1, 37, 37}, {}},
       {"padding bias", 2, 2, 19, 45, 16, 40, {}, {2, 1, 1, 45}},
       {"no mask", 1, 2, 33, 70, 64, 64, {}, {}},
       {"full masks", 1, 2, 17, 17, 8, 12, {1, 2, 17, 17}, {1, 2, 17, 17}},
+      {"causal dropout",
+       2,
+       3,
+       37,
+       37,
+       24,
+       24,
+       {1, 1, 37, 37},
+       {},
+       {0.1, {/*seed=*/5, /*step=*/2, /*stream=*/1, /*rankStream=*/0}}},
+      {"padding bias dropout, dp rank 1 and tp rank 1 of split heads",
+       2,
+       2,
+       19,
+       45,
+       16,
+       40,
+       {},
+       {2, 1, 1, 45},
+       {0.2,
+        {/*seed=*/5, /*step=*/4, /*stream=*/3, /*rankStream=*/1},
+        {/*dpRank=*/1, {/*axis=*/1, /*chunks=*/1, /*tp=*/2}, /*tpRank=*/1}}},
   };
   // torch.finfo(torch.float32).min, the masked score and padding bias the
   // modules use.
@@ -1080,12 +1105,13 @@ void addAttention(CaseList &cases) {
             Tensor logsumexp =
                 session.output(dtype, {c.batch, c.heads, c.rows});
             flashAttention(session.ctx, q, k, v, keepMask, biasMask, out,
-                           logsumexp, scale, maskedScore);
+                           logsumexp, scale, maskedScore, c.dropout);
             Tensor gq = session.output(dtype, queryShape);
             Tensor gk = session.output(dtype, keyShape);
             Tensor gv = session.output(dtype, valueShape);
             flashAttentionGrad(session.ctx, q, k, v, keepMask, biasMask, out,
-                               logsumexp, g, gq, gk, gv, scale, maskedScore);
+                               logsumexp, g, gq, gk, gv, scale, maskedScore,
+                               c.dropout);
             return {session.download(out), session.download(logsumexp),
                     session.download(gq), session.download(gk),
                     session.download(gv)};

@@ -1,13 +1,17 @@
-// embedding, layer norm, softmax, log-softmax, cross entropy and the fused
-// linear cross entropy against the formulas, computed here in f64.
+// embedding, layer norm, softmax, log-softmax, cross entropy, the fused
+// linear cross entropy and flash attention with dropout against the
+// formulas, computed here in f64.
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/LinearCrossEntropyWorkspace.h"
+#include "slapo/runtime/Random.h"
 #include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -709,4 +713,177 @@ TEST_CASE("the LM head kernels refuse a workspace smaller than their "
   CHECK(gradHidden == std::vector<float>(8, -1));
   CHECK(gradWeight == std::vector<float>(16, -1));
   CHECK(logSumExp == std::vector<float>(2, -1));
+}
+
+namespace {
+
+/// An attention with dropout, in f64 from the formulas: the [B, H, T, S]
+/// scores and probabilities written out, each element's mask drawn with
+/// keepsElement at its index in the whole tensor (batch rows after
+/// `dpRank`'s predecessors', heads after `tpRank`'s, the tp ranks holding
+/// `heads` each), and the softmax's gradient sum(P * dP) per row.
+struct NaiveAttention {
+  std::vector<double> out, logsumexp, gradQuery, gradKey, gradValue;
+};
+NaiveAttention naiveDroppedAttention(
+    int64_t batch, int64_t heads, int64_t rows, int64_t keys, int64_t depth,
+    int64_t width, const std::vector<float> &q, const std::vector<float> &k,
+    const std::vector<float> &v, const std::vector<float> &grad, bool causal,
+    const std::vector<float> &padding, double scale, double maskedScore,
+    double p, uint64_t key, int64_t dpRank, int64_t tp, int64_t tpRank) {
+  NaiveAttention r;
+  r.out.assign(batch * heads * rows * width, 0);
+  r.logsumexp.assign(batch * heads * rows, 0);
+  r.gradQuery.assign(q.size(), 0);
+  r.gradKey.assign(k.size(), 0);
+  r.gradValue.assign(v.size(), 0);
+  uint64_t threshold = dropoutThreshold(p);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t head = b * heads + h;
+      int64_t wholeHead =
+          (dpRank * batch + b) * heads * tp + tpRank * heads + h;
+      for (int64_t t = 0; t < rows; ++t) {
+        std::vector<double> score(keys), prob(keys), factor(keys), dP(keys);
+        std::vector<bool> masked(keys);
+        for (int64_t s = 0; s < keys; ++s) {
+          double dot = 0;
+          for (int64_t d = 0; d < depth; ++d)
+            dot += double(q[(head * rows + t) * depth + d]) *
+                   k[(head * keys + s) * depth + d];
+          masked[s] = causal && s > t;
+          score[s] = masked[s] ? maskedScore : dot * scale;
+          if (!padding.empty())
+            score[s] += padding[b * keys + s];
+          uint64_t counter = uint64_t((wholeHead * rows + t) * keys + s);
+          factor[s] = keepsElement(key, counter, threshold) ? 1 / (1 - p) : 0.0;
+        }
+        double maximum = *std::max_element(score.begin(), score.end());
+        double total = 0;
+        for (int64_t s = 0; s < keys; ++s)
+          total += std::exp(score[s] - maximum);
+        r.logsumexp[head * rows + t] = maximum + std::log(total);
+        double rowDot = 0;
+        for (int64_t s = 0; s < keys; ++s) {
+          prob[s] = std::exp(score[s] - maximum) / total;
+          double dDropped = 0;
+          for (int64_t e = 0; e < width; ++e) {
+            double vse = v[(head * keys + s) * width + e];
+            double dO = grad[(head * rows + t) * width + e];
+            r.out[(head * rows + t) * width + e] += prob[s] * factor[s] * vse;
+            r.gradValue[(head * keys + s) * width + e] +=
+                prob[s] * factor[s] * dO;
+            dDropped += dO * vse;
+          }
+          dP[s] = dDropped * factor[s];
+          rowDot += prob[s] * dP[s];
+        }
+        for (int64_t s = 0; s < keys; ++s) {
+          double dScore = masked[s] ? 0 : prob[s] * (dP[s] - rowDot) * scale;
+          for (int64_t d = 0; d < depth; ++d) {
+            r.gradQuery[(head * rows + t) * depth + d] +=
+                dScore * k[(head * keys + s) * depth + d];
+            r.gradKey[(head * keys + s) * depth + d] +=
+                dScore * q[(head * rows + t) * depth + d];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("flash attention with dropout draws dropout()'s mask per element "
+          "and its gradient draws it again") {
+  // Odd sizes over several key tiles (64); a causal keep mask or a padding
+  // bias; one rank, or data-parallel rank 1 holding tp rank 1's heads of a
+  // split. 1 and 2 threads draw the same.
+  struct Case {
+    const char *name;
+    int64_t batch, heads, rows, keys;
+    bool causal, padded;
+    DropoutPlacement placement;
+  };
+  const Case cases[] = {
+      {"causal, one rank", 2, 3, 67, 67, true, false, {}},
+      {"padding, dp rank 1 of tp rank 1's heads",
+       2,
+       3,
+       19,
+       70,
+       false,
+       true,
+       {/*dpRank=*/1, {/*axis=*/1, /*chunks=*/1, /*tp=*/2}, /*tpRank=*/1}},
+  };
+  const int64_t depth = 5, width = 7;
+  const double p = 0.3, maskedScore = -3.4028234663852886e38;
+  const DropoutKey dropoutKeyOf = {/*seed=*/11, /*step=*/3, /*stream=*/2,
+                                   /*rankStream=*/0};
+  for (const Case &c : cases)
+    for (int threads : {1, 2}) {
+      INFO(c.name << ", " << threads << " threads");
+      std::mt19937 generator(5);
+      int64_t heads = c.batch * c.heads;
+      std::vector<float> q = uniformValues(generator, heads * c.rows * depth);
+      std::vector<float> k = uniformValues(generator, heads * c.keys * depth);
+      std::vector<float> v = uniformValues(generator, heads * c.keys * width);
+      std::vector<float> grad =
+          uniformValues(generator, heads * c.rows * width);
+      std::vector<float> padding;
+      if (c.padded) {
+        padding.assign(c.batch * c.keys, 0);
+        for (int64_t s = c.keys - 9; s < c.keys; ++s)
+          padding[c.keys + s] = float(maskedScore); // batch row 1's last 9
+      }
+      auto keepData = std::make_unique<bool[]>(c.rows * c.keys);
+      for (int64_t i = 0; i < c.rows * c.keys; ++i)
+        keepData[i] = i % c.keys <= i / c.keys;
+      double scale = 1 / std::sqrt(double(depth));
+      AttentionDropout dropout = {p, dropoutKeyOf, c.placement};
+
+      Shape qShape = {c.batch, c.heads, c.rows, depth};
+      Shape kShape = {c.batch, c.heads, c.keys, depth};
+      Shape vShape = {c.batch, c.heads, c.keys, width};
+      Shape oShape = {c.batch, c.heads, c.rows, width};
+      Tensor keep =
+          c.causal ? Tensor(keepData.get(), DType::Bool, {1, 1, c.rows, c.keys})
+                   : Tensor();
+      Tensor bias =
+          c.padded ? Tensor(padding.data(), DType::F32, {c.batch, 1, 1, c.keys})
+                   : Tensor();
+      std::vector<float> out(heads * c.rows * width), lse(heads * c.rows);
+      std::vector<float> gq(q.size()), gk(k.size()), gv(v.size());
+      Context ctx(threads);
+      double masked = c.causal ? maskedScore : 0.0;
+      flashAttention(ctx, Tensor(q.data(), DType::F32, qShape),
+                     Tensor(k.data(), DType::F32, kShape),
+                     Tensor(v.data(), DType::F32, vShape), keep, bias,
+                     Tensor(out.data(), DType::F32, oShape),
+                     Tensor(lse.data(), DType::F32, {c.batch, c.heads, c.rows}),
+                     scale, masked, dropout);
+      flashAttentionGrad(
+          ctx, Tensor(q.data(), DType::F32, qShape),
+          Tensor(k.data(), DType::F32, kShape),
+          Tensor(v.data(), DType::F32, vShape), keep, bias,
+          Tensor(out.data(), DType::F32, oShape),
+          Tensor(lse.data(), DType::F32, {c.batch, c.heads, c.rows}),
+          Tensor(grad.data(), DType::F32, oShape),
+          Tensor(gq.data(), DType::F32, qShape),
+          Tensor(gk.data(), DType::F32, kShape),
+          Tensor(gv.data(), DType::F32, vShape), scale, masked, dropout);
+
+      const DropoutPlacement &at = c.placement;
+      NaiveAttention want = naiveDroppedAttention(
+          c.batch, c.heads, c.rows, c.keys, depth, width, q, k, v, grad,
+          c.causal, padding, scale, masked, p,
+          dropoutKey(dropoutKeyOf.seed, dropoutKeyOf.step, dropoutKeyOf.stream,
+                     dropoutKeyOf.rankStream),
+          at.dpRank, at.shard.tp, at.tpRank);
+      checkNear("out", out, want.out, 1e-5);
+      checkNear("logsumexp", lse, want.logsumexp, 1e-5);
+      checkNear("grad query", gq, want.gradQuery, 1e-5);
+      checkNear("grad key", gk, want.gradKey, 1e-5);
+      checkNear("grad value", gv, want.gradValue, 1e-5);
+    }
 }

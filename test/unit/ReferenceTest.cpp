@@ -488,6 +488,73 @@ func.func @main(%x: tensor<50x200xf32>) -> (tensor<50x200xf32>, tensor<50x200xf3
   CHECK(ref::relativeError((*again)[0], (*results)[0]) > 0);
 }
 
+TEST_CASE("flash_attention's dropout draws what the dropout it replaced "
+          "draws, and its gradient is autograd's under that mask",
+          "[reference][nn]") {
+  // The unreplaced chain and flash_attention with its dropout, under one
+  // seed: the same at::dropout draws of the [B, H, T, S] probabilities.
+  const char *source = R"mlir(
+func.func @unfused(%q: tensor<2x2x5x3xf32>, %kt: tensor<2x2x3x5xf32>, %v: tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32> {
+  %s = slapo.matmul %q, %kt : (tensor<2x2x5x3xf32>, tensor<2x2x3x5xf32>) -> tensor<2x2x5x5xf32>
+  %c = slapo.constant dense<5.000000e-01> : tensor<f32>
+  %d = slapo.mul %s, %c : (tensor<2x2x5x5xf32>, tensor<f32>) -> tensor<2x2x5x5xf32>
+  %p = slapo.softmax %d {dim = 3 : i64} : tensor<2x2x5x5xf32>
+  %dp = slapo.dropout %p {p = 3.000000e-01 : f64, stream = 0 : i64} : tensor<2x2x5x5xf32>
+  %o = slapo.matmul %dp, %v : (tensor<2x2x5x5xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32>
+  return %o : tensor<2x2x5x4xf32>
+}
+func.func @flash(%q: tensor<2x2x5x3xf32>, %k: tensor<2x2x5x3xf32>, %v: tensor<2x2x5x4xf32>) -> (tensor<2x2x5x4xf32>, tensor<2x2x5xf32>) {
+  %o, %lse = slapo.flash_attention %q, %k, %v {dropout_p = 3.000000e-01 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 5.000000e-01 : f64} : (tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x4xf32>) -> (tensor<2x2x5x4xf32>, tensor<2x2x5xf32>)
+  return %o, %lse : tensor<2x2x5x4xf32>, tensor<2x2x5xf32>
+}
+func.func @grad(%q: tensor<2x2x5x3xf32>, %k: tensor<2x2x5x3xf32>, %v: tensor<2x2x5x4xf32>, %o: tensor<2x2x5x4xf32>, %lse: tensor<2x2x5xf32>, %g: tensor<2x2x5x4xf32>) -> (tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x4xf32>) {
+  %gq, %gk, %gv = slapo.flash_attention_grad %q, %k, %v result %o, %lse grad %g {dropout_p = 3.000000e-01 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 5.000000e-01 : f64} : (tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5xf32>, tensor<2x2x5x4xf32>) -> (tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x4xf32>)
+  return %gq, %gk, %gv : tensor<2x2x5x3xf32>, tensor<2x2x5x3xf32>, tensor<2x2x5x4xf32>
+}
+)mlir";
+  Program program(source);
+  at::manual_seed(3);
+  at::Tensor q = randn({2, 2, 5, 3}), k = randn({2, 2, 5, 3});
+  at::Tensor v = randn({2, 2, 5, 4}), g = randn({2, 2, 5, 4});
+
+  at::manual_seed(99);
+  auto unfused = ref::evaluate(program.func("unfused"),
+                               {q, k.transpose(-1, -2).contiguous(), v}, {});
+  at::manual_seed(99);
+  auto flash = ref::evaluate(program.func("flash"), {q, k, v}, {});
+  INFO(program.diagnostics);
+  REQUIRE(mlir::succeeded(unfused));
+  REQUIRE(mlir::succeeded(flash));
+  CHECK(ref::relativeError((*flash)[0], (*unfused)[0]) < 1e-6);
+  // The log-sum-exp is the undropped softmax's.
+  CHECK(ref::relativeError(
+            (*flash)[1], at::logsumexp(at::matmul(q, k.transpose(-1, -2)) * 0.5,
+                                       -1)) < 1e-6);
+
+  // The gradient draws its mask as the forward's dropout's gradient would
+  // (the next at::dropout of that shape): autograd of the chain under it.
+  at::manual_seed(5);
+  at::Tensor mask = at::dropout(at::ones({2, 2, 5, 5}), 0.3, /*train=*/true);
+  at::Tensor qd = asDouble(q).requires_grad_(),
+             kd = asDouble(k).requires_grad_(),
+             vd = asDouble(v).requires_grad_();
+  at::Tensor out =
+      at::matmul(at::softmax(at::matmul(qd, kd.transpose(-1, -2)) * 0.5, -1) *
+                     asDouble(mask),
+                 vd);
+  out.backward(asDouble(g));
+  // The forward's result under this mask: rowsum(grad * result) is the
+  // softmax's sum(P * dP).
+  at::Tensor result = out.detach().to(at::kFloat);
+  at::manual_seed(5);
+  auto grads = ref::evaluate(program.func("grad"),
+                             {q, k, v, result, (*flash)[1], g}, {});
+  REQUIRE(mlir::succeeded(grads));
+  CHECK(ref::relativeError((*grads)[0], qd.grad().to(at::kFloat)) < 1e-5);
+  CHECK(ref::relativeError((*grads)[1], kd.grad().to(at::kFloat)) < 1e-5);
+  CHECK(ref::relativeError((*grads)[2], vd.grad().to(at::kFloat)) < 1e-5);
+}
+
 TEST_CASE("triangular keeps the lower or upper triangle",
           "[reference][elementwise]") {
   at::manual_seed(8);

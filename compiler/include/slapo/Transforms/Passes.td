@@ -70,11 +70,14 @@ def Replace : Pass<"slapo-replace", "::mlir::ModuleOp"> {
     constant (the scale), optionally `where(keep, scores, constant)` (a
     boolean mask: GPT-2's causal buffer), optionally `+ bias` (an additive
     mask computed from no parameter: BERT's padding mask), the softmax,
-    optionally a dropout of p = 0, and `matmul(probabilities, value)`, all
-    of rank 4 ([batch, heads, seq, seq] scores), each intermediate read by
-    the next op alone. They become one slapo.flash_attention, which keeps
-    no [seq, seq] tensor for the backward. Attention dropout with p > 0 is
-    refused: the kernel draws no dropout masks.
+    optionally a slapo.dropout of the probabilities (train mode's attention
+    dropout), and `matmul(probabilities, value)`, all of rank 4 ([batch,
+    heads, seq, seq] scores), each intermediate read by the next op alone.
+    They become one slapo.flash_attention, which keeps no [seq, seq] tensor
+    for the backward; the dropout's p, stream and fork_rng become its own,
+    and its kernels draw the mask that dropout would draw. Refused: a
+    dropout of the scores (before the softmax), two dropouts of the
+    probabilities (the kernel draws one mask).
 
     `fused_rmsnorm`: every slapo.rsqrt of the module is the middle of an
     RMSNorm (LLaMA's): `x * rsqrt(mean(x^2 or x * x, last dim, keepdim) +

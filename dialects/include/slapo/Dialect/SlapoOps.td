@@ -646,6 +646,18 @@ def Slapo_LinearLogSumExpGradOp : Slapo_Op<"linear_log_sum_exp_grad",
   let hasVerifier = 1;
 }
 
+// The dropout flash_attention applies to its probabilities, as the
+// slapo.dropout it replaced: `dropout_p` is that op's `p` and
+// `dropout_stream` its `stream`; the rest have that op's names. All absent:
+// no dropout.
+def Slapo_AttentionDropout {
+  dag args = (ins Optional<Slapo_I64Scalar>:$step,
+                  OptionalAttr<F64Attr>:$dropout_p,
+                  OptionalAttr<I64Attr>:$dropout_stream, UnitAttr:$fork_rng,
+                  OptionalAttr<I64Attr>:$shard_axis,
+                  OptionalAttr<I64Attr>:$shard_chunks);
+}
+
 def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
     [Pure, AttrSizedOperandSegments, Slapo_Differentiable, Slapo_Shardable,
      Slapo_Contraction]> {
@@ -668,19 +680,29 @@ def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
     (slapo.flash_attention_grad) recomputes them from `logsumexp`, which is
     all the forward keeps besides its result.
 
+    With `dropout_p` (an attention dropout in train mode, GPT-2's
+    attn_dropout), the probabilities are dropped before the product with
+    the values, element (b, h, t, s) of the whole [B, H, T, S] tensor
+    drawing what the slapo.dropout it replaces would draw: the attributes
+    `dropout_stream` (that dropout's `stream`), `fork_rng`, `shard_axis`
+    and `shard_chunks` and the `step` operand are that op's, with its
+    meaning (masks counter-based, recomputed by the gradient rather than
+    stored). `logsumexp` is the undropped softmax's.
+
     ```mlir
     %o, %lse = slapo.flash_attention %q, %k, %v keep %mask {masked_score = -3.4028234663852886E+38 : f64, scale = 0.35355339059327379 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
     ```
   }];
-  let arguments = (ins Slapo_FloatTensor:$query, Slapo_FloatTensor:$key,
-                       Slapo_FloatTensor:$value,
-                       Optional<Slapo_BoolTensor>:$keep,
-                       Optional<Slapo_FloatTensor>:$bias, F64Attr:$scale,
-                       F64Attr:$masked_score);
+  let arguments = !con((ins Slapo_FloatTensor:$query, Slapo_FloatTensor:$key,
+                            Slapo_FloatTensor:$value,
+                            Optional<Slapo_BoolTensor>:$keep,
+                            Optional<Slapo_FloatTensor>:$bias, F64Attr:$scale,
+                            F64Attr:$masked_score),
+                       Slapo_AttentionDropout.args);
   let results = (outs Slapo_FloatTensor:$result,
                       Slapo_FloatTensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value (`keep` $keep^)? "
-                       "(`bias` $bias^)? attr-dict `:` "
+                       "(`bias` $bias^)? (`step` $step^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -695,21 +717,27 @@ def Slapo_FlashAttentionGradOp : Slapo_Op<"flash_attention_grad",
     where `keep` is false (the scores there are a constant):
     grad_query = dS x key * scale, grad_key = dS^T x query * scale,
     grad_value = P^T x grad. What slapo.flash_attention's gradient rule
-    builds; the mask and bias get no gradient.
+    builds; the mask and bias get no gradient. With the forward's dropout
+    (the same attributes and `step`), the mask M (kept elements 1/(1-p),
+    others 0) is drawn again: grad_value = (P * M)^T x grad and dS = P *
+    ((grad x value^T) * M - rowsum(grad * result)) (FlashAttention-2's
+    dropout backward; the row sum is still that of grad * result).
   }];
-  let arguments = (ins Slapo_FloatTensor:$query, Slapo_FloatTensor:$key,
-                       Slapo_FloatTensor:$value,
-                       Optional<Slapo_BoolTensor>:$keep,
-                       Optional<Slapo_FloatTensor>:$bias,
-                       Slapo_FloatTensor:$result, Slapo_FloatTensor:$logsumexp,
-                       Slapo_FloatTensor:$grad, F64Attr:$scale,
-                       F64Attr:$masked_score);
+  let arguments = !con((ins Slapo_FloatTensor:$query, Slapo_FloatTensor:$key,
+                            Slapo_FloatTensor:$value,
+                            Optional<Slapo_BoolTensor>:$keep,
+                            Optional<Slapo_FloatTensor>:$bias,
+                            Slapo_FloatTensor:$result,
+                            Slapo_FloatTensor:$logsumexp,
+                            Slapo_FloatTensor:$grad, F64Attr:$scale,
+                            F64Attr:$masked_score),
+                       Slapo_AttentionDropout.args);
   let results = (outs Slapo_FloatTensor:$grad_query,
                       Slapo_FloatTensor:$grad_key,
                       Slapo_FloatTensor:$grad_value);
   let assemblyFormat = "$query `,` $key `,` $value (`keep` $keep^)? "
                        "(`bias` $bias^)? `result` $result `,` $logsumexp "
-                       "`grad` $grad attr-dict `:` "
+                       "`grad` $grad (`step` $step^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -10,6 +10,8 @@
 #define SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
 
 #include "slapo/runtime/HostDevice.h"
+#include "slapo/runtime/KernelTypes.h"
+#include "slapo/runtime/Random.h"
 #include "slapo/runtime/Tensor.h"
 
 #include <cstdint>
@@ -20,18 +22,23 @@ namespace slapo::rt {
 /// against value [B, H, S, E], and where its masks are: element (b, h, t,
 /// s) of a mask broadcast to [B, H, T, S] is at b * strides[0] + h *
 /// strides[1] + t * strides[2] + s * strides[3] (0 along the dims it
-/// broadcasts over).
+/// broadcasts over). With a dropout, probability (b, h, t, s) is kept iff
+/// keepsDropped(dropoutRow(b, h, t), s) and then scaled by keptScale.
 struct AttentionGeometry {
   int64_t batch, heads, rows, keys, headSize, valueSize;
   int64_t keepStrides[4] = {}, biasStrides[4] = {};
+  bool drops = false;
+  double keptScale = 1;
 
   AttentionGeometry(const Tensor &query, const Tensor &key, const Tensor &value,
-                    const Tensor &keep, const Tensor &bias)
+                    const Tensor &keep, const Tensor &bias,
+                    const AttentionDropout &dropout = {})
       : batch(query.shape[0]), heads(query.shape[1]), rows(query.shape[2]),
         keys(key.shape[2]), headSize(query.shape[3]),
         valueSize(value.shape[3]) {
     setStrides(keep, keepStrides);
     setStrides(bias, biasStrides);
+    setDropout(dropout);
   }
 
   /// Where row t of head (b, h) of a mask of `strides` starts.
@@ -40,7 +47,58 @@ struct AttentionGeometry {
     return b * strides[0] + h * strides[1] + t * strides[2];
   }
 
+  /// The dropout counter of probability (b, h, t, 0): its index in the
+  /// whole [B, H, T, S] tensor one device computes for the global batch,
+  /// as dropout() counts (this data-parallel rank's rows after the lower
+  /// ranks', a tensor-parallel rank's batch rows or heads in their place).
+  SLAPO_HOST_DEVICE uint64_t dropoutRow(int64_t b, int64_t h, int64_t t) const {
+    int64_t wholeB = splitAxis == 0 ? toWhole(b) : b;
+    int64_t wholeH = splitAxis == 1 ? toWhole(h) : h;
+    return maskFirst +
+           uint64_t(((wholeB * wholeHeads + wholeH) * rows + t) * keys);
+  }
+
+  /// Whether the dropout keeps key s of the row whose counter is `row`.
+  SLAPO_HOST_DEVICE bool keepsDropped(uint64_t row, int64_t s) const {
+    return keepsElement(maskKey, row + uint64_t(s), maskThreshold);
+  }
+
 private:
+  uint64_t maskKey = 0, maskThreshold = 0, maskFirst = 0;
+  /// The split dim (0 batch, 1 heads; -1 none), the whole tensor's heads,
+  /// and the split's chunks of the whole dim and of the rank's part.
+  int splitAxis = -1;
+  int64_t wholeHeads = 0, splitChunk = 0, splitPart = 1, tpRank = 0;
+
+  /// Index i of the split dim on this rank in the whole dim: each of the
+  /// shard's chunks holds the rank's part of the whole dim's chunk.
+  SLAPO_HOST_DEVICE int64_t toWhole(int64_t i) const {
+    return i / splitPart * splitChunk + tpRank * splitPart + i % splitPart;
+  }
+
+  void setDropout(const AttentionDropout &dropout) {
+    if (!(dropout.p > 0))
+      return;
+    drops = true;
+    keptScale = 1.0 / (1.0 - dropout.p);
+    const DropoutKey &key = dropout.key;
+    maskKey = dropoutKey(key.seed, key.step, key.stream, key.rankStream);
+    maskThreshold = dropoutThreshold(dropout.p);
+    const ShardLayout &shard = dropout.placement.shard;
+    int64_t wholeBatch = batch;
+    wholeHeads = heads;
+    if (shard.tp > 1) {
+      splitAxis = shard.axis;
+      int64_t local = splitAxis == 0 ? batch : heads;
+      (splitAxis == 0 ? wholeBatch : wholeHeads) = local * shard.tp;
+      splitChunk = local * shard.tp / shard.chunks;
+      splitPart = local / shard.chunks;
+      tpRank = dropout.placement.tpRank;
+    }
+    maskFirst = uint64_t(dropout.placement.dpRank) *
+                uint64_t(wholeBatch * wholeHeads * rows * keys);
+  }
+
   void setStrides(const Tensor &mask, int64_t (&strides)[4]) const {
     if (!mask.data)
       return;

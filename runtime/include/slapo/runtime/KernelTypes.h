@@ -66,6 +66,15 @@ struct DropoutPlacement {
   int64_t tpRank = 0;
 };
 
+/// The dropout flashAttention applies to its probabilities [B, H, T, S]
+/// (slapo.flash_attention's dropout_p): drawn as dropout() would draw it for
+/// that tensor, with this key and placement. p = 0: none.
+struct AttentionDropout {
+  double p = 0;
+  DropoutKey key = {};
+  DropoutPlacement placement = {};
+};
+
 /// Permutations the product reads its operands and writes its result
 /// through, as slapo.matmul's attributes of the same names: the product
 /// reads permute(lhs, lhs) and permute(rhs, rhs) and writes permute(product,

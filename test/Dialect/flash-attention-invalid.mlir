@@ -1,0 +1,51 @@
+// RUN: slapo-opt %s --split-input-file --verify-diagnostics
+
+// The dropout of flash_attention and its gradient: p in (0, 1), a stream,
+// and nothing of it without p.
+
+func.func @p_out_of_range(%q: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{dropout_p must be in (0, 1), got 1}}
+  %o, %l = slapo.flash_attention %q, %q, %q {dropout_p = 1.0 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @no_stream(%q: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{dropout_p needs dropout_stream (the stream of the dropout's masks)}}
+  %o, %l = slapo.flash_attention %q, %q, %q {dropout_p = 0.1 : f64, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @step_without_dropout(%q: tensor<1x2x4x4xf32>, %step: tensor<i64>) {
+  // expected-error @+1 {{dropout_stream, fork_rng, shard_axis, shard_chunks and step need dropout_p}}
+  %o, %l = slapo.flash_attention %q, %q, %q step %step {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<i64>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @fork_without_dropout(%q: tensor<1x2x4x4xf32>, %g: tensor<1x2x4x4xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{dropout_stream, fork_rng, shard_axis, shard_chunks and step need dropout_p}}
+  %a, %b, %c = slapo.flash_attention_grad %q, %q, %q result %g, %l grad %g {fork_rng, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>)
+  return
+}
+
+// -----
+
+// The kernels place a split of the batch or the heads, not of the rows.
+func.func @split_rows(%q: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{shard_axis 2 is not the batch or the heads (0 or 1)}}
+  %o, %l = slapo.flash_attention %q, %q, %q {dropout_p = 0.1 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 1.0 : f64, shard_axis = 2 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @grad_chunks_without_axis(%q: tensor<1x2x4x4xf32>, %g: tensor<1x2x4x4xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{shard_chunks needs shard_axis and must be positive}}
+  %a, %b, %c = slapo.flash_attention_grad %q, %q, %q result %g, %l grad %g {dropout_p = 0.1 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 1.0 : f64, shard_chunks = 2 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>)
+  return
+}

@@ -1,0 +1,18 @@
+// RUN: slapo-opt %s | slapo-opt | FileCheck %s
+// RUN: slapo-opt %s --mlir-print-op-generic | slapo-opt | FileCheck %s
+
+// flash_attention and its gradient with an attention dropout: p, stream,
+// fork_rng, a split of the heads and the step number, as slapo.dropout
+// carries them.
+
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(%q: tensor<2x2x8x4xf32>, %k: tensor<2x2x8x4xf32>, %v: tensor<2x2x8x4xf32>, %m: tensor<1x1x8x8xi1>, %g: tensor<2x2x8x4xf32>, %step: tensor<i64>) {
+  // CHECK-NEXT: %[[O:.*]], %[[L:.*]] = slapo.flash_attention %{{.*}}, %{{.*}}, %{{.*}} keep %{{.*}} step %{{.*}} {dropout_p = 1.000000e-01 : f64, dropout_stream = 3 : i64, fork_rng, masked_score = -1.000000e+04 : f64, scale = 5.000000e-01 : f64, shard_axis = 1 : i64} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<1x1x8x8xi1>, tensor<i64>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8xf32>)
+  // CHECK-NEXT: slapo.flash_attention_grad %{{.*}}, %{{.*}}, %{{.*}} keep %{{.*}} result %[[O]], %[[L]] grad %{{.*}} step %{{.*}} {dropout_p = 1.000000e-01 : f64, dropout_stream = 3 : i64, fork_rng, masked_score = -1.000000e+04 : f64, scale = 5.000000e-01 : f64, shard_axis = 1 : i64}
+  // CHECK-NEXT: slapo.flash_attention %{{.*}}, %{{.*}}, %{{.*}} {dropout_p = 2.000000e-01 : f64, dropout_stream = 0 : i64, masked_score = 0.000000e+00 : f64, scale = 5.000000e-01 : f64}
+  %o, %lse = slapo.flash_attention %q, %k, %v keep %m step %step {dropout_p = 0.1 : f64, dropout_stream = 3 : i64, fork_rng, masked_score = -1.0e4 : f64, scale = 0.5 : f64, shard_axis = 1 : i64} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<1x1x8x8xi1>, tensor<i64>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8xf32>)
+  %gq, %gk, %gv = slapo.flash_attention_grad %q, %k, %v keep %m result %o, %lse grad %g step %step {dropout_p = 0.1 : f64, dropout_stream = 3 : i64, fork_rng, masked_score = -1.0e4 : f64, scale = 0.5 : f64, shard_axis = 1 : i64} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<1x1x8x8xi1>, tensor<2x2x8x4xf32>, tensor<2x2x8xf32>, tensor<2x2x8x4xf32>, tensor<i64>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>)
+  // Without a step (the imported @forward's).
+  %o2, %lse2 = slapo.flash_attention %q, %k, %v {dropout_p = 0.2 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8xf32>)
+  return
+}
