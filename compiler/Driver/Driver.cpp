@@ -296,7 +296,8 @@ void printMemoryPlan(mlir::ModuleOp planned, int64_t first, int64_t ranks,
     os << " (at most " << inFlight.getInt() << " of "
        << memory.getAs<mlir::IntegerAttr>(kMicrobatchesKey).getInt()
        << " microbatches in flight: " << bytes(kActivationsInFlightKey) << ")";
-  os << ", temporaries " << bytes("temporaries") << "\n";
+  os << ", temporaries " << bytes("temporaries") << ", kernel workspaces "
+     << bytes("workspaces") << "\n";
   auto recomputation =
       planned->getAttrOfType<mlir::DictionaryAttr>(kRecomputationAttrName);
   if (!recomputation)
