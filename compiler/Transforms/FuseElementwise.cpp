@@ -7,7 +7,6 @@
 // of every value is known, and before the memory plan, which then gives the
 // values a group keeps to itself no bytes at all.
 //
-//
 // A group whose loop is [rows, C] also holds the reductions and softmaxes
 // along C that its chain reaches (FusibleRowOpInterface: scale, mask and
 // softmax; a softmax's gradient with its row sum in the middle), and the
@@ -57,7 +56,7 @@ ArrayRef<int64_t> getLoopShape(Operation *op) {
   return tensorType(op->getResult(0)).getShape();
 }
 
-/// The shape of a row value of a loop over `loop`.
+/// The shape of a row value of a loop over `loop` (non-empty).
 SmallVector<int64_t> getRowShape(ArrayRef<int64_t> loop) {
   SmallVector<int64_t> row(loop);
   row.back() = 1;

@@ -1234,7 +1234,7 @@ LogicalResult FusedOp::verify() {
              << op.getName() << "' of shape " << shapeString(shape)
              << ", not the loop's " << shapeString(loop)
              << (rows ? " or its rows' " + shapeString(row) : std::string());
-    // A row value read by an op of the row shape is one value per row.
+    // The emitted loops index each operand as one block of the op's dims.
     for (Value operand : op.getOperands())
       if (!getBroadcastIndexing(tensorType(operand).getShape(), shape))
         return emitOpError("holds '")
