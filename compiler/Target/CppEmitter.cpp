@@ -233,6 +233,17 @@ struct FusedElementAccess {
   }
 };
 
+/// The dropouts of a fusion group: the statements that read each one's key
+/// and first counter, after the operands' and results' addresses, and the
+/// host's numbers that they are: its mask keeps element i iff
+/// keepsElement(key, first + i, ...) (Random.h), as the dropout kernel draws
+/// it for a tensor of this rank that is not split over tp ranks.
+struct FusedDraws {
+  std::string declarations;
+  SmallVector<std::string> arguments;
+  DenseMap<Operation *, size_t> index;
+};
+
 /// The communicator of a process group in the generated code.
 StringRef groupOf(ProcessGroup group) {
   switch (group) {
@@ -340,6 +351,24 @@ private:
   /// The call of the loop that computes `fused`, written first if no group
   /// before it computes the same.
   FailureOr<std::string> getFusedLoopCall(FusedOp fused);
+  /// getFusedLoopCall of a group with row ops: a loop over its rows.
+  FailureOr<std::string> getFusedRowsCall(FusedOp fused);
+  /// The dropouts of `fused`, a loop over `numElements` elements.
+  FailureOr<FusedDraws> getFusedDraws(FusedOp fused, int64_t numElements);
+  /// The statement of a fused loop that computes `op`'s element (an
+  /// elementwise op's) into `name`: `elements` names its operands' values,
+  /// `index` is the element's index in the group's loop (a dropout draws its
+  /// mask by it).
+  std::string getFusedStatement(Operation &op, StringRef name,
+                                const DenseMap<Value, std::string> &elements,
+                                StringRef scalar, StringRef indent,
+                                StringRef index, const FusedDraws &draws);
+  /// Names the fused loop `text` (defining it with `comment` where no group
+  /// before wrote the same) and returns the call of `runner` with the
+  /// group's addresses and then `sizes`.
+  std::string getFusedCall(FusedOp fused, StringRef text, StringRef comment,
+                           const FusedDraws &draws, StringRef runner,
+                           StringRef sizes);
   /// The phase function's `step` argument, which `value` (an operand of `op`
   /// that kernels take as a number on the host) must be: the step number
   /// lives in the arena too, but in the device's memory.
@@ -1028,9 +1057,162 @@ static std::string getBroadcastIndex(StringRef at,
   return index;
 }
 
+/// The array of a fused loop's addresses: its operands', its results', then
+/// its dropouts' numbers.
+static StringRef getFusedAddresses(bool cuda) {
+  return cuda ? "operands.data" : "data";
+}
+
+/// Declares the pointer `in<n>` to a fused loop's operand `arg` in
+/// `pointers` and returns how the loop reads its elements; none for an
+/// operand the loop does not read (a dropout's step number, which the host
+/// reads: its mask's key).
+static std::optional<FusedElementAccess>
+declareFusedInput(BlockArgument arg, bool cuda, std::string &pointers) {
+  Type element = arg.getType().cast<RankedTensorType>().getElementType();
+  if (!element.isa<FloatType>() && !element.isInteger(1))
+    return std::nullopt;
+  FusedElementAccess access(arg.getType(), cuda);
+  pointers +=
+      llvm::formatv("  const {0} *__restrict in{1} = static_cast<"
+                    "const {0} *>({2}[{1}]);\n",
+                    access.type, arg.getArgNumber(), getFusedAddresses(cuda));
+  return access;
+}
+
+/// Declares the pointer `out<n>` to a fused loop's result #n, `value`, in
+/// `pointers` (after the loop's `numInputs` operands) and returns how the
+/// loop writes its elements.
+static FusedElementAccess declareFusedResult(Value value, unsigned n,
+                                             unsigned numInputs, bool cuda,
+                                             std::string &pointers) {
+  FusedElementAccess access(value.getType(), cuda);
+  pointers += llvm::formatv(
+      "  {0} *__restrict out{1} = static_cast<{0} *>({3}[{2}]);\n", access.type,
+      n, numInputs + n, getFusedAddresses(cuda));
+  return access;
+}
+
+FailureOr<FusedDraws> Emitter::getFusedDraws(FusedOp fused,
+                                             int64_t numElements) {
+  StringRef data = getFusedAddresses(info.target == "cuda");
+  unsigned numAddresses = fused.getNumOperands() + fused.getNumResults();
+  FusedDraws draws;
+  for (DropoutOp dropout : fused.getBody().front().getOps<DropoutOp>()) {
+    size_t draw = draws.index.size();
+    draws.index[dropout] = draw;
+    draws.declarations += llvm::formatv(
+        "  const uint64_t key{0} = reinterpret_cast<uintptr_t>({1}[{2}]);\n"
+        "  const uint64_t first{0} = reinterpret_cast<uintptr_t>({1}[{3}]);"
+        "\n",
+        draw, data, numAddresses + 2 * draw, numAddresses + 2 * draw + 1);
+    auto arg = dropout.getStep().cast<BlockArgument>();
+    FailureOr<std::string> step =
+        getStepNumber(fused, fused.getInputs()[arg.getArgNumber()]);
+    if (failed(step))
+      return failure();
+    draws.arguments.push_back(
+        llvm::formatv("reinterpret_cast<void *>(uintptr_t(dropoutKey(kSeed, "
+                      "{0}, /*stream=*/{1}, /*rankStream=*/{2})))",
+                      *step, useBlockNumber(dropout.getStream()),
+                      dropout.getForkRng() ? "mesh.getTpRank()" : "0")
+            .str());
+    // This data-parallel rank's rows follow the lower ranks' in the batch.
+    draws.arguments.push_back(
+        llvm::formatv("reinterpret_cast<void *>(uintptr_t(mesh.getDpRank() "
+                      "* {0}))",
+                      numElements)
+            .str());
+  }
+  return draws;
+}
+
+std::string
+Emitter::getFusedStatement(Operation &op, StringRef name,
+                           const DenseMap<Value, std::string> &elements,
+                           StringRef scalar, StringRef indent, StringRef index,
+                           const FusedDraws &draws) {
+  bool cuda = info.target == "cuda";
+  if (auto dropout = dyn_cast<DropoutOp>(&op)) {
+    std::string p = doubleLiteral(dropout.getP().convertToDouble());
+    // Dropped elements are multiplied by 0, as the kernel does: NaN stays.
+    return llvm::formatv(
+        "{0}const {1} {2} = {3} * (keepsElement(key{4}, first{4} + "
+        "uint64_t({6}), dropoutThreshold({5})) ? static_cast<{1}>(1.0 / (1.0 "
+        "- {5})) : {1}(0));\n",
+        indent, scalar, name, elements.lookup(dropout.getInput()),
+        draws.index.lookup(dropout), p, index);
+  }
+  if (auto where = dyn_cast<WhereOp>(&op))
+    return llvm::formatv("{0}const {1} {2} = {3} ? {4} : {5};\n", indent,
+                         scalar, name, elements.lookup(where.getCondition()),
+                         elements.lookup(where.getOnTrue()),
+                         elements.lookup(where.getOnFalse()));
+  if (auto cast = dyn_cast<CastOp>(&op)) {
+    // To bf16: the value the cast kernel stores, in the loop's type; from
+    // bf16: the widened value itself.
+    FusedElementAccess result(cast.getType(), cuda);
+    return llvm::formatv(
+        "{0}const {1} {2} = {3};\n", indent, scalar, name,
+        result.widen(result.narrow(elements.lookup(cast.getInput()))));
+  }
+  ElementwiseKind kind = *getElementwiseKind(&op);
+  std::string arguments;
+  for (Value operand : op.getOperands())
+    arguments += (arguments.empty() ? "" : ", ") + elements.lookup(operand);
+  return llvm::formatv("{6}const {0} {1} = {2}::apply{3}<{3}Kind::"
+                       "{4}>({5});\n",
+                       scalar, name, info.target, kind.kernel, kind.kind,
+                       arguments, indent);
+}
+
+/// The ops of a fusion group, for the comment of its loop.
+static std::string getFusedOpNames(FusedOp fused) {
+  std::string names;
+  for (Operation &op : fused.getBody().front().without_terminator())
+    names += (names.empty() ? "" : ", ") + op.getName().stripDialect().str();
+  return names;
+}
+
+std::string Emitter::getFusedCall(FusedOp fused, StringRef text,
+                                  StringRef comment, const FusedDraws &draws,
+                                  StringRef runner, StringRef sizes) {
+  unsigned numOperands =
+      fused.getNumOperands() + fused.getNumResults() + draws.arguments.size();
+  auto [it, inserted] = fusedLoopNames.try_emplace(
+      text, "FusedLoop" + std::to_string(fusedLoopNames.size()));
+  std::string name = it->second;
+  if (inserted && info.target == "cuda")
+    fusedLoops += "/// " + comment.str() + "\n" + "static __global__ void " +
+                  name + "Kernel" + text.str() +
+                  llvm::formatv("SLAPO_CUDA_FUSED_LOOP(k{0}, {0}Kernel, {1})"
+                                "\n\n",
+                                name, numOperands)
+                      .str();
+  else if (inserted)
+    fusedLoops += "/// " + comment.str() + "\n" + "SLAPO_VECTOR_INLINE void " +
+                  name + "Body" + text.str() + "SLAPO_CPU_FUSED_LOOP(k" + name +
+                  ", " + name + "Body)\n\n";
+
+  std::string pointerList;
+  for (Value value : fused.getInputs())
+    pointerList += use(value) + ".data, ";
+  for (Value value : fused.getResults())
+    pointerList += use(value) + ".data, ";
+  for (const std::string &argument : draws.arguments)
+    pointerList += argument + ", ";
+  pointerList.resize(pointerList.size() - 2);
+  return llvm::formatv("{0}(ctx, k{1}, std::array<void *, {2}>{{{3}}"
+                       ".data(), {4})",
+                       runner, name, numOperands, pointerList, sizes)
+      .str();
+}
+
 FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
+  if (fused.hasRowOps())
+    return getFusedRowsCall(fused);
   Block &body = fused.getBody().front();
-  ArrayRef<int64_t> loop = fused.getLoopShape();
+  SmallVector<int64_t> loop = fused.getLoopShape();
   int64_t numElements =
       fused.getResult(0).getType().cast<RankedTensorType>().getNumElements();
   StringRef scalar = getScalarType(fused.getResult(0).getType());
@@ -1054,139 +1236,68 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
       run =
           std::gcd(run, indexing.inner == 1 ? indexing.count : indexing.inner);
   }
-  StringRef data = cuda ? "operands.data" : "data";
   // The element's statements: in the CUDA kernel's loop, or the CPU's inner
   // one.
   StringRef indent = cuda ? "    " : "      ";
-  std::string pointers, constants, runStarts, loads, computes, stores, ops;
+  std::string pointers, constants, runStarts, loads, computes, stores;
   DenseMap<Value, std::string> elements;
   for (auto [arg, indexing] : llvm::zip(body.getArguments(), indexings)) {
     unsigned n = arg.getArgNumber();
-    // A dropout's step number is read on the host (its mask's key).
-    Type element = arg.getType().cast<RankedTensorType>().getElementType();
-    if (!element.isa<FloatType>() && !element.isInteger(1))
+    std::optional<FusedElementAccess> access =
+        declareFusedInput(arg, cuda, pointers);
+    if (!access)
       continue;
-    FusedElementAccess access(arg.getType(), cuda);
-    pointers += llvm::formatv("  const {0} *__restrict in{1} = static_cast<"
-                              "const {0} *>({2}[{1}]);\n",
-                              access.type, n, data);
     elements[arg] = "a" + std::to_string(n);
-    auto read = [&](StringRef index) {
-      return access.widen(("in" + Twine(n) + "[" + index + "]").str());
+    auto load = [&](StringRef index) {
+      return access->widen(("in" + Twine(n) + "[" + index + "]").str());
     };
     if (indexing.count == 1)
-      constants += llvm::formatv("  const {0} a{1} = {2};\n", access.valueType,
-                                 n, read("0"));
+      constants += llvm::formatv("  const {0} a{1} = {2};\n", access->valueType,
+                                 n, load("0"));
     else if (indexing.count == numElements)
-      loads += llvm::formatv("{2}const {0} a{1} = {3};\n", access.valueType, n,
-                             indent, read("i"));
+      loads += llvm::formatv("{2}const {0} a{1} = {3};\n", access->valueType, n,
+                             indent, load("i"));
     else if (cuda)
       loads += llvm::formatv(
-          "{2}const {0} a{1} = {3};\n", access.valueType, n, indent,
-          read(getBroadcastIndex("i", indexing, numElements)));
+          "{2}const {0} a{1} = {3};\n", access->valueType, n, indent,
+          load(getBroadcastIndex("i", indexing, numElements)));
     else if (indexing.inner == 1) {
       runStarts += llvm::formatv("    const int64_t at{0} = start % {1} - "
                                  "start;\n",
                                  n, indexing.count);
-      loads += llvm::formatv("      const {0} a{1} = {2};\n", access.valueType,
-                             n, read(("at" + Twine(n) + " + i").str()));
+      loads += llvm::formatv("      const {0} a{1} = {2};\n", access->valueType,
+                             n, load(("at" + Twine(n) + " + i").str()));
     } else {
       runStarts += llvm::formatv(
-          "    const {0} a{1} = {2};\n", access.valueType, n,
-          read(getBroadcastIndex("start", indexing, numElements)));
+          "    const {0} a{1} = {2};\n", access->valueType, n,
+          load(getBroadcastIndex("start", indexing, numElements)));
     }
   }
+  FailureOr<FusedDraws> draws = getFusedDraws(fused, numElements);
+  if (failed(draws))
+    return failure();
+  pointers += draws->declarations;
   int computed = 0;
-  // After the operands' and results' addresses, each dropout's key and first
-  // counter, as numbers: its mask keeps element i iff keepsElement(key,
-  // first + i, ...) (Random.h), as the dropout kernel draws it for a tensor of
-  // this rank that is not split over tp ranks.
-  unsigned numAddresses = fused.getNumOperands() + fused.getNumResults();
-  SmallVector<std::string> drawArguments;
   for (Operation &op : body.without_terminator()) {
     std::string name = "v" + std::to_string(computed++);
-    if (auto dropout = dyn_cast<DropoutOp>(&op)) {
-      size_t draw = drawArguments.size() / 2;
-      pointers += llvm::formatv(
-          "  const uint64_t key{0} = reinterpret_cast<uintptr_t>({1}[{2}]);\n"
-          "  const uint64_t first{0} = reinterpret_cast<uintptr_t>({1}[{3}]);"
-          "\n",
-          draw, data, numAddresses + 2 * draw, numAddresses + 2 * draw + 1);
-      std::string p = doubleLiteral(dropout.getP().convertToDouble());
-      // Dropped elements are multiplied by 0, as the kernel does: NaN stays.
-      computes += llvm::formatv(
-          "{0}const {1} {2} = {3} * (keepsElement(key{4}, first{4} + "
-          "uint64_t(i), dropoutThreshold({5})) ? static_cast<{1}>(1.0 / (1.0 "
-          "- {5})) : {1}(0));\n",
-          indent, scalar, name, elements[dropout.getInput()], draw, p);
-      auto arg = dropout.getStep().cast<BlockArgument>();
-      FailureOr<std::string> step =
-          getStepNumber(fused, fused.getInputs()[arg.getArgNumber()]);
-      if (failed(step))
-        return failure();
-      drawArguments.push_back(
-          llvm::formatv("reinterpret_cast<void *>(uintptr_t(dropoutKey(kSeed, "
-                        "{0}, /*stream=*/{1}, /*rankStream=*/{2})))",
-                        *step, useBlockNumber(dropout.getStream()),
-                        dropout.getForkRng() ? "mesh.getTpRank()" : "0")
-              .str());
-      // This data-parallel rank's rows follow the lower ranks' in the batch.
-      drawArguments.push_back(
-          llvm::formatv("reinterpret_cast<void *>(uintptr_t(mesh.getDpRank() "
-                        "* {0}))",
-                        numElements)
-              .str());
-      elements[dropout.getResult()] = name;
-      ops += (ops.empty() ? "" : ", ") + std::string("dropout");
-      continue;
-    }
-    if (auto where = dyn_cast<WhereOp>(&op)) {
-      computes += llvm::formatv("{0}const {1} {2} = {3} ? {4} : {5};\n", indent,
-                                scalar, name, elements[where.getCondition()],
-                                elements[where.getOnTrue()],
-                                elements[where.getOnFalse()]);
-      elements[where.getResult()] = name;
-      ops += (ops.empty() ? "" : ", ") + std::string("where");
-      continue;
-    }
-    if (auto cast = dyn_cast<CastOp>(&op)) {
-      // To bf16: the value the cast kernel stores, in the loop's type; from
-      // bf16: the widened value itself.
-      FusedElementAccess result(cast.getType(), cuda);
-      std::string input = elements[cast.getInput()];
-      computes += llvm::formatv("{0}const {1} {2} = {3};\n", indent, scalar,
-                                name, result.widen(result.narrow(input)));
-      elements[cast.getResult()] = name;
-      ops += (ops.empty() ? "" : ", ") + std::string("cast");
-      continue;
-    }
-    ElementwiseKind kind = *getElementwiseKind(&op);
-    std::string arguments;
-    for (Value operand : op.getOperands())
-      arguments += (arguments.empty() ? "" : ", ") + elements[operand];
-    computes += llvm::formatv("{6}const {0} {1} = {2}::apply{3}<{3}Kind::"
-                              "{4}>({5});\n",
-                              scalar, name, info.target, kind.kernel, kind.kind,
-                              arguments, indent);
+    computes +=
+        getFusedStatement(op, name, elements, scalar, indent, "i", *draws);
     elements[op.getResult(0)] = name;
-    ops += (ops.empty() ? "" : ", ") + op.getName().stripDialect().str();
   }
   for (auto [n, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {
-    FusedElementAccess access(result.getType(), cuda);
-    pointers += llvm::formatv(
-        "  {0} *__restrict out{1} = static_cast<{0} *>({3}[{2}]);\n",
-        access.type, n, body.getNumArguments() + n, data);
+    FusedElementAccess access =
+        declareFusedResult(result, n, body.getNumArguments(), cuda, pointers);
     stores += llvm::formatv("{2}out{0}[i] = {1};\n", n,
                             access.narrow(elements[result]), indent);
   }
-  unsigned numOperands = numAddresses + drawArguments.size();
   std::string text;
   if (cuda) {
     text = llvm::formatv(
         "(cuda::FusedOperands<{0}> operands, int64_t numElements) "
         "{{\n",
-        numOperands);
+        fused.getNumOperands() + fused.getNumResults() +
+            draws->arguments.size());
     text += pointers + constants +
             "  for (int64_t i = cuda::getFusedLoopStart(); i < numElements; "
             "i += cuda::getFusedLoopStride()) {\n" +
@@ -1206,33 +1317,302 @@ FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
            "    for (int64_t i = start; i < stop; ++i) {\n" +
            loads + computes + stores + "    }\n  }\n}\n";
   }
-  auto [it, inserted] = fusedLoopNames.try_emplace(
-      text, "FusedLoop" + std::to_string(fusedLoopNames.size()));
-  std::string name = it->second;
-  if (inserted && cuda)
-    fusedLoops += "/// " + ops + " on each element, in registers.\n" +
-                  "static __global__ void " + name + "Kernel" + text +
-                  llvm::formatv("SLAPO_CUDA_FUSED_LOOP(k{0}, {0}Kernel, {1})"
-                                "\n\n",
-                                name, numOperands)
-                      .str();
-  else if (inserted)
-    fusedLoops += "/// " + ops + " on each element, in registers.\n" +
-                  "SLAPO_VECTOR_INLINE void " + name + "Body" + text +
-                  "SLAPO_CPU_FUSED_LOOP(k" + name + ", " + name + "Body)\n\n";
+  return getFusedCall(
+      fused, text, getFusedOpNames(fused) + " on each element, in registers.",
+      *draws, "runFusedLoop", std::to_string(numElements));
+}
 
-  std::string pointerList;
-  for (Value value : fused.getInputs())
-    pointerList += use(value) + ".data, ";
-  for (Value value : fused.getResults())
-    pointerList += use(value) + ".data, ";
-  for (const std::string &argument : drawArguments)
-    pointerList += argument + ", ";
-  pointerList.resize(pointerList.size() - 2);
-  return llvm::formatv("runFusedLoop(ctx, k{0}, std::array<void *, {1}>{{{2}}"
-                       ".data(), {3})",
-                       name, numOperands, pointerList, numElements)
-      .str();
+/// The row ops a fused loop computes (FusibleRowOpInterface).
+enum class RowKind { Sum, Mean, Max, Softmax, LogSoftmax };
+
+RowKind getRowKind(Operation *op) {
+  return llvm::TypeSwitch<Operation *, RowKind>(op)
+      .Case([](SumOp) { return RowKind::Sum; })
+      .Case([](MeanOp) { return RowKind::Mean; })
+      .Case([](MaxOp) { return RowKind::Max; })
+      .Case([](SoftmaxOp) { return RowKind::Softmax; })
+      .Case([](LogSoftmaxOp) { return RowKind::LogSoftmax; })
+      .Default([](Operation *) -> RowKind {
+        llvm_unreachable("not a row op of a fusion group");
+      });
+}
+
+FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
+  Block &body = fused.getBody().front();
+  SmallVector<int64_t> loop = fused.getLoopShape();
+  SmallVector<int64_t> rowShape(loop);
+  rowShape.back() = 1;
+  int64_t length = loop.back();
+  int64_t numElements =
+      RankedTensorType::get(loop, Float32Type::get(fused.getContext()))
+          .getNumElements();
+  StringRef scalar = getScalarType(fused.getResult(0).getType());
+  bool cuda = info.target == "cuda";
+  std::string rowLength = std::to_string(length);
+  std::string rowStart = "row * " + rowLength;
+  std::string element = "(" + rowStart + " + j)";
+  // Each row runs its stages in order: a reduction's pass over the row's
+  // elements, computing again the elementwise values it reads; then the pass
+  // that writes the results. A reduction's arithmetic is its kernel's
+  // (Reduce.cpp: sums in f64 in order, NN.cpp's softmax: the maximum, the
+  // exponentials and their sum in f64 in order), so the group computes the
+  // unfused ops' bits on the CPU for any thread count. There the values a
+  // reduction reads go to a scratch row in a loop that vectorizes (`omp
+  // simd`), summed in order in a second one, and a softmax's exponentials
+  // stay in its scratch row for the passes after it. On the GPU a block
+  // takes a row: each thread folds every blockDim.x-th element, then the
+  // block combines them (FusedLoop.cuh), a softmax's exponential computed
+  // again where it is read.
+  std::string loopStart =
+      cuda ? "    for (int64_t j = threadIdx.x; j < " + rowLength +
+                 "; j += blockDim.x) {\n"
+           : "#pragma omp simd\n    for (int64_t j = 0; j < " + rowLength +
+                 "; ++j) {\n";
+  std::string inOrder = "    for (int64_t j = 0; j < " + rowLength + "; ++j)\n";
+  std::string pointers, constants, scratch, rowStarts, code;
+  DenseMap<Value, std::string> names;
+  DenseMap<Value, std::string> elementLoads;
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned n = arg.getArgNumber();
+    std::optional<FusedElementAccess> access =
+        declareFusedInput(arg, cuda, pointers);
+    if (!access)
+      continue;
+    std::string name = "a" + std::to_string(n);
+    names[arg] = name;
+    BroadcastIndexing indexing = *getBroadcastIndexing(
+        arg.getType().cast<RankedTensorType>().getShape(), loop);
+    auto load = [&](StringRef array, StringRef index) {
+      return access->widen((array + "[" + index + "]").str());
+    };
+    std::string in = "in" + std::to_string(n);
+    if (indexing.count == 1) {
+      constants += llvm::formatv("  const {0} {1} = {2};\n", access->valueType,
+                                 name, load(in, "0"));
+    } else if (indexing.inner % length == 0) {
+      // One value per row (a row value of the group's rows, a column).
+      BroadcastIndexing perRow{indexing.inner / length, indexing.count};
+      rowStarts += llvm::formatv(
+          "    const {0} {1} = {2};\n", access->valueType, name,
+          load(in, getBroadcastIndex("row", perRow, numElements / length)));
+    } else if (indexing.inner == 1 && indexing.count % length == 0) {
+      // A row's elements are contiguous.
+      std::string offset =
+          indexing.count == numElements
+              ? rowStart
+              : rowStart + " % " + std::to_string(indexing.count);
+      rowStarts +=
+          llvm::formatv("    const {0} *__restrict row{1} = {2} + {3};\n",
+                        access->type, n, in, offset);
+      elementLoads[arg] =
+          llvm::formatv("      const {0} {1} = {2};\n", access->valueType, name,
+                        load("row" + std::to_string(n), "j"));
+    } else {
+      elementLoads[arg] = llvm::formatv(
+          "      const {0} {1} = {2};\n", access->valueType, name,
+          load(in, getBroadcastIndex(element, indexing, numElements)));
+    }
+  }
+  FailureOr<FusedDraws> draws = getFusedDraws(fused, numElements);
+  if (failed(draws))
+    return failure();
+  pointers += draws->declarations;
+
+  auto isRowValue = [&](Value value) {
+    return value.getType().cast<RankedTensorType>().getShape() ==
+           ArrayRef(rowShape);
+  };
+  DenseMap<Operation *, std::string> opNames;
+  int counter = 0;
+  for (Operation &op : body.without_terminator()) {
+    opNames[&op] = "v" + std::to_string(counter++);
+    names[op.getResult(0)] = opNames[&op];
+  }
+  // A softmax's element, after its stages: on the CPU from its scratch row
+  // (`s`: the exponentials, or the inputs of a log-softmax); on the GPU from
+  // its input's element, computed again.
+  auto getSoftmaxStatement = [&](Operation &op) {
+    std::string k = opNames[&op].substr(1);
+    std::string input = cuda ? names[op.getOperand(0)] : "s" + k + "[j]";
+    if (getRowKind(&op) == RowKind::LogSoftmax)
+      return llvm::formatv("      const {0} v{1} = {2} - max{1} - logSum{1};\n",
+                           scalar, k, input)
+          .str();
+    if (cuda)
+      input = "cuda::applyUnary<UnaryKind::Exp>(" + input + " - max" + k + ")";
+    return llvm::formatv("      const {0} v{1} = {2} * scale{1};\n", scalar, k,
+                         input)
+        .str();
+  };
+  // The statements of a pass over a row's elements that give `targets`: the
+  // operands' loads and the ops between, in the group's order.
+  auto getElementStatements = [&](ArrayRef<Value> targets) {
+    llvm::SmallPtrSet<Operation *, 16> needed;
+    llvm::SmallPtrSet<Value, 8> loaded;
+    SmallVector<Value> pending(targets);
+    while (!pending.empty()) {
+      Value value = pending.pop_back_val();
+      if (value.isa<BlockArgument>()) {
+        loaded.insert(value);
+        continue;
+      }
+      Operation *op = value.getDefiningOp();
+      if (isRowValue(value) || !needed.insert(op).second)
+        continue;
+      if (!isa<FusibleRowOpInterface>(op) || cuda)
+        llvm::append_range(pending, op->getOperands());
+    }
+    std::string text;
+    for (BlockArgument arg : body.getArguments())
+      if (loaded.contains(arg))
+        text += elementLoads.lookup(arg);
+    for (Operation &op : body.without_terminator()) {
+      if (!needed.contains(&op))
+        continue;
+      if (isa<FusibleRowOpInterface>(op))
+        text += getSoftmaxStatement(op);
+      else
+        text += getFusedStatement(op, opNames[&op], names, scalar, "      ",
+                                  element, *draws);
+    }
+    return text;
+  };
+  // INFINITY (math.h), which device code may use as host code does.
+  std::string negativeInfinity = "-INFINITY";
+  // The row's maximum of `input` into `max` (declared before).
+  auto getMaxStage = [&](Value input, StringRef max, StringRef scratch) {
+    if (cuda)
+      return llvm::formatv("    {0} {1} = {2};\n", scalar, max,
+                           negativeInfinity)
+                 .str() +
+             loopStart + getElementStatements(input) +
+             llvm::formatv("      {0} = cuda::maxPropagatingNaN({1}, {0});\n"
+                           "    }\n    {0} = cuda::maxFusedRow({0});\n",
+                           max, names[input])
+                 .str();
+    return loopStart + getElementStatements(input) +
+           llvm::formatv("      {0}[j] = {1};\n    }\n"
+                         "    {2} {3} = {4};\n{5}"
+                         "      {3} = cpu::maxPropagatingNaN({0}[j], {3});\n",
+                         scratch, names[input], scalar, max, negativeInfinity,
+                         inOrder)
+               .str();
+  };
+  for (Operation &op : body.without_terminator()) {
+    std::string k = opNames[&op].substr(1);
+    if (!isa<FusibleRowOpInterface>(op)) {
+      // An elementwise op of the rows: once per row.
+      if (isRowValue(op.getResult(0)))
+        code += getFusedStatement(op, opNames[&op], names, scalar, "    ",
+                                  "row", *draws);
+      continue;
+    }
+    Value input = op.getOperand(0);
+    std::string s = "s" + k;
+    if (!cuda)
+      scratch += llvm::formatv("  std::vector<{0}> scratch{1}({2});\n"
+                               "  {0} *__restrict {3} = scratch{1}.data();\n",
+                               scalar, k, rowLength, s);
+    RowKind kind = getRowKind(&op);
+    if (kind == RowKind::Max) {
+      code += getMaxStage(input, "acc" + k, s);
+      code += llvm::formatv("    const {0} v{1} = acc{1};\n", scalar, k);
+      continue;
+    }
+    if (kind == RowKind::Sum || kind == RowKind::Mean) {
+      if (cuda)
+        code += llvm::formatv("    double acc{0} = 0;\n", k).str() + loopStart +
+                getElementStatements(input) +
+                llvm::formatv("      acc{0} += {1};\n    }\n"
+                              "    acc{0} = cuda::sumFusedRow(acc{0});\n",
+                              k, names[input])
+                    .str();
+      else
+        code += loopStart + getElementStatements(input) +
+                llvm::formatv("      {0}[j] = {1};\n    }\n"
+                              "    double acc{2} = 0;\n{3}"
+                              "      acc{2} += {0}[j];\n",
+                              s, names[input], k, inOrder)
+                    .str();
+      code += llvm::formatv(
+          "    const {0} v{1} = {0}(acc{1}{2});\n", scalar, k,
+          kind == RowKind::Mean ? " / double(" + rowLength + ")" : "");
+      continue;
+    }
+    // A softmax: the maximum, then the sum of the exponentials.
+    code += getMaxStage(input, "max" + k, s);
+    if (cuda) {
+      code += llvm::formatv("    double sum{0} = 0;\n", k).str() + loopStart +
+              getElementStatements(input) +
+              llvm::formatv("      sum{0} += cuda::applyUnary<UnaryKind::Exp>"
+                            "({1} - max{0});\n    }\n"
+                            "    sum{0} = cuda::sumFusedRow(sum{0});\n",
+                            k, names[input])
+                  .str();
+    } else {
+      // A log-softmax keeps its inputs, a softmax the exponentials.
+      std::string exps = s;
+      if (kind == RowKind::LogSoftmax) {
+        exps = "e" + k;
+        scratch += llvm::formatv("  std::vector<{0}> exps{1}({2});\n"
+                                 "  {0} *__restrict {3} = exps{1}.data();\n",
+                                 scalar, k, rowLength, exps);
+      }
+      code += loopStart +
+              llvm::formatv("      {0}[j] = cpu::applyUnary<UnaryKind::Exp>"
+                            "({1}[j] - max{2});\n    }\n"
+                            "    double sum{2} = 0;\n{3}"
+                            "      sum{2} += {0}[j];\n",
+                            exps, s, k, inOrder)
+                  .str();
+    }
+    if (kind == RowKind::LogSoftmax)
+      code += llvm::formatv("    const {0} logSum{1} = {0}({2}(sum{1}));\n",
+                            scalar, k, cuda ? "log" : "std::log");
+    else
+      code += llvm::formatv("    const {0} scale{1} = {0}(1.0 / sum{1});\n",
+                            scalar, k);
+  }
+  // The results: the loop's in a last pass, the rows' once per row.
+  SmallVector<Value> elementResults;
+  std::string stores, rowStores;
+  for (auto [n, result] :
+       llvm::enumerate(body.getTerminator()->getOperands())) {
+    FusedElementAccess access =
+        declareFusedResult(result, n, body.getNumArguments(), cuda, pointers);
+    if (isRowValue(result)) {
+      rowStores += llvm::formatv("{0}    out{1}[row] = {2};\n",
+                                 cuda ? "    if (threadIdx.x == 0)\n  " : "", n,
+                                 access.narrow(names[result]));
+      continue;
+    }
+    elementResults.push_back(result);
+    stores += llvm::formatv("      out{0}[{1}] = {2};\n", n, element,
+                            access.narrow(names[result]));
+  }
+  if (!elementResults.empty())
+    code +=
+        loopStart + getElementStatements(elementResults) + stores + "    }\n";
+  code += rowStores;
+
+  std::string text =
+      cuda ? llvm::formatv("(cuda::FusedOperands<{0}> operands, int64_t "
+                           "numRows) {{\n",
+                           fused.getNumOperands() + fused.getNumResults() +
+                               draws->arguments.size())
+                     .str() +
+                 pointers + constants +
+                 "  for (int64_t row = blockIdx.x; row < numRows; row += "
+                 "gridDim.x) {\n"
+           : "(void *const *data, int64_t begin, int64_t end) {\n" + pointers +
+                 constants + scratch +
+                 "  for (int64_t row = begin; row < end; ++row) {\n";
+  text += rowStarts + code + "  }\n}\n";
+  return getFusedCall(fused, text,
+                      getFusedOpNames(fused) + " row by row (rows of " +
+                          rowLength + " elements), in registers.",
+                      *draws, "runFusedRows",
+                      std::to_string(numElements / length) + ", " + rowLength);
 }
 
 LogicalResult Emitter::emitOp(Operation *op, std::string &body) {

@@ -7,6 +7,11 @@
 // of every value is known, and before the memory plan, which then gives the
 // values a group keeps to itself no bytes at all.
 //
+// A group whose loop is [rows, C] also holds the reductions and softmaxes
+// along C that its chain reaches (FusibleRowOpInterface: scale, mask and
+// softmax; a softmax's gradient with its row sum in the middle), and the
+// elementwise ops on their row values: the emitter computes it row by row.
+//
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
@@ -36,11 +41,27 @@ RankedTensorType tensorType(Value value) {
   return value.getType().cast<RankedTensorType>();
 }
 
-/// Ops of one phase and recomputation, computing one shape.
+/// Ops of one phase and recomputation, computing one loop's shape, or its
+/// rows' (the loop's shape with the last dim 1) in a group with row ops.
 struct Group {
   SmallVector<Operation *> ops;
   llvm::SmallPtrSet<Operation *, 8> members;
+  SmallVector<int64_t> loop;
 };
+
+/// The shape of the loop that computes `op`: a row op's input's.
+ArrayRef<int64_t> getLoopShape(Operation *op) {
+  if (isa<FusibleRowOpInterface>(op))
+    return tensorType(op->getOperand(0)).getShape();
+  return tensorType(op->getResult(0)).getShape();
+}
+
+/// The shape of a row value of a loop over `loop` (non-empty).
+SmallVector<int64_t> getRowShape(ArrayRef<int64_t> loop) {
+  SmallVector<int64_t> row(loop);
+  row.back() = 1;
+  return row;
+}
 
 /// The longest module path that holds `a` and `b`: whole components only.
 StringRef getCommonModule(StringRef a, StringRef b) {
@@ -110,7 +131,9 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
 
   /// Whether `op` may be in a group at all.
   bool isCandidate(Operation *op) {
-    if (!op->hasTrait<OpTrait::FusibleElementwise>())
+    auto rowOp = dyn_cast<FusibleRowOpInterface>(op);
+    if (rowOp ? !rowOp.isAlongLastDim()
+              : !op->hasTrait<OpTrait::FusibleElementwise>())
       return false;
     // The emitted loops compute in f32 or f64. Mixed precision's casts
     // between f32 and bf16 join f32 chains: the loop reads or writes that
@@ -131,8 +154,10 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
     if (auto dropout = dyn_cast<DropoutOp>(op);
         dropout && (!dropout.getStep() || dropout.getShardAxis()))
       return false;
+    // A row op reads its loop's shape; an elementwise op's operands
+    // broadcast to its result.
     ArrayRef<int64_t> loop = tensorType(op->getResult(0)).getShape();
-    if (llvm::any_of(op->getOperands(), [&](Value operand) {
+    if (!rowOp && llvm::any_of(op->getOperands(), [&](Value operand) {
           return !getBroadcastIndexing(tensorType(operand).getShape(), loop);
         }))
       return false;
@@ -143,7 +168,8 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
            });
   }
 
-  /// Whether `op` may join `group`: same loop, phase, microbatch, block of a
+  /// Whether `op` may join `group`: same loop (or the loop's rows, for an
+  /// elementwise op on row values), phase, microbatch, block of a
   /// module list and recomputation (a group of two microbatches' ops would
   /// keep the first's values live until the last's, as the gradient sums
   /// would all of them; one across two blocks, the residual add of one and
@@ -154,8 +180,11 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
   /// are read).
   bool canJoin(Group &group, Operation *op) {
     Operation *first = group.ops.front();
-    if (tensorType(first->getResult(0)).getShape() !=
-            tensorType(op->getResult(0)).getShape() ||
+    ArrayRef<int64_t> shape = tensorType(op->getResult(0)).getShape();
+    bool onRows = !isa<FusibleRowOpInterface>(op) && !group.loop.empty() &&
+                  group.loop.back() > 1 &&
+                  shape == ArrayRef(getRowShape(group.loop));
+    if ((getLoopShape(op) != ArrayRef(group.loop) && !onRows) ||
         first->getAttr(kPhaseAttrName) != op->getAttr(kPhaseAttrName) ||
         first->getAttr(kMicrobatchAttrName) !=
             op->getAttr(kMicrobatchAttrName) ||
@@ -188,6 +217,7 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
       if (!chosen) {
         chosen = groups.size();
         groups.emplace_back();
+        groups.back().loop = llvm::to_vector(getLoopShape(&op));
       }
       groups[*chosen].ops.push_back(&op);
       groups[*chosen].members.insert(&op);

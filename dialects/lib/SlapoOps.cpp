@@ -1200,10 +1200,42 @@ LogicalResult SgdUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
 // Fusion groups.
 //===----------------------------------------------------------------------===//
 
+SmallVector<int64_t> FusedOp::getLoopShape() {
+  // Every value is of the loop's shape or of its rows' (smaller), and each
+  // row op reads one of the loop's shape.
+  RankedTensorType loop = tensorType(getResult(0));
+  auto consider = [&](Value value) {
+    if (tensorType(value).getNumElements() > loop.getNumElements())
+      loop = tensorType(value);
+  };
+  for (Operation &op : getBody().front().without_terminator()) {
+    consider(op.getResult(0));
+    if (isa<FusibleRowOpInterface>(op))
+      consider(op.getOperand(0));
+  }
+  return llvm::to_vector(loop.getShape());
+}
+
+bool FusedOp::hasRowOps() {
+  return llvm::any_of(
+      getBody().front().without_terminator(),
+      [](Operation &op) { return isa<FusibleRowOpInterface>(op); });
+}
+
+/// The shape of a row value of a group whose loop is `loop`: its last dim 1.
+static SmallVector<int64_t> getRowShape(ArrayRef<int64_t> loop) {
+  SmallVector<int64_t> row(loop);
+  if (!row.empty())
+    row.back() = 1;
+  return row;
+}
+
 LogicalResult FusedOp::verify() {
   if (getResults().empty())
     return emitOpError("needs at least one result");
-  ArrayRef<int64_t> loop = getLoopShape();
+  SmallVector<int64_t> loop = getLoopShape();
+  SmallVector<int64_t> row = getRowShape(loop);
+  bool rows = hasRowOps();
   Block &body = getBody().front();
   if (body.getArgumentTypes() != getInputs().getTypes())
     return emitOpError("the region's arguments must have the operands' types");
@@ -1216,18 +1248,65 @@ LogicalResult FusedOp::verify() {
              << " as one block of its dims";
   }
   for (Operation &op : body.without_terminator()) {
+    ArrayRef<int64_t> shape = tensorType(op.getResult(0)).getShape();
+    if (auto rowOp = dyn_cast<FusibleRowOpInterface>(op)) {
+      if (!rowOp.isAlongLastDim() ||
+          tensorType(op.getOperand(0)).getShape() != ArrayRef(loop))
+        return emitOpError("holds '")
+               << op.getName() << "', which is not along the last dim of the "
+               << "loop's " << shapeString(loop);
+      continue;
+    }
     if (!op.hasTrait<OpTrait::FusibleElementwise>())
       return emitOpError("holds '")
              << op.getName() << "', which is not a fusible elementwise op";
-    if (tensorType(op.getResult(0)).getShape() != loop)
+    if (shape != ArrayRef(loop) && !(rows && shape == ArrayRef(row)))
       return emitOpError("holds '")
-             << op.getName() << "' of shape "
-             << shapeString(tensorType(op.getResult(0)).getShape())
-             << ", not the loop's " << shapeString(loop);
+             << op.getName() << "' of shape " << shapeString(shape)
+             << ", not the loop's " << shapeString(loop)
+             << (rows ? " or its rows' " + shapeString(row) : std::string());
+    // The emitted loops index each operand as one block of the op's dims.
+    for (Value operand : op.getOperands())
+      if (!getBroadcastIndexing(tensorType(operand).getShape(), shape))
+        return emitOpError("holds '")
+               << op.getName() << "' whose operand of shape "
+               << shapeString(tensorType(operand).getShape())
+               << " does not broadcast to its " << shapeString(shape)
+               << " as one block of its dims";
+  }
+  for (Value result : body.getTerminator()->getOperands()) {
+    ArrayRef<int64_t> shape = tensorType(result).getShape();
+    if (shape != ArrayRef(loop) && shape != ArrayRef(row))
+      return emitOpError("yields a value of shape ")
+             << shapeString(shape) << ", not the loop's " << shapeString(loop)
+             << " nor its rows'";
   }
   if (body.getTerminator()->getOperandTypes() != getResultTypes())
     return emitOpError("yields values whose types are not its results'");
   return success();
+}
+
+/// A reduction along the last dim alone, keeping it.
+static bool isReductionAlongLastDim(Value input, ArrayRef<int64_t> dims,
+                                    bool keepdim) {
+  int64_t rank = tensorType(input).getRank();
+  return rank > 0 && keepdim && dims.size() == 1 && dims[0] == rank - 1 &&
+         tensorType(input).getShape().back() > 1;
+}
+bool SumOp::isAlongLastDim() {
+  return isReductionAlongLastDim(getInput(), getDims(), getKeepdim());
+}
+bool MeanOp::isAlongLastDim() {
+  return isReductionAlongLastDim(getInput(), getDims(), getKeepdim());
+}
+bool MaxOp::isAlongLastDim() {
+  return isReductionAlongLastDim(getInput(), getDims(), getKeepdim());
+}
+bool SoftmaxOp::isAlongLastDim() {
+  return getDim() == getType().getRank() - 1 && getType().getShape().back() > 1;
+}
+bool LogSoftmaxOp::isAlongLastDim() {
+  return getDim() == getType().getRank() - 1 && getType().getShape().back() > 1;
 }
 
 //===----------------------------------------------------------------------===//

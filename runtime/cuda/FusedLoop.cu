@@ -15,4 +15,13 @@ void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
   detail::checkLaunch(loop.name);
 }
 
+void runFusedRows(Context &ctx, const FusedLoop &loop, void *const *data,
+                  int64_t numRows, int64_t rowLength) {
+  if (numRows <= 0)
+    return;
+  loop.launch(ctx.getStream(), detail::getGridSize(ctx, numRows, 1),
+              detail::getRowBlockSize(rowLength, 8), data, numRows);
+  detail::checkLaunch(loop.name);
+}
+
 } // namespace slapo::rt::cuda

@@ -9,7 +9,9 @@
 // where; in the backward the where's gradient and the division's join the
 // softmax gradient's elementwise ops. The bool condition is an operand the
 // loop reads as bools, the [1,1,4,4] mask in runs of its 16 elements; the
-// select is a ternary the simd loop vectorizes as a blend.
+// select is a ternary the simd loop vectorizes as a blend. The softmax is
+// along dim 2, not the last, so that it stays out of the loop (along the
+// last dim the three are one row group: cpp-fused-rows.mlir).
 module {
   slapo.param @attn.key : tensor<4x4xf32>
   slapo.param buffer @attn.bias : tensor<1x1x4x4xi1>
@@ -21,7 +23,7 @@ module {
     %mask = slapo.get_param @attn.bias {slapo.module = "attn"} : tensor<1x1x4x4xi1>
     %low = slapo.constant dense<-3.40282347E+38> : tensor<f32>
     %w = slapo.where %mask, %d, %low {slapo.module = "attn"} : (tensor<1x1x4x4xi1>, tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
-    %p = slapo.softmax %w {dim = 3 : i64, slapo.module = "attn"} : tensor<2x2x4x4xf32>
+    %p = slapo.softmax %w {dim = 2 : i64, slapo.module = "attn"} : tensor<2x2x4x4xf32>
     %sq = slapo.mul %p, %p : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
     %l = slapo.sum %sq {dims = array<i64: 0, 1, 2, 3>, keepdim = false} : tensor<2x2x4x4xf32> -> tensor<f32>
     return %l : tensor<f32>

@@ -24,14 +24,16 @@ module {
     %2 = slapo.mul %1, %c {slapo.module = "m.chain"} : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
     %3 = slapo.div %2, %half {slapo.module = "m.chain"} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
 
-    // A reduction in the middle: the sum reads %4 before the mul that reads
-    // both, so the mul does not join the exp: nothing fuses.
+    // A reduction in the middle that is not along the last dim: the sum
+    // reads %4 before the mul that reads both, so the mul does not join the
+    // exp: nothing fuses. (Reductions along the last dim join:
+    // fuse-elementwise-rows.mlir.)
     // CHECK: %[[R4:.*]] = slapo.exp %[[X:arg0]] {slapo.module = "m.reduce"}
     // CHECK-NEXT: %[[R5:.*]] = slapo.sum %[[R4]]
     // CHECK-NEXT: %[[R6:.*]] = slapo.mul %[[R4]], %[[R5]] {slapo.module = "m.reduce"}
     %4 = slapo.exp %x {slapo.module = "m.reduce"} : tensor<2x4xf32>
-    %5 = slapo.sum %4 {dims = array<i64: 1>, keepdim = true, slapo.module = "m.reduce"} : tensor<2x4xf32> -> tensor<2x1xf32>
-    %6 = slapo.mul %4, %5 {slapo.module = "m.reduce"} : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+    %5 = slapo.sum %4 {dims = array<i64: 0>, keepdim = true, slapo.module = "m.reduce"} : tensor<2x4xf32> -> tensor<1x4xf32>
+    %6 = slapo.mul %4, %5 {slapo.module = "m.reduce"} : (tensor<2x4xf32>, tensor<1x4xf32>) -> tensor<2x4xf32>
 
     // A collective in the middle: the all-reduce reads %7 before the add, so
     // the groups end at it: {neg, tanh} before, {sqrt, add} after.

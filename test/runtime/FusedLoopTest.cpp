@@ -8,8 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -50,7 +52,101 @@ SLAPO_VECTOR_INLINE void biasGeluBody(void *const *data, int64_t begin,
 }
 SLAPO_CPU_FUSED_LOOP(kBiasGelu, biasGeluBody)
 
-std::vector<float> randomValues(size_t count, unsigned seed) {
+/// Attention's scores as a row group: divided by a scalar, the [131, 131]
+/// causal mask's where (-inf where it is false), the softmax along the rows
+/// of 131 keys (not a multiple of any vector width).
+constexpr int64_t kHeads = 6, kKeys = 131;
+
+SLAPO_VECTOR_INLINE void attentionRowsBody(void *const *data, int64_t begin,
+                                           int64_t end) {
+  const float *__restrict in0 = static_cast<const float *>(data[0]);
+  const float *__restrict in1 = static_cast<const float *>(data[1]);
+  const bool *__restrict in2 = static_cast<const bool *>(data[2]);
+  const float *__restrict in3 = static_cast<const float *>(data[3]);
+  float *__restrict out0 = static_cast<float *>(data[4]);
+  const float a1 = in1[0];
+  const float a3 = in3[0];
+  std::vector<float> scratch2(131);
+  float *__restrict s2 = scratch2.data();
+  for (int64_t row = begin; row < end; ++row) {
+    const float *__restrict row0 = in0 + row * 131;
+    const bool *__restrict row2 = in2 + row * 131 % 17161;
+#pragma omp simd
+    for (int64_t j = 0; j < 131; ++j) {
+      const float a0 = row0[j];
+      const bool a2 = row2[j];
+      const float v0 = cpu::applyBinary<BinaryKind::Div>(a0, a1);
+      const float v1 = a2 ? v0 : a3;
+      s2[j] = v1;
+    }
+    float max2 = -INFINITY;
+    for (int64_t j = 0; j < 131; ++j)
+      max2 = cpu::maxPropagatingNaN(s2[j], max2);
+#pragma omp simd
+    for (int64_t j = 0; j < 131; ++j) {
+      s2[j] = cpu::applyUnary<UnaryKind::Exp>(s2[j] - max2);
+    }
+    double sum2 = 0;
+    for (int64_t j = 0; j < 131; ++j)
+      sum2 += s2[j];
+    const float scale2 = float(1.0 / sum2);
+#pragma omp simd
+    for (int64_t j = 0; j < 131; ++j) {
+      const float v2 = s2[j] * scale2;
+      out0[(row * 131 + j)] = v2;
+    }
+  }
+}
+SLAPO_CPU_FUSED_LOOP(kAttentionRows, attentionRowsBody)
+
+/// The softmax's gradient as a row group: y * (g - sum(g * y)) along the
+/// rows, the row sum in the middle.
+SLAPO_VECTOR_INLINE void softmaxGradRowsBody(void *const *data, int64_t begin,
+                                             int64_t end) {
+  const float *__restrict in0 = static_cast<const float *>(data[0]);
+  const float *__restrict in1 = static_cast<const float *>(data[1]);
+  float *__restrict out0 = static_cast<float *>(data[2]);
+  std::vector<float> scratch1(131);
+  float *__restrict s1 = scratch1.data();
+  for (int64_t row = begin; row < end; ++row) {
+    const float *__restrict row0 = in0 + row * 131;
+    const float *__restrict row1 = in1 + row * 131;
+#pragma omp simd
+    for (int64_t j = 0; j < 131; ++j) {
+      const float a0 = row0[j];
+      const float a1 = row1[j];
+      const float v0 = cpu::applyBinary<BinaryKind::Mul>(a0, a1);
+      s1[j] = v0;
+    }
+    double acc1 = 0;
+    for (int64_t j = 0; j < 131; ++j)
+      acc1 += s1[j];
+    const float v1 = float(acc1);
+#pragma omp simd
+    for (int64_t j = 0; j < 131; ++j) {
+      const float a0 = row0[j];
+      const float a1 = row1[j];
+      const float v2 = cpu::applyBinary<BinaryKind::Sub>(a0, v1);
+      const float v3 = cpu::applyBinary<BinaryKind::Mul>(a1, v2);
+      out0[(row * 131 + j)] = v3;
+    }
+  }
+}
+SLAPO_CPU_FUSED_LOOP(kSoftmaxGradRows, softmaxGradRowsBody)
+
+/// Equal bits, or both NaN (whose payload no kernel promises).
+bool sameValues(const std::vector<float> &a, const std::vector<float> &b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(std::isnan(a[i]) && std::isnan(b[i])) &&
+        std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+/// Normal values with a special one every 97 elements, unless `withSpecials` is
+/// false.
+std::vector<float> randomValues(size_t count, unsigned seed,
+                                bool withSpecials = true) {
   std::mt19937 generator(seed);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> values(count);
@@ -64,7 +160,7 @@ std::vector<float> randomValues(size_t count, unsigned seed) {
                             1e-40f,
                             88.5f,
                             -104.5f};
-  for (size_t i = 0; i < count; i += 97)
+  for (size_t i = 0; withSpecials && i < count; i += 97)
     values[i] = specials[(i / 97) % std::size(specials)];
   return values;
 }
@@ -102,5 +198,65 @@ TEST_CASE("a fused loop gives the bits of the kernels on every ISA") {
     CHECK(std::memcmp(fused.data(), expected.data(), n * sizeof(float)) == 0);
     CHECK(std::memcmp(fusedExp.data(), expectedExp.data(), n * sizeof(float)) ==
           0);
+  }
+}
+
+TEST_CASE("a row group gives the bits of the kernels on every ISA") {
+  const int64_t rows = kHeads * kKeys, n = rows * kKeys;
+  // Finite scores: the rows that give NaN are the masked ones.
+  std::vector<float> scores = randomValues(n, 4, false), scale = {8.0f},
+                     low = {-std::numeric_limits<float>::infinity()};
+  // Causal, and rows 7 and 100 of the mask all false: the softmax kernel
+  // gives those rows NaN (e^(-inf - -inf)), and so must the group.
+  std::unique_ptr<bool[]> mask(new bool[kKeys * kKeys]);
+  for (int64_t i = 0; i < kKeys; ++i)
+    for (int64_t j = 0; j < kKeys; ++j)
+      mask[i * kKeys + j] = j <= i && i != 7 && i != 100;
+  std::vector<float> grad = randomValues(n, 5, false);
+  const CpuPaths &supported = getSupportedCpuPaths();
+  for (int isa = 0; isa <= static_cast<int>(supported.kernels); ++isa) {
+    auto kernels = static_cast<KernelIsa>(isa);
+    INFO("kernels: " << getName(kernels));
+    Context ctx(2, {kernels, supported.bf16Matmul});
+    Shape shape{kHeads, kKeys, kKeys};
+    std::vector<float> scaled(n), masked(n), probs(n);
+    binary(ctx, BinaryKind::Div, Tensor(scores.data(), DType::F32, shape),
+           Tensor(scale.data(), DType::F32, {}),
+           Tensor(scaled.data(), DType::F32, shape));
+    where(ctx, Tensor(mask.get(), DType::Bool, {kKeys, kKeys}),
+          Tensor(scaled.data(), DType::F32, shape),
+          Tensor(low.data(), DType::F32, {}),
+          Tensor(masked.data(), DType::F32, shape));
+    softmax(ctx, Tensor(masked.data(), DType::F32, shape),
+            Tensor(probs.data(), DType::F32, shape), 2);
+    CHECK(std::isnan(probs[7 * kKeys]));
+    CHECK(std::isnan(probs[(kKeys + 100) * kKeys + 5]));
+
+    std::vector<float> fused(n);
+    void *data[] = {scores.data(), scale.data(), mask.get(), low.data(),
+                    fused.data()};
+    runFusedRows(ctx, kAttentionRows, data, rows, kKeys);
+    CHECK(sameValues(fused, probs));
+
+    // The gradient, of probabilities without NaN rows.
+    std::vector<float> y(n), products(n), dots(rows), differences(n),
+        expected(n);
+    softmax(ctx, Tensor(scores.data(), DType::F32, shape),
+            Tensor(y.data(), DType::F32, shape), 2);
+    binary(ctx, BinaryKind::Mul, Tensor(grad.data(), DType::F32, shape),
+           Tensor(y.data(), DType::F32, shape),
+           Tensor(products.data(), DType::F32, shape));
+    reduce(ctx, ReduceKind::Sum, Tensor(products.data(), DType::F32, shape),
+           Tensor(dots.data(), DType::F32, {kHeads, kKeys, 1}), 1u << 2);
+    binary(ctx, BinaryKind::Sub, Tensor(grad.data(), DType::F32, shape),
+           Tensor(dots.data(), DType::F32, {kHeads, kKeys, 1}),
+           Tensor(differences.data(), DType::F32, shape));
+    binary(ctx, BinaryKind::Mul, Tensor(y.data(), DType::F32, shape),
+           Tensor(differences.data(), DType::F32, shape),
+           Tensor(expected.data(), DType::F32, shape));
+    std::vector<float> fusedGrad(n);
+    void *gradData[] = {grad.data(), y.data(), fusedGrad.data()};
+    runFusedRows(ctx, kSoftmaxGradRows, gradData, rows, kKeys);
+    CHECK(sameValues(fusedGrad, expected));
   }
 }

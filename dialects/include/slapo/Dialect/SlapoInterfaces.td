@@ -127,4 +127,23 @@ def Slapo_WorkspaceOpInterface : OpInterface<"WorkspaceOpInterface"> {
   ];
 }
 
+def Slapo_FusibleRowOpInterface : OpInterface<"FusibleRowOpInterface"> {
+  let cppNamespace = "::slapo";
+  let description = [{
+    An op that a fusion group's loop can compute row by row: a reduction
+    (sum, mean, max) or a softmax whose result at a row depends only on that
+    row of its input, the row being the input's last dim. In a group whose
+    loop is [rows, C] such an op is one stage of each row's loop: first the
+    row's values, then the elements that read them (slapo.fused).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Whether the op works along its input's last dim alone (a reduction
+        over that dim only, keeping it as size 1; a softmax along it), on a
+        last dim longer than 1: only then may a fusion group hold it.
+      }],
+      "bool", "isAlongLastDim", (ins)>,
+  ];
+}
+
 #endif // SLAPO_INTERFACES

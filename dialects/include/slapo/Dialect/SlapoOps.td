@@ -46,6 +46,10 @@ def Slapo_FusibleElementwise : NativeOpTrait<"FusibleElementwise"> {
   let cppNamespace = "::slapo::OpTrait";
 }
 
+// A reduction or softmax that a fusion group may hold along its loop's last
+// dim (FusibleRowOpInterface, in dialects/lib/SlapoOps.cpp).
+def Slapo_FusibleRow : DeclareOpInterfaceMethods<Slapo_FusibleRowOpInterface>;
+
 // Tensors of the element types with arithmetic: every type but i1. PyTorch
 // rejects neg, abs and sub on bool tensors and never sums them as bool.
 def Slapo_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I32, I64]>;
@@ -321,15 +325,30 @@ def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType
 
 def Slapo_FusedOp : Slapo_Op<"fused", [IsolatedFromAbove,
                                       RecursiveMemoryEffects]> {
-  let summary = "elementwise ops computed as one loop over their shape";
+  let summary = "elementwise ops (and row reductions) computed as one loop";
   let description = [{
-    The region's ops (each FusibleElementwise) run on the block's
-    arguments, which are the operands; `slapo.yield` names the values the
-    group gives to ops outside it, the results. Every op of the region and
-    every result has the group's shape, the loop's; an operand has it too,
-    or broadcasts to it. Values of the region that are not results are
-    never in memory: the emitted loop keeps them in registers, so the memory
-    plan gives them no bytes. `kind` names the schedule's fusion kind
+    The region's ops run on the block's arguments, which are the operands;
+    `slapo.yield` names the values the group gives to ops outside it, the
+    results. The loop's shape is the largest shape of the region's values.
+    Each op of the region is FusibleElementwise and has the loop's shape,
+    or is a row op:
+
+    - a FusibleRowOpInterface op along the loop's last dim (isAlongLastDim):
+      slapo.sum, slapo.mean or slapo.max of a value of the loop's shape over
+      its last dim with keepdim, giving a row value of the loop's shape with
+      the last dim 1; slapo.softmax or slapo.log_softmax along the last dim,
+      of the loop's shape;
+    - a FusibleElementwise op of the row shape (on row values and operands).
+
+    Elementwise ops of the loop's shape may read row values (broadcast along
+    the row). A group with row ops is computed row by row: each reduction
+    is a stage of the row (a pass over its elements, the elementwise values
+    it needs computed again from the operands), then one pass writes the
+    results; a result is of the loop's shape or of the row shape. An operand
+    has the shape of the op that reads it, or broadcasts to it. Values of the
+    region that are not results are never in memory: the emitted loop keeps
+    them in registers (a row's scratch for a reduction's inputs), so the
+    memory plan gives them no bytes. `kind` names the schedule's fusion kind
     whose pattern the group was matched to (fuse("bias_gelu")), if any.
 
     ```mlir
@@ -349,11 +368,11 @@ def Slapo_FusedOp : Slapo_Op<"fused", [IsolatedFromAbove,
                        "results) $body";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The shape every op of the group computes: the loop's.
-    ::llvm::ArrayRef<int64_t> getLoopShape() {
-      return getResult(0).getType().cast<::mlir::RankedTensorType>()
-          .getShape();
-    }
+    /// The shape the group's loop runs over: the largest of its values'.
+    ::llvm::SmallVector<int64_t> getLoopShape();
+    /// Whether the group holds row ops (FusibleRowOpInterface), and so runs
+    /// row by row over the loop's last dim.
+    bool hasRowOps();
   }];
 }
 
@@ -518,7 +537,8 @@ def Slapo_RmsNormGradOp : Slapo_Op<"rms_norm_grad", [Pure]> {
 
 class Slapo_SoftmaxLikeOp<string mnemonic>
     : Slapo_Op<mnemonic, [Pure, SameOperandsAndResultType,
-                          Slapo_Differentiable, Slapo_Shardable]> {
+                          Slapo_Differentiable, Slapo_Shardable,
+                          Slapo_FusibleRow]> {
   let arguments = (ins Slapo_FloatTensor:$input, I64Attr:$dim);
   let results = (outs Slapo_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -835,7 +855,8 @@ def Slapo_MaxPool2dGradOp : Slapo_Op<"max_pool2d_grad", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 class Slapo_ReduceOp<string mnemonic, Type tensor = Slapo_Tensor>
-    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable, Slapo_Shardable]> {
+    : Slapo_Op<mnemonic, [Pure, Slapo_Differentiable, Slapo_Shardable,
+                          Slapo_FusibleRow]> {
   let arguments = (ins tensor:$input, DenseI64ArrayAttr:$dims,
                        BoolAttr:$keepdim);
   let results = (outs tensor:$result);

@@ -5,7 +5,10 @@
 // element by element, the group's ops with ElementMath.h's scalar math,
 // their intermediate values in registers. Like the runtime's own loops, each
 // is compiled for every KernelIsa and run with the build that the context
-// chose at start-up, so one program runs on every x86-64 CPU.
+// chose at start-up, so one program runs on every x86-64 CPU. A group with
+// row reductions or softmaxes along the last dim is a loop over rows: per
+// row, a pass over its elements for each reduction (into a scratch row that
+// the loop allocates), then one that writes the results.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_CPU_FUSEDLOOP_H
@@ -16,11 +19,14 @@
 #include "slapo/runtime/cpu/ElementMath.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace slapo::rt::cpu {
 
-/// One build of a fused loop: elements [begin, end) of the group's loop,
+/// One build of a fused loop: elements [begin, end) of the group's loop (or
+/// its rows [begin, end), runFusedRows),
 /// reading its operands and writing its results at `data`, operands first,
 /// then two numbers for each dropout of the group (the key and the first
 /// counter of its mask, Random.h's dropoutKey).
@@ -35,6 +41,13 @@ struct FusedLoop {
 /// elements, split over ctx's threads as the elementwise kernels are.
 void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
                   int64_t numElements);
+
+/// Runs the build of `loop` that ctx's kernels use over `numRows` rows of
+/// `rowLength` elements, whole rows split over ctx's threads as the softmax
+/// kernel's are: each row is computed by one thread, in the same order
+/// whatever their number.
+void runFusedRows(Context &ctx, const FusedLoop &loop, void *const *data,
+                  int64_t numRows, int64_t rowLength);
 
 } // namespace slapo::rt::cpu
 

@@ -1,16 +1,22 @@
-//===- FusedLoop.cuh - the kernels slapoc generates for fusion groups -*- CUDA -*-===//
+//===- FusedLoop.cuh - the kernels slapoc generates for fusion groups -*- CUDA
+//-*-===//
 //
 // A fusion group (slapo.fused) becomes one kernel in the generated step.cu:
 // a grid-stride loop that computes, element by element, the group's ops with
 // ElementMath.cuh's math, their intermediate values in registers. The
 // generated code calls runFusedLoop(ctx, loop, data, n) as the CPU backend's
-// (slapo/runtime/cpu/FusedLoop.h): the same code for every device.
+// (slapo/runtime/cpu/FusedLoop.h): the same code for every device. A group
+// with row reductions or softmaxes along the last dim gives each row one
+// block (runFusedRows): each reduction is a pass of the block's threads over
+// the row, combined across the block (sumFusedRow, maxFusedRow), then a
+// pass writes the results.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
 #define SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
 
 #include "slapo/runtime/Random.h"
+#include "slapo/runtime/cuda/BlockReduce.cuh"
 #include "slapo/runtime/cuda/Context.h"
 #include "slapo/runtime/cuda/ElementMath.cuh"
 
@@ -18,6 +24,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace slapo::rt::cuda {
@@ -45,6 +52,28 @@ struct FusedLoop {
 /// runtime's elementwise kernels are.
 void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
                   int64_t numElements);
+
+/// Runs `loop`, a kernel over rows (one block per row, numElements its
+/// number of rows), over `numRows` rows of `rowLength` elements.
+void runFusedRows(Context &ctx, const FusedLoop &loop, void *const *data,
+                  int64_t numRows, int64_t rowLength);
+
+/// The sum of the block's threads' `value`s (a row's partial sums); every
+/// thread gets it.
+template <typename A> __device__ inline A sumFusedRow(A value) {
+  __shared__ A shared[32];
+  return detail::blockReduce(
+      value, [](A a, A b) { return a + b; }, A(0), shared);
+}
+
+/// The maximum of the block's threads' `value`s, NaN if any is; every thread
+/// gets it.
+template <typename C> __device__ inline C maxFusedRow(C value) {
+  __shared__ C shared[32];
+  return detail::blockReduce(
+      value, [](C a, C b) { return maxPropagatingNaN(a, b); }, C(-INFINITY),
+      shared);
+}
 
 /// The thread's first element and the grid's stride, in elements.
 __device__ inline int64_t getFusedLoopStart() {
