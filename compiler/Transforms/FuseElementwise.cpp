@@ -256,7 +256,10 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
     setModulePath(fused, module);
     if (!kind.empty())
       fused.setKindAttr(builder.getStringAttr(kind));
-    for (StringRef name : {kPhaseAttrName, kRecomputedAttrName})
+    // The members agree on these (canJoin); the memory plan and the
+    // pipeline schedule read them from the group as from its ops.
+    for (StringRef name :
+         {kPhaseAttrName, kRecomputedAttrName, kMicrobatchAttrName})
       if (Attribute value = last->getAttr(name))
         fused->setAttr(name, value);
 

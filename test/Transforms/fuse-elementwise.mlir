@@ -91,13 +91,14 @@ module {
 
     // Microbatches do not mix: the chain of microbatch 0 and the one of
     // microbatch 1 that continues it are two groups (one group would keep
-    // the first microbatch's values live until the second's ops).
-    // CHECK: %[[MB0:.*]] = slapo.fused %[[X]] {slapo.module = "m.micro"}
+    // the first microbatch's values live until the second's ops). Each
+    // group is its microbatch's, as its ops were.
+    // CHECK: %[[MB0:.*]] = slapo.fused %[[X]] {slapo.microbatch = 0 : i64, slapo.module = "m.micro"}
     // CHECK-NEXT: ^bb0
     // CHECK-NEXT: slapo.exp {{.*}}slapo.microbatch = 0
     // CHECK-NEXT: slapo.neg {{.*}}slapo.microbatch = 0
     // CHECK-NEXT: slapo.yield
-    // CHECK: slapo.fused %[[MB0]] {slapo.module = "m.micro"}
+    // CHECK: slapo.fused %[[MB0]] {slapo.microbatch = 1 : i64, slapo.module = "m.micro"}
     // CHECK-NEXT: ^bb0
     // CHECK-NEXT: slapo.tanh {{.*}}slapo.microbatch = 1
     // CHECK-NEXT: slapo.abs {{.*}}slapo.microbatch = 1
