@@ -9,7 +9,7 @@
 #   cp build/gpu-suite.tar.xz CARRY/
 #
 # with DIR named gpu-bench and CARRY a folder that .git/info/exclude ignores
-# and the call carries (37 + 7 MiB of the 64 that travel). gpu_train.py's
+# and the call carries (44 + 7 MiB of the 64 that travel). gpu_train.py's
 # --prepare traces GPT-2 small at [16, 1024] on the CPU: 26 minutes on a busy
 # two-core machine, so start it first. There:
 #

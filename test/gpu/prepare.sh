@@ -35,14 +35,21 @@ mkdir -p "$suite/lib"
 ldd "$suite/bin/slapo-conformance-tests" |
   awk '/libdnnl|libOpenCL|libgomp/ { print $3 }' | xargs -I{} cp -L {} "$suite/lib/"
 
-# model NAME MODEL INPUTS...: exports test/models' MODEL and writes 5 steps
-# of batches for the given --input specs.
+# model [--train] NAME MODEL INPUTS...: exports test/models' MODEL (in
+# training mode with --train: dropout active) and writes 5 steps of batches
+# for the given --input specs.
 model() {
+  local export_flags=()
+  if [ "$1" = --train ]; then
+    export_flags=(--train)
+    shift
+  fi
   local name=$1 kind=$2
   shift 2
   local dir=$suite/cases/$name
   mkdir -p "$dir"
-  $python "$root/test/models/export.py" --model "$kind" --mode script --out "$dir/model.pt" > /dev/null
+  $python "$root/test/models/export.py" --model "$kind" --mode script "${export_flags[@]}" \
+    --out "$dir/model.pt" > /dev/null
   local specs=()
   for spec in "$@"; do specs+=(--input "$spec"); done
   $python "$e2e/make_batches.py" "$dir/model.pt" "${specs[@]}" --vocab 128 --steps 5 \
@@ -94,6 +101,21 @@ sed 's/^train(.*/train(optimizer="adamw", lr=0.003, weight_decay=0.1, grad_clip=
   "$root/schedules/gpt2.sched" > "$suite/cases/gpt2/tp2.sched"
 grep -q 'lr_schedule="warmup_cosine"' "$suite/cases/gpt2/tp2.sched"
 program gpt2 tp2 --schedule "$suite/cases/gpt2/tp2.sched"
+
+# GPT-2 in training mode (attention dropout, p=0.1), one kernel per op, with
+# and without replace("flash_attention"): the kernel draws the masks of the
+# dropout it replaces, so the two train alike up to rounding.
+model --train gpt2-dropout gpt2 "${gpt2_inputs[@]}"
+dropout=$suite/cases/gpt2-dropout
+sed 's/warmup_steps=2)/warmup_steps=2, fusion="none")/' "$e2e/Inputs/adamw.sched" \
+  > "$dropout/none.sched"
+grep -q 'fusion="none"' "$dropout/none.sched"
+{
+  cat "$dropout/none.sched"
+  echo 'sch["transformer.h.*.attn"].replace("flash_attention")'
+} > "$dropout/flash.sched"
+program gpt2-dropout none "${gpt2_flags[@]}" --schedule "$dropout/none.sched"
+program gpt2-dropout flash "${gpt2_flags[@]}" --schedule "$dropout/flash.sched"
 
 model bert bert 'input_ids=i64[2,16]' 'attention_mask=i64[2,16]:2' 'labels=i64[2,16]'
 reference bert "${adamw[@]}"

@@ -16,6 +16,8 @@
 #     RMSNorm), within 1e-4 of the same reference;
 #   - GPT-2 with fusion="auto" (generated fused kernels): within 1e-4 of
 #     PyTorch and bit for bit the unfused fp32 program's losses;
+#   - GPT-2 in training mode with replace("flash_attention") and its
+#     dropout: within 1e-5 of the unreplaced program (the same masks);
 #   - a checkpoint saved on the GPU resumes bit for bit and merges into a
 #     state_dict that PyTorch loads.
 # Needs mpirun, python3 with torch and safetensors, and NCCL (found in
@@ -110,6 +112,18 @@ fused_is_unfused() {
   compare --reference "$cases/gpt2/fp32.json" --run "$cases/gpt2/fused.json" --exact
 }
 check gpt2-fused-exact fused_is_unfused
+# Training mode: flash attention with dropout against the unreplaced
+# attention (the same masks), losses and step-1 gradients within 1e-5, as
+# test/e2e/replace_dropout.test on the CPU.
+flash_is_unreplaced() {
+  local dir=$cases/gpt2-dropout
+  train gpt2-dropout none 1 none.json --steps 5 --save-grads "$dir/none-grads.safetensors" &&
+    train gpt2-dropout flash 1 flash.json --steps 5 \
+      --save-grads "$dir/flash-grads.safetensors" &&
+    compare --reference "$dir/none.json" --run "$dir/flash.json" --rtol 1e-5 \
+      --grads "$dir/none-grads.safetensors" "$dir/flash-grads.safetensors" --grad-rtol 1e-5
+}
+check gpt2-dropout-flash flash_is_unreplaced
 check gpt2-dp2 trains gpt2 dp2 2 1e-4 1e-4
 check gpt2-pp2 trains gpt2 pp2 2 1e-4 1e-4
 
