@@ -4,7 +4,7 @@
   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/gpt_train.py \\
       [--precision fp32|bf16] [--fusion none|auto] [--threads T] [--steps N] [--warmup W] \\
       [--repeats R] [--layers L] [--hidden H] [--heads A] [--seq S] [--batch B] [--vocab V] \\
-      [--slapoc PATH] [--baseline DIR] [--keep DIR]
+      [--slapoc PATH] [--baseline DIR] [--keep DIR] [--primitive LINE ...]
 
 With --precision bf16 slapoc compiles with train(precision="bf16") and the eager side runs
 its forward under torch.autocast("cpu", dtype=torch.bfloat16) (the backward follows it); the
@@ -15,7 +15,9 @@ The model is test/models/gpt2.py's GPT2LMHeadModel (Hugging Face's GPT-2 structu
 head; forward(input_ids, labels) is the shifted LM cross-entropy), built after
 torch.manual_seed(0) with dropout 0 and n_positions = S (defaults: 4 layers, hidden 512, 8
 heads, seq 256, batch 8, vocab 8192).  It is exported with torch.jit.trace and compiled for
-one rank with `slapoc model.pt --input ... --schedule bench.sched -o out/` (SCHEDULE below).
+one rank with `slapoc model.pt --input ... --schedule bench.sched -o out/` (SCHEDULE below;
+each --primitive LINE is appended to it, e.g. 'sch["lm_head"].replace("cross_entropy")': the
+header prints the schedule compiled).
 Both sides train on the same W + N batches of test/e2e/make_batches.py with AdamW (lr 3e-4,
 betas (0.9, 0.999), eps 1e-8, weight decay 0.1) in fp32 with T threads, set for OpenMP and
 OpenBLAS too (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS: torch.set_num_threads does not size
@@ -383,6 +385,7 @@ def bench(args, work):
     if args.precision == "bf16":
         schedule = schedule.replace(")\n", ', precision="bf16")\n')
     schedule = schedule.replace(")\n", ', fusion="%s")\n' % args.fusion)
+    schedule += "".join(line + "\n" for line in args.primitive)
     slapoc_argv = compile_slapoc(args, work, "out", schedule, input_flags(args))
     import torch
     gemm = gemm_rates(args.threads, torch.bfloat16 if args.precision == "bf16" else torch.float32)
@@ -432,9 +435,11 @@ def bench(args, work):
     print("- paths: LibTorch %s; %s"
           % (torch_paths(), "; ".join("%s %s" % (side, runs[side][0]["paths"])
                                       for side in programs)))
-    print("- slapoc: `%s`%s\n"
+    print("- slapoc: `%s`%s"
           % (shell(os.path.relpath(a, work) if a.startswith(work) else a for a in slapoc_argv),
              "; baseline: `%s/launch`" % args.baseline if args.baseline else ""))
+    print("- slapoc's schedule: %s\n" % "; ".join(
+        "`%s`" % line for line in schedule.splitlines()))
     print("| | tokens/s | step ms | model GFLOP/s | % of GEMM peak | peak RSS | planned arena |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     names = {"eager": "LibTorch eager", "slapoc": "slapoc", "baseline": "slapoc (baseline)"}
@@ -471,6 +476,8 @@ def main():
                              "against torch.autocast(\"cpu\", torch.bfloat16) (%(default)s)")
     parser.add_argument("--fusion", choices=("none", "auto"), default="auto",
                         help="slapoc's train(fusion=) (%(default)s)")
+    parser.add_argument("--primitive", action="append", default=[], metavar="LINE",
+                        help="a schedule line appended to slapoc's schedule (repeatable)")
     parser.add_argument("--eager-worker", metavar="WORK", help=argparse.SUPPRESS)
     args = parse_args(parser)
     if args.eager_worker:
