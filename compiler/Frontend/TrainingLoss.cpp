@@ -9,9 +9,6 @@
 namespace slapo {
 namespace {
 
-/// PyTorch's default ignore_index, which Hugging Face's padded labels use.
-constexpr int64_t kIgnoredTarget = -100;
-
 std::string describe(mlir::Type type) {
   std::string text;
   llvm::raw_string_ostream os(text);

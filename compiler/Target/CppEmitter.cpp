@@ -373,6 +373,12 @@ private:
   /// that kernels take as a number on the host) must be: the step number
   /// lives in the arena too, but in the device's memory.
   FailureOr<std::string> getStepNumber(Operation *op, Value value);
+  /// The numbers that key the mask of `op` (slapo.dropout, a flash
+  /// attention's dropout, or a fusion group's, whose `step` is the group's
+  /// operand): "kSeed, step, stream, rankStream", as DropoutKey and
+  /// dropoutKey() (Random.h) take them.
+  FailureOr<std::string> getDropoutKeyArguments(Operation *op, Value step,
+                                                int64_t stream, bool forkRng);
   /// The DropoutKey and DropoutPlacement of the mask of `op` (slapo.dropout,
   /// or a flash attention's dropout): "{seed, step, stream, rankStream},
   /// {placement}".
@@ -506,14 +512,31 @@ FailureOr<std::string> Emitter::getStepNumber(Operation *op, Value value) {
   return std::string("step");
 }
 
-FailureOr<std::string>
-Emitter::getDropoutDraw(Operation *op, Value step, int64_t stream, bool forkRng,
-                        std::optional<uint64_t> shardAxis,
-                        std::optional<uint64_t> shardChunks) {
+FailureOr<std::string> Emitter::getDropoutKeyArguments(Operation *op,
+                                                       Value step,
+                                                       int64_t stream,
+                                                       bool forkRng) {
   if (!step)
     return op->emitError(
         "code generation: the dropout has no step number (slapo-"
         "optimizer gives every dropout of @train_step its %step)");
+  FailureOr<std::string> number = getStepNumber(op, step);
+  if (failed(number))
+    return failure();
+  return llvm::formatv("kSeed, {0}, /*stream=*/{1}, /*rankStream=*/{2}",
+                       *number, useBlockNumber(stream),
+                       forkRng ? "mesh.getTpRank()" : "0")
+      .str();
+}
+
+FailureOr<std::string>
+Emitter::getDropoutDraw(Operation *op, Value step, int64_t stream, bool forkRng,
+                        std::optional<uint64_t> shardAxis,
+                        std::optional<uint64_t> shardChunks) {
+  FailureOr<std::string> key =
+      getDropoutKeyArguments(op, step, stream, forkRng);
+  if (failed(key))
+    return failure();
   // The rank's place in the whole tensor the mask is drawn for: its
   // rows of the batch, and its part of a tensor-parallel split.
   std::string placement = "{mesh.getDpRank()}";
@@ -523,14 +546,7 @@ Emitter::getDropoutDraw(Operation *op, Value step, int64_t stream, bool forkRng,
                               "mesh.getTpRank()}",
                               *shardAxis, shardChunks.value_or(1))
                     .str();
-  FailureOr<std::string> number = getStepNumber(op, step);
-  if (failed(number))
-    return failure();
-  return llvm::formatv("{{kSeed, {0}, /*stream=*/{1}, /*rankStream=*/{2}}, "
-                       "{3}",
-                       *number, useBlockNumber(stream),
-                       forkRng ? "mesh.getTpRank()" : "0", placement)
-      .str();
+  return "{" + *key + "}, " + placement;
 }
 
 LogicalResult Emitter::nameValues() {
@@ -1107,16 +1123,13 @@ FailureOr<FusedDraws> Emitter::getFusedDraws(FusedOp fused,
         "\n",
         draw, data, numAddresses + 2 * draw, numAddresses + 2 * draw + 1);
     auto arg = dropout.getStep().cast<BlockArgument>();
-    FailureOr<std::string> step =
-        getStepNumber(fused, fused.getInputs()[arg.getArgNumber()]);
-    if (failed(step))
+    FailureOr<std::string> key =
+        getDropoutKeyArguments(fused, fused.getInputs()[arg.getArgNumber()],
+                               dropout.getStream(), dropout.getForkRng());
+    if (failed(key))
       return failure();
-    draws.arguments.push_back(
-        llvm::formatv("reinterpret_cast<void *>(uintptr_t(dropoutKey(kSeed, "
-                      "{0}, /*stream=*/{1}, /*rankStream=*/{2})))",
-                      *step, useBlockNumber(dropout.getStream()),
-                      dropout.getForkRng() ? "mesh.getTpRank()" : "0")
-            .str());
+    draws.arguments.push_back("reinterpret_cast<void *>(uintptr_t(dropoutKey(" +
+                              *key + ")))");
     // This data-parallel rank's rows follow the lower ranks' in the batch.
     draws.arguments.push_back(
         llvm::formatv("reinterpret_cast<void *>(uintptr_t(mesh.getDpRank() "
@@ -1343,9 +1356,7 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   SmallVector<int64_t> rowShape(loop);
   rowShape.back() = 1;
   int64_t length = loop.back();
-  int64_t numElements =
-      RankedTensorType::get(loop, Float32Type::get(fused.getContext()))
-          .getNumElements();
+  int64_t numElements = ShapedType::getNumElements(loop);
   StringRef scalar = getScalarType(fused.getResult(0).getType());
   bool cuda = info.target == "cuda";
   std::string rowLength = std::to_string(length);

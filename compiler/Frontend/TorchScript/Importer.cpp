@@ -1340,7 +1340,7 @@ c10::IValue callForward(torch::jit::Module &module, mlir::func::FuncOp forward,
   at::Tensor logits = output.toTensor();
   return at::cross_entropy_loss(logits.flatten(0, -2), inputs.back().flatten(),
                                 /*weight=*/{}, at::Reduction::Mean,
-                                /*ignore_index=*/-100);
+                                kIgnoredTarget);
 }
 
 } // namespace slapo

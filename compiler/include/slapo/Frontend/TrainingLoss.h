@@ -19,6 +19,10 @@ namespace slapo {
 /// own forward.
 constexpr llvm::StringLiteral kAppendedLossAttrName = "slapo.appended_loss";
 
+/// The target the appended loss ignores: PyTorch's default ignore_index,
+/// which Hugging Face's padded labels use.
+constexpr int64_t kIgnoredTarget = -100;
+
 /// Checks that `targets`, the last input(), can be the class indices of
 /// train(loss="cross_entropy"): before the forward is imported without it,
 /// so that a forgotten declaration is reported as that.
