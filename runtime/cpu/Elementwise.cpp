@@ -2,6 +2,7 @@
 #include "KernelSupport.h"
 #include "KernelVariant.h"
 
+#include "slapo/runtime/DropoutCounter.h"
 #include "slapo/runtime/Random.h"
 #include "slapo/runtime/cpu/ElementMath.h"
 
@@ -225,24 +226,7 @@ void triangular(Context &ctx, const Tensor &input, const Tensor &out,
 
 void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
              const DropoutKey &key, const DropoutPlacement &placement) {
-  // The operand as [outer, local, inner] around the split dim: each of its
-  // rows of `inner` elements is a row of the whole tensor too, which has
-  // `whole` slices where the operand has `local`.
-  // Without a split any dim does: the last gives the most rows to share out.
-  const ShardLayout &shard = placement.shard;
-  int rank = input.getRank();
-  int axis = shard.tp > 1 ? shard.axis : std::max(rank - 1, 0);
-  int64_t local = rank ? input.shape[axis] : 1;
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d)
-    outer *= input.shape[d];
-  for (int d = axis + 1; d < rank; ++d)
-    inner *= input.shape[d];
-  int64_t whole = local * shard.tp;
-  int64_t chunk = whole / shard.chunks; // of the whole dim
-  int64_t part = local / shard.chunks;  // of each chunk on this rank
-  // This data-parallel rank's rows follow the lower ranks' in the batch.
-  uint64_t first = placement.dpRank * outer * whole * inner;
+  DropoutCounter counter(input.shape, placement);
   uint64_t streamKey =
       dropoutKey(key.seed, key.step, key.stream, key.rankStream);
   uint64_t threshold = dropoutThreshold(p);
@@ -253,21 +237,19 @@ void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
     T *result = out.as<T>();
     // Dropped elements are multiplied by 0, as PyTorch's mask is: NaN stays.
     C scale = static_cast<C>(1.0 / (1.0 - p));
-    parallelFor(
-        ctx, outer * local, grainFor(inner), [&](int64_t begin, int64_t end) {
-          for (int64_t row = begin; row < end; ++row) {
-            int64_t slice = row % local;
-            int64_t wholeSlice =
-                slice / part * chunk + placement.tpRank * part + slice % part;
-            uint64_t counter =
-                first + ((row / local) * whole + wholeSlice) * inner;
-            for (int64_t i = 0; i < inner; ++i) {
-              bool keep = keepsElement(streamKey, counter + i, threshold);
-              result[row * inner + i] =
-                  store<T>(load(in[row * inner + i]) * (keep ? scale : C(0)));
-            }
-          }
-        });
+    int64_t inner = counter.inner;
+    parallelFor(ctx, counter.outer * counter.local, grainFor(inner),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t row = begin; row < end; ++row) {
+                    uint64_t rowStart = counter.rowStart(row);
+                    for (int64_t i = 0; i < inner; ++i) {
+                      bool keep =
+                          keepsElement(streamKey, rowStart + i, threshold);
+                      result[row * inner + i] = store<T>(
+                          load(in[row * inner + i]) * (keep ? scale : C(0)));
+                    }
+                  }
+                });
   });
 }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.cuh"
 
+#include "slapo/runtime/DropoutCounter.h"
 #include "slapo/runtime/Random.h"
 #include "slapo/runtime/cuda/Kernels.h"
 
@@ -252,28 +253,6 @@ void triangular(Context &ctx, const Tensor &input, const Tensor &out,
 
 namespace {
 
-/// Where element e of the operand lies in the whole tensor, as the CPU
-/// backend's dropout computes it: the operand is [outer, local, inner]
-/// around the split dim, and the whole tensor has `whole` slices where the
-/// operand has `local`, in `chunks` chunks of which this tp rank holds
-/// `part` slices each.
-struct DropoutCounter {
-  uint64_t first;
-  int64_t local, inner, whole, chunk, part, tpRank;
-  /// Whether the operand is the whole tensor's block of rows (no tp split),
-  /// so that its elements' counters are consecutive.
-  bool consecutive;
-
-  __device__ uint64_t operator()(int64_t e) const {
-    if (consecutive)
-      return first + e;
-    int64_t row = e / inner, i = e - row * inner;
-    int64_t slice = row % local;
-    int64_t wholeSlice = slice / part * chunk + tpRank * part + slice % part;
-    return first + ((row / local) * whole + wholeSlice) * inner + i;
-  }
-};
-
 /// Applies dropout to `Vec` consecutive elements per thread and step; the
 /// key and threshold of keepsElement (Random.h) are computed once on the host.
 template <int Vec, typename T>
@@ -307,23 +286,7 @@ __global__ void dropoutKernel(int64_t count, DropoutCounter counter,
 
 void dropout(Context &ctx, const Tensor &input, const Tensor &out, double p,
              const DropoutKey &key, const DropoutPlacement &placement) {
-  const ShardLayout &shard = placement.shard;
-  int rank = input.getRank();
-  // Without a split any dim does; the CPU's choice of the last is kept.
-  int axis = shard.tp > 1 ? shard.axis : std::max(rank - 1, 0);
-  int64_t local = rank ? input.shape[axis] : 1;
-  int64_t outer = product(input.shape, 0, axis);
-  int64_t inner = rank ? product(input.shape, axis + 1, rank) : 1;
-  DropoutCounter counter;
-  counter.local = local;
-  counter.inner = inner;
-  counter.whole = local * shard.tp;
-  counter.chunk = counter.whole / shard.chunks;
-  counter.part = local / shard.chunks;
-  counter.tpRank = placement.tpRank;
-  // This data-parallel rank's rows follow the lower ranks' in the batch.
-  counter.first = placement.dpRank * outer * counter.whole * inner;
-  counter.consecutive = shard.tp == 1;
+  DropoutCounter counter(input.shape, placement);
   uint64_t streamKey =
       dropoutKey(key.seed, key.step, key.stream, key.rankStream);
   uint64_t threshold = dropoutThreshold(p);

@@ -9,6 +9,7 @@
 #ifndef SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
 #define SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
 
+#include "slapo/runtime/DropoutCounter.h"
 #include "slapo/runtime/HostDevice.h"
 #include "slapo/runtime/KernelTypes.h"
 #include "slapo/runtime/Random.h"
@@ -48,14 +49,10 @@ struct AttentionGeometry {
   }
 
   /// The dropout counter of probability (b, h, t, 0): its index in the
-  /// whole [B, H, T, S] tensor one device computes for the global batch,
-  /// as dropout() counts (this data-parallel rank's rows after the lower
-  /// ranks', a tensor-parallel rank's batch rows or heads in their place).
+  /// whole [B, H, T, S] tensor one device computes for the global batch, as
+  /// dropout() counts. Keys follow it: s is the innermost dim of every split.
   SLAPO_HOST_DEVICE uint64_t dropoutRow(int64_t b, int64_t h, int64_t t) const {
-    int64_t wholeB = splitAxis == 0 ? toWhole(b) : b;
-    int64_t wholeH = splitAxis == 1 ? toWhole(h) : h;
-    return maskFirst +
-           uint64_t(((wholeB * wholeHeads + wholeH) * rows + t) * keys);
+    return maskCounter(((b * heads + h) * rows + t) * keys);
   }
 
   /// Whether the dropout keeps key s of the row whose counter is `row`.
@@ -64,17 +61,8 @@ struct AttentionGeometry {
   }
 
 private:
-  uint64_t maskKey = 0, maskThreshold = 0, maskFirst = 0;
-  /// The split dim (0 batch, 1 heads; -1 none), the whole tensor's heads,
-  /// and the split's chunks of the whole dim and of the rank's part.
-  int splitAxis = -1;
-  int64_t wholeHeads = 0, splitChunk = 0, splitPart = 1, tpRank = 0;
-
-  /// Index i of the split dim on this rank in the whole dim: each of the
-  /// shard's chunks holds the rank's part of the whole dim's chunk.
-  SLAPO_HOST_DEVICE int64_t toWhole(int64_t i) const {
-    return i / splitPart * splitChunk + tpRank * splitPart + i % splitPart;
-  }
+  uint64_t maskKey = 0, maskThreshold = 0;
+  DropoutCounter maskCounter;
 
   void setDropout(const AttentionDropout &dropout) {
     if (!(dropout.p > 0))
@@ -84,19 +72,8 @@ private:
     const DropoutKey &key = dropout.key;
     maskKey = dropoutKey(key.seed, key.step, key.stream, key.rankStream);
     maskThreshold = dropoutThreshold(dropout.p);
-    const ShardLayout &shard = dropout.placement.shard;
-    int64_t wholeBatch = batch;
-    wholeHeads = heads;
-    if (shard.tp > 1) {
-      splitAxis = shard.axis;
-      int64_t local = splitAxis == 0 ? batch : heads;
-      (splitAxis == 0 ? wholeBatch : wholeHeads) = local * shard.tp;
-      splitChunk = local * shard.tp / shard.chunks;
-      splitPart = local / shard.chunks;
-      tpRank = dropout.placement.tpRank;
-    }
-    maskFirst = uint64_t(dropout.placement.dpRank) *
-                uint64_t(wholeBatch * wholeHeads * rows * keys);
+    maskCounter =
+        DropoutCounter(Shape{batch, heads, rows, keys}, dropout.placement);
   }
 
   void setStrides(const Tensor &mask, int64_t (&strides)[4]) const {
