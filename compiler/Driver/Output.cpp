@@ -682,6 +682,28 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
   std::string text;
   llvm::raw_string_ostream os(text);
   llvm::json::OStream json(os, /*IndentSize=*/2);
+  // What slapo-checkpoint recomputes in a stage's program, and what a
+  // memory budget chose.
+  auto writeRecomputation = [&](mlir::ModuleOp planned) {
+    auto recomputation =
+        planned->getAttrOfType<mlir::DictionaryAttr>(kRecomputationAttrName);
+    if (!recomputation)
+      return;
+    json.attributeObject("recomputation", [&] {
+      for (mlir::NamedAttribute entry : recomputation) {
+        if (auto integer = entry.getValue().dyn_cast<mlir::IntegerAttr>())
+          json.attribute(entry.getName().getValue(), integer.getInt());
+        else
+          json.attributeArray(entry.getName().getValue(), [&] {
+            for (llvm::StringRef module :
+                 entry.getValue()
+                     .cast<mlir::ArrayAttr>()
+                     .getAsValueRange<mlir::StringAttr>())
+              json.value(module);
+          });
+      }
+    });
+  };
   json.object([&] {
     json.attribute("format", kOutputFormat);
     json.attribute("format_version", kOutputFormatVersion);
@@ -695,23 +717,6 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
     });
     json.attribute("train", llvm::json::parse(manifest.trainOptions)
                                 .get()); // built by slapoc, well-formed
-    // What slapo-checkpoint recomputes, and what a memory budget chose.
-    if (auto recomputation = firstStage->getAttrOfType<mlir::DictionaryAttr>(
-            kRecomputationAttrName))
-      json.attributeObject("recomputation", [&] {
-        for (mlir::NamedAttribute entry : recomputation) {
-          if (auto integer = entry.getValue().dyn_cast<mlir::IntegerAttr>())
-            json.attribute(entry.getName().getValue(), integer.getInt());
-          else
-            json.attributeArray(entry.getName().getValue(), [&] {
-              for (llvm::StringRef module :
-                   entry.getValue()
-                       .cast<mlir::ArrayAttr>()
-                       .getAsValueRange<mlir::StringAttr>())
-                json.value(module);
-            });
-        }
-      });
     // How balanced the pipeline stages are, as slapo-cut-pipeline-stage
     // estimates (the FLOPs of one microbatch's contractions, forward and
     // backward), and the cuts it finds best balanced.
@@ -817,6 +822,7 @@ llvm::Error writeManifestAndLauncher(llvm::StringRef dir,
           for (mlir::NamedAttribute entry : memory)
             if (isCount(entry))
               json.attribute(entry.getName().getValue(), integer(entry));
+          writeRecomputation(planned);
         });
     });
     // What a later compilation into this directory may replace.

@@ -4,19 +4,10 @@
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Dialect/TensorBuilder.h"
 
+#include "mlir/Support/DebugStringHelper.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace slapo {
-namespace {
-
-std::string describe(mlir::Type type) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  type.print(os);
-  return text;
-}
-
-} // namespace
 
 mlir::LogicalResult checkCrossEntropyTargets(const InputSpec &targets,
                                              mlir::Location where) {
@@ -48,18 +39,19 @@ mlir::LogicalResult appendCrossEntropyLoss(mlir::func::FuncOp forward,
     return fail("needs a forward that returns logits [..., classes], but it "
                 "returns " +
                 (results.size() == 1
-                     ? describe(results[0])
+                     ? mlir::debugString(results[0])
                      : std::to_string(results.size()) + " values"));
   mlir::RankedTensorType targetsType = targets.getType(*forward.getContext());
   llvm::ArrayRef<int64_t> rows = logitsType.getShape().drop_back();
   // Both are one share of the batch: say which if it is split.
   if (targetsType.getShape() != rows)
-    return fail(
-        "takes one class index per row of the logits " + describe(logitsType) +
-        " from the last input(), but it is " + targets.str() +
-        (targets.batchShares > 1 ? " (" + targets.declaredStr() + " split by " +
-                                       targets.batchSplit + ")"
-                                 : std::string()));
+    return fail("takes one class index per row of the logits " +
+                mlir::debugString(logitsType) +
+                " from the last input(), but it is " + targets.str() +
+                (targets.batchShares > 1
+                     ? " (" + targets.declaredStr() + " split by " +
+                           targets.batchSplit + ")"
+                     : std::string()));
 
   unsigned index = forward.getNumArguments();
   mlir::OpBuilder builder(ret);

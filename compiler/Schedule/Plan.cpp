@@ -8,6 +8,7 @@
 #include "slapo/Transforms/Passes.h"
 
 #include "mlir/Pass/Pass.h"
+#include "mlir/Support/DebugStringHelper.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -145,13 +146,6 @@ void PipelineEntry::printOptions(llvm::raw_ostream &os) const {
 
 namespace {
 
-std::string typeToString(mlir::Type type) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  type.print(os);
-  return text;
-}
-
 /// `name` in single quotes (or `quote`), escaped as printOptionValue
 /// escapes: a model's names, and strings of the schedule, may hold any byte
 /// (CR and NUL included), and a message stays one readable line.
@@ -277,7 +271,7 @@ bool Planner::planShard(const Primitive &primitive, PipelineEntry &entry) {
     if (axis.integer < -rank || axis.integer >= rank) {
       reporter.error(axis.loc, "axis " + llvm::Twine(axis.integer) +
                                    " is out of range for " + name + " (" +
-                                   typeToString(type) + ", rank " +
+                                   mlir::debugString(type) + ", rank " +
                                    llvm::Twine(rank) + "); valid axes: " +
                                    (rank == 0 ? std::string("none")
                                               : std::to_string(-rank) + " to " +
@@ -296,8 +290,8 @@ bool Planner::planShard(const Primitive &primitive, PipelineEntry &entry) {
     int64_t size = type.getDimSize(dim);
     if (size % schedule.mesh.tp != 0) {
       reporter.error(axis.loc, "dimension " + llvm::Twine(dim) + " of " + name +
-                                   " (" + typeToString(type) + ") has size " +
-                                   llvm::Twine(size) +
+                                   " (" + mlir::debugString(type) +
+                                   ") has size " + llvm::Twine(size) +
                                    ", which is not divisible by tp=" +
                                    llvm::Twine(schedule.mesh.tp));
       return false;
@@ -500,8 +494,13 @@ void Planner::checkLoss() {
                     : mlir::RankedTensorType();
   std::string returned =
       results.size() == 1
-          ? typeToString(results[0])
-          : "(" + llvm::join(llvm::map_range(results, typeToString), ", ") +
+          ? mlir::debugString(results[0])
+          : "(" +
+                llvm::join(llvm::map_range(results,
+                                           [](mlir::Type type) {
+                                             return mlir::debugString(type);
+                                           }),
+                           ", ") +
                 ")";
   const TrainOptions &train = schedule.train;
   llvm::SMLoc loc = train.loc.isValid() ? train.lossLoc : schedule.fileStart;

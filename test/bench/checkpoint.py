@@ -55,8 +55,9 @@ def compile_config(args, work, name, text):
     gpt_train.compile_slapoc(args, work, name, text, flags)
     with open(os.path.join(work, name, "manifest.json")) as f:
         manifest = json.load(f)
-    recomputation = manifest.get("recomputation", {})
-    return (manifest["ranks"][0]["planned_memory_bytes"]["arena_bytes"],
+    rank = manifest["ranks"][0]
+    recomputation = rank.get("recomputation", {})
+    return (rank["planned_memory_bytes"]["arena_bytes"],
             recomputation.get("matmul_flops", 0) / 1e9, recomputation.get("modules", []))
 
 
