@@ -14,8 +14,10 @@
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -82,8 +84,84 @@ private:
   DenseMap<StringAttr, std::map<int64_t, Value>> paramGrads;
 };
 
+/// Whether `value` is a constant of zeros.
+bool isZeros(Value value) {
+  DenseFPElementsAttr constant;
+  return matchPattern(value, m_Constant(&constant)) && constant.isSplat() &&
+         constant.getSplatValue<APFloat>().isZero();
+}
+
+/// A stretch [start, end) of a concat's dim and the value there.
+struct Piece {
+  int64_t start, end;
+  Value value;
+};
+
+/// The pieces of `value` along `dim` that are not zeros, if it is a concat
+/// along `dim` (null: any); a slice's gradient is one, padded with zeros
+/// (TensorBuilder::padSlice).
+std::optional<SmallVector<Piece>> getNonZeroPieces(Value value,
+                                                   std::optional<int64_t> dim) {
+  auto concat = value.getDefiningOp<ConcatOp>();
+  if (!concat || (dim && concat.getDim() != *dim))
+    return std::nullopt;
+  SmallVector<Piece> pieces;
+  int64_t offset = 0;
+  for (Value input : concat.getInputs()) {
+    int64_t size =
+        input.getType().cast<RankedTensorType>().getDimSize(concat.getDim());
+    if (!isZeros(input))
+      pieces.push_back({offset, offset + size, input});
+    offset += size;
+  }
+  return pieces;
+}
+
+/// sum + grad as one concat when both are concats along one dim whose
+/// non-zero pieces do not overlap: the gradients of slices of one tensor
+/// (q, k and v split from one projection) then fill one tensor, instead of
+/// each being padded to the whole tensor with zeros and the whole tensors
+/// added. Null otherwise.
+Value addDisjointPieces(OpBuilder &builder, Location loc, Value sum,
+                        Value grad) {
+  auto sumPieces = getNonZeroPieces(sum, std::nullopt);
+  if (!sumPieces)
+    return nullptr;
+  int64_t dim = sum.getDefiningOp<ConcatOp>().getDim();
+  auto gradPieces = getNonZeroPieces(grad, dim);
+  if (!gradPieces)
+    return nullptr;
+  SmallVector<Piece> pieces(*sumPieces);
+  llvm::append_range(pieces, *gradPieces);
+  llvm::sort(pieces,
+             [](const Piece &a, const Piece &b) { return a.start < b.start; });
+  auto type = sum.getType().cast<RankedTensorType>();
+  TensorBuilder g(builder, loc);
+  SmallVector<Value> inputs;
+  int64_t offset = 0;
+  for (const Piece &piece : pieces) {
+    if (piece.start < offset)
+      return nullptr; // they overlap: a sum
+    if (piece.start > offset)
+      inputs.push_back(g.zerosWithDim(type, dim, piece.start - offset));
+    inputs.push_back(piece.value);
+    offset = piece.end;
+  }
+  if (offset < type.getDimSize(dim))
+    inputs.push_back(g.zerosWithDim(type, dim, type.getDimSize(dim) - offset));
+  return inputs.size() == 1 ? inputs.front() : g.concat(inputs, dim);
+}
+
 void ReverseSweep::accumulate(Value &sum, Value grad, Location loc) {
-  sum = sum ? builder.create<AddOp>(loc, grad.getType(), sum, grad) : grad;
+  if (!sum) {
+    sum = grad;
+    return;
+  }
+  if (Value pieces = addDisjointPieces(builder, loc, sum, grad)) {
+    sum = pieces;
+    return;
+  }
+  sum = builder.create<AddOp>(loc, grad.getType(), sum, grad);
 }
 
 LogicalResult ReverseSweep::differentiate(Operation *op,

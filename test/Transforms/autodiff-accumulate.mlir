@@ -78,3 +78,56 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// The gradients of slices that together read all of a tensor (q, k and v
+// split from one projection) fill one concat in slice order, with no zeros
+// and no add; a slice read twice still gets its two gradients added, and
+// overlapping slices are added as zero-padded wholes. Here @w's [2, 6] is
+// read as [0, 2) twice, [2, 4) and [4, 6): one concat of three pieces.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[A:.*]] = slapo.slice %[[W:.*]] {dim = 1 : i64, end = 2 : i64, start = 0 : i64
+// CHECK: %[[B:.*]] = slapo.slice %[[W]] {dim = 1 : i64, end = 4 : i64, start = 2 : i64
+// CHECK: %[[C:.*]] = slapo.slice %[[W]] {dim = 1 : i64, end = 6 : i64, start = 4 : i64
+// CHECK-DAG: %[[DA:.*]] = slapo.add %{{.*}}, %{{.*}} {slapo.phase = "backward"} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+// CHECK-DAG: %[[DB:.*]] = slapo.mul %{{.*}}, %[[C]] {slapo.phase = "backward"}
+// CHECK-DAG: %[[DC:.*]] = slapo.mul %{{.*}}, %[[B]] {slapo.phase = "backward"}
+// CHECK-NOT: slapo.add
+// CHECK: %[[DW:.*]] = slapo.concat %[[DA]], %[[DB]], %[[DC]] {dim = 1 : i64, slapo.phase = "backward"}
+// CHECK-NOT: slapo.add
+// CHECK: return %{{.*}}, %[[DW]] :
+module {
+  slapo.param @w : tensor<2x6xf32>
+  func.func @forward() -> tensor<f32> {
+    %w = slapo.get_param @w : tensor<2x6xf32>
+    %a = slapo.slice %w {dim = 1 : i64, end = 2 : i64, start = 0 : i64, step = 1 : i64} : tensor<2x6xf32> -> tensor<2x2xf32>
+    %b = slapo.slice %w {dim = 1 : i64, end = 4 : i64, start = 2 : i64, step = 1 : i64} : tensor<2x6xf32> -> tensor<2x2xf32>
+    %c = slapo.slice %w {dim = 1 : i64, end = 6 : i64, start = 4 : i64, step = 1 : i64} : tensor<2x6xf32> -> tensor<2x2xf32>
+    %bc = slapo.mul %b, %c : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    %abc = slapo.add %a, %bc : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    %aabc = slapo.add %abc, %a : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+    %loss = slapo.sum %aabc {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x2xf32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Overlapping slices ([0, 4) and [2, 6)) are padded with zeros and added.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[HIGH:.*]] = slapo.concat %{{.*}}, %{{.*}} {dim = 1 : i64, slapo.phase = "backward"} : (tensor<2x2xf32>, tensor<2x4xf32>) -> tensor<2x6xf32>
+// CHECK: %[[LOW:.*]] = slapo.concat %{{.*}}, %{{.*}} {dim = 1 : i64, slapo.phase = "backward"} : (tensor<2x4xf32>, tensor<2x2xf32>) -> tensor<2x6xf32>
+// CHECK: %[[DW:.*]] = slapo.add %[[HIGH]], %[[LOW]] {slapo.phase = "backward"} : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+// CHECK: return %{{.*}}, %[[DW]] :
+module {
+  slapo.param @w : tensor<2x6xf32>
+  func.func @forward() -> tensor<f32> {
+    %w = slapo.get_param @w : tensor<2x6xf32>
+    %a = slapo.slice %w {dim = 1 : i64, end = 4 : i64, start = 0 : i64, step = 1 : i64} : tensor<2x6xf32> -> tensor<2x4xf32>
+    %b = slapo.slice %w {dim = 1 : i64, end = 6 : i64, start = 2 : i64, step = 1 : i64} : tensor<2x6xf32> -> tensor<2x4xf32>
+    %ab = slapo.mul %a, %b : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %loss = slapo.sum %ab {dims = array<i64: 0, 1>, keepdim = false} : tensor<2x4xf32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
