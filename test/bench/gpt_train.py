@@ -174,6 +174,11 @@ def prepare(args, work):
     run([sys.executable, MAKE_BATCHES, model_path] + input_flags(args) +
         ["--vocab", str(args.vocab), "--steps", str(args.warmup + args.steps),
          "-o", os.path.join(work, "batches.safetensors")])
+    return count_flops(args, model)
+
+
+def count_flops(args, model):
+    """(parameters, model FLOPs per step) of MODEL built by build_model(ARGS)."""
     params = dict(model.named_parameters())  # the tied LM head's weight once
     total = sum(p.numel() for p in params.values())
     tokens = args.batch * args.seq

@@ -5,7 +5,7 @@ slapoc runs only on the build machine (it needs MLIR and LibTorch) and the GPU i
 so the benchmark has two halves:
 
   here:   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/gpu_train.py \\
-              --prepare DIR [--slapoc PATH] [--tiny]
+              --prepare DIR [--slapoc PATH] [--trace-cache DIR] [--tiny]
   there:  python3 test/bench/gpu_train.py --run DIR [--warmup W] [--steps N] [--repeats R]
               [--device cuda|cpu]
 
@@ -28,7 +28,9 @@ batches gpt_train.prepare writes are deleted and rank0/train is stripped, so tha
 the FLOPs per step, and every tensor the program reads with its dtype and shape (the header of
 the weights file slapoc wrote, plus the manifest's aliases of tied weights).  Tracing runs
 GPT-2 small's forward three times at [16, 1024] in fp32 on the CPU (the trace and its check):
-minutes, and far more on a busy two-core machine.
+minutes, and far more on a busy two-core machine: the trace is kept in DIR.traces (or
+--trace-cache) and a later --prepare reuses it while the sizes, test/models/gpt2.py and
+LibTorch's version are the same, so that only the compilations run again.
 
 --run rebuilds each model with the same seed and writes its tensors, under every name
 config.json lists, to rank0/weights.safetensors of out/ and out-fused/, where the programs read them
@@ -72,6 +74,7 @@ and shows as n/a with its own error.
 import argparse
 import copy
 import gc
+import hashlib
 import json
 import math
 import os
@@ -116,6 +119,23 @@ def directory_bytes(path):
 
 # --prepare: here, with slapoc.
 
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def trace_stamp(sizes):
+    """What a traced model depends on: its sizes, the model's source and LibTorch's version."""
+    import torch
+    with open(os.path.join(gpt_train.REPO, "test", "models", "gpt2.py"), "rb") as f:
+        source = hashlib.sha256(f.read()).hexdigest()[:16]
+    return "%s gpt2.py %s torch %s" % (json.dumps(sizes, sort_keys=True), source,
+                                       torch.__version__)
+
+
 def prepare_config(args, root, name, sizes):
     """Exports and compiles one configuration into ROOT/NAME and writes its config.json."""
     import torch
@@ -127,8 +147,20 @@ def prepare_config(args, root, name, sizes):
     # so one is enough.
     model_args = argparse.Namespace(warmup=0, steps=1, **sizes)
     start = time.perf_counter()
-    with torch.no_grad():
-        n_params, flops = gpt_train.prepare(model_args, work)
+    cached = os.path.join(args.trace_cache, name + ".pt")
+    stamp = trace_stamp(sizes)
+    if os.path.exists(cached) and read_text(cached + ".stamp") == stamp:
+        shutil.copyfile(cached, os.path.join(work, "model.pt"))
+        with torch.no_grad():
+            n_params, flops = gpt_train.count_flops(model_args, gpt_train.build_model(model_args))
+        print("%s: the trace in %s is this model's (%s): not traced again" % (name, cached, stamp))
+    else:
+        with torch.no_grad():
+            n_params, flops = gpt_train.prepare(model_args, work)
+        os.makedirs(args.trace_cache, exist_ok=True)
+        shutil.copyfile(os.path.join(work, "model.pt"), cached)
+        with open(cached + ".stamp", "w") as f:
+            f.write(stamp)
     commands = {}
     for side, (program, fusion) in PROGRAMS.items():
         schedule = SCHEDULE.replace(")\n", ', fusion="%s")\n' % fusion)
@@ -150,7 +182,8 @@ def prepare_config(args, root, name, sizes):
         for tensor_name in [param["name"]] + param["aliases"]:
             tensors.append(dict(name=tensor_name, **layout[param["name"]]))
     for path in (os.path.join(work, "model.pt"), os.path.join(work, "batches.safetensors")):
-        os.remove(path)
+        if os.path.exists(path):
+            os.remove(path)
     for program, _ in PROGRAMS.values():
         os.remove(os.path.join(work, program, "rank0", "weights.safetensors"))
         subprocess.run(["strip", os.path.join(work, program, "rank0", "train")], check=True)
@@ -460,6 +493,11 @@ def main():
     add = parser.add_argument
     add("--slapoc", default=os.path.join(gpt_train.REPO, "build", "tools", "slapoc", "slapoc"),
         help="--prepare: the slapoc binary (%(default)s)")
+    add("--trace-cache", metavar="DIR",
+        help="--prepare: where each configuration's TorchScript trace is kept for the next "
+             "--prepare, which reuses it while the model's sizes, test/models/gpt2.py and "
+             "LibTorch are the same (default: DIR.traces beside DIR; tracing GPT-2 small "
+             "takes half an hour on two busy cores)")
     add("--tiny", action="store_true",
         help="--prepare: only a tiny configuration, for the self-test")
     add("--warmup", type=int, default=3, help="--run: untimed steps per run (%(default)s)")
@@ -470,6 +508,8 @@ def main():
     args = parser.parse_args()
     if args.steps < 1 or args.repeats < 1 or args.warmup < 0:
         parser.error("--steps and --repeats must be at least 1, --warmup at least 0")
+    if args.prepare and not args.trace_cache:
+        args.trace_cache = os.path.normpath(args.prepare) + ".traces"
     if args.prepare and not os.access(args.slapoc, os.X_OK):
         parser.error("%s is not an executable: build it or pass --slapoc" % args.slapoc)
     try:

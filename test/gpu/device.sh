@@ -11,7 +11,8 @@
 # with DIR named gpu-bench and CARRY a folder that .git/info/exclude ignores
 # and the call carries (44 + 7 MiB of the 64 that travel). gpu_train.py's
 # --prepare traces GPT-2 small at [16, 1024] on the CPU: 26 minutes on a busy
-# two-core machine, so start it first. There:
+# two-core machine, so start it first (a later --prepare reuses the trace kept
+# in DIR.traces and only compiles: minutes). There:
 #
 #   test/gpu/device.sh CARRY        # writes suite.txt, bench.txt, ncu.csv.gz,
 #                                   # suite-logs.tgz and gpu_bench.json to $OUT
