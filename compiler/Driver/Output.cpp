@@ -396,6 +396,7 @@ llvm::Expected<BuildCommand> getBuildCommand(const HostBuild &build) {
                         "-O2",
                         hostArch,
                         "-fno-trapping-math",
+                        "-fno-math-errno",
                         "-ffp-contract=off",
                         "-fopenmp",
                         "-I" SLAPO_RUNTIME_INCLUDE_DIR};
