@@ -1185,12 +1185,13 @@ void addAttention(CaseList &cases) {
           // probabilities and gradients by e^ulp (bf16: 2^-5, so 3.2%; f16:
           // 2^-8), and cuDNN rounds the probabilities and the score
           // gradients to 16 bits before their products on the tensor cores,
-          // where the CPU kernel keeps them in f32.
+          // where the CPU kernel keeps them in f32 (bounds estimated so, not
+          // yet measured on a GPU).
           [viaCudnn = !(c.dropout.p > 0)](DType dtype) {
             if (dtype == DType::BF16)
-              return viaCudnn ? Tolerance{4e-2, 4e-3} : Tolerance{1.6e-2, 2e-3};
+              return viaCudnn ? Tolerance{4e-2, 2e-3} : Tolerance{1.6e-2, 2e-3};
             if (dtype == DType::F16)
-              return viaCudnn ? Tolerance{6e-3, 1e-3} : Tolerance{3e-3, 2e-4};
+              return viaCudnn ? Tolerance{6e-3, 5e-4} : Tolerance{3e-3, 2e-4};
             return withAbsolute(1e-5)(dtype);
           });
     }
