@@ -42,6 +42,7 @@
 #define CUDNN_FRONTEND_SKIP_JSON_LIB
 #include <cudnn_frontend.h>
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -118,6 +119,9 @@ struct Config {
   int64_t biasBatch = 1, biasHeads = 1;
   /// Whether every operand is 16-byte aligned, as cuDNN needs.
   bool aligned = true;
+  /// The compute capability (10 * major + minor) the graph is for where it
+  /// is only validated, without a GPU; 0: the current GPU's.
+  int smVersion = 0;
 
   std::vector<int64_t> getDims(int64_t length, int64_t width) const {
     return {g.batch, g.heads, length, width};
@@ -226,6 +230,8 @@ void setOutput(const std::shared_ptr<fe::graph::Tensor_attributes> &tensor,
 
 std::shared_ptr<fe::graph::Graph> makeGraph(const Config &c) {
   auto graph = std::make_shared<fe::graph::Graph>();
+  if (c.smVersion)
+    graph->set_sm_version(c.smVersion);
   graph
       ->set_io_data_type(c.dtype == DType::BF16 ? fe::DataType_t::BFLOAT16
                                                 : fe::DataType_t::HALF)
@@ -474,6 +480,32 @@ bool runCudnnAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
   addBias(ctx, prepared->config, keep, bias, maskedScore, pack);
   execute(ctx, *prepared->graph, pack);
   return true;
+}
+
+std::string validateCudnnAttention(DType dtype,
+                                   const std::array<int64_t, 6> &sizes,
+                                   bool causal, int64_t biasBatch,
+                                   int64_t biasHeads, bool backward,
+                                   int smVersion) {
+  auto [batch, heads, rows, keys, headSize, valueSize] = sizes;
+  Tensor query(nullptr, dtype, {batch, heads, rows, headSize});
+  Tensor key(nullptr, dtype, {batch, heads, keys, headSize});
+  Tensor value(nullptr, dtype, {batch, heads, keys, valueSize});
+  Config c{AttentionGeometry(query, key, value, Tensor(), Tensor()), dtype,
+           1 / std::sqrt(double(headSize))};
+  c.causal = causal;
+  c.biased = biasBatch > 0;
+  c.biasBatch = biasBatch;
+  c.biasHeads = biasHeads;
+  c.smVersion = smVersion;
+  std::shared_ptr<fe::graph::Graph> graph =
+      backward ? makeBackward(c, /*deterministic=*/true) : makeForward(c);
+  try {
+    fe::error_t status = graph->validate();
+    return status.is_good() ? std::string() : status.get_message();
+  } catch (const std::exception &error) {
+    return error.what();
+  }
 }
 
 int64_t getCudnnAttentionRuns(Context &ctx) {
