@@ -3,7 +3,11 @@
 // Contractions (linear, matmul and convolutions) are where bf16 pays (AMX
 // and AVX-512 BF16 multiply bf16 at several times the f32 rate) and where
 // f32 accumulation keeps it accurate; elementwise ops, norms and reductions
-// stay f32 and cost no extra rounding.
+// stay f32 and cost no extra rounding. A flash attention (replace(
+// "flash_attention")) runs in bf16 as a whole, as torch.autocast runs
+// scaled_dot_product_attention: bf16 operands and results, f32 inside the
+// kernel; on the GPU that is what runs it as cuDNN's fused attention on the
+// tensor cores.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -22,6 +26,29 @@ using namespace mlir;
 namespace slapo {
 namespace {
 
+/// Makes `attention` take and give bf16: its f32 operands (query, key,
+/// value, bias) cast to bf16, its results (the output and the log-sum-exp)
+/// bf16, cast back to f32 for their users. The keep mask and the dropout's
+/// step are not floats and stay as they are.
+void runInBf16(FlashAttentionOp attention) {
+  OpBuilder builder(attention);
+  ModulePathScope inModule(builder, attention);
+  TensorBuilder g(builder, attention.getLoc());
+  Type bf16 = builder.getBF16Type();
+  for (OpOperand &operand : attention->getOpOperands())
+    if (elementTypeOf(operand.get()).isF32())
+      operand.set(g.cast(operand.get(), bf16));
+  builder.setInsertionPointAfter(attention);
+  for (OpResult result : attention->getResults()) {
+    Type f32 = elementTypeOf(result);
+    result.setType(RankedTensorType::get(shapeOf(result), bf16));
+    if (result.use_empty())
+      continue;
+    Value widened = g.cast(result, f32);
+    result.replaceAllUsesExcept(widened, widened.getDefiningOp());
+  }
+}
+
 struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
   using MixedPrecisionBase::MixedPrecisionBase;
 
@@ -30,11 +57,18 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
     if (!forward)
       return signalPassFailure();
     SmallVector<Operation *> contractions;
+    SmallVector<FlashAttentionOp> attentions;
     forward.walk([&](Operation *op) {
-      if (isa<LinearOp, MatmulOp, Conv2dOp>(op) &&
-          elementTypeOf(op->getResult(0)).isF32())
+      if (!isa<LinearOp, MatmulOp, Conv2dOp, FlashAttentionOp>(op) ||
+          !elementTypeOf(op->getResult(0)).isF32())
+        return;
+      if (auto attention = dyn_cast<FlashAttentionOp>(op))
+        attentions.push_back(attention);
+      else
         contractions.push_back(op);
     });
+    for (FlashAttentionOp attention : attentions)
+      runInBf16(attention);
     for (Operation *op : contractions) {
       OpBuilder builder(op);
       ModulePathScope inModule(builder, op);

@@ -22,7 +22,12 @@
 // An attention dropout is drawn inside the tiles, element by element as the
 // dropout kernel draws it, by the forward and again by both backward passes.
 //
+// 16-bit attentions without dropout run as cuDNN's fused attention instead
+// (CudnnAttention.cpp), which uses the tensor cores; these kernels run what
+// cuDNN does not: f32, dropout, and what cuDNN refuses.
+//
 //===----------------------------------------------------------------------===//
+#include "CudnnAttention.h"
 #include "KernelSupport.cuh"
 
 #include "slapo/runtime/AttentionGeometry.h"
@@ -548,12 +553,72 @@ getOperands(const Tensor &query, const Tensor &key, const Tensor &value,
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+template <typename T>
+__global__ void attentionBiasKernel(AttentionGeometry g, const bool *keep,
+                                    const T *bias, float maskedScore,
+                                    int64_t biasHeads, int64_t count, T *out) {
+  for (int64_t i = getGlobalThread(); i < count; i += getGlobalThreads()) {
+    int64_t s = i % g.keys, t = i / g.keys % g.rows;
+    int64_t h = i / (g.keys * g.rows) % biasHeads;
+    int64_t b = i / (g.keys * g.rows * biasHeads);
+    float score = 0;
+    if (keep && !keep[g.offset(g.keepStrides, b, h, t) + s * g.keepStrides[3]])
+      score = maskedScore;
+    if (bias)
+      score +=
+          load(bias[g.offset(g.biasStrides, b, h, t) + s * g.biasStrides[3]]);
+    out[i] = store<T>(score);
+  }
+}
+
+__global__ void checkCausalKeepKernel(const bool *keep, int64_t rows,
+                                      int64_t keys, KernelErrorSink sink) {
+  for (int64_t i = getGlobalThread(); i < rows * keys;
+       i += getGlobalThreads()) {
+    int64_t t = i / keys, s = i % keys;
+    if (keep[i] != (s <= t))
+      reportBadIndex(sink, KernelErrorRecord::CausalKeepMask, keep[i], i,
+                     rows * keys);
+  }
+}
+
 } // namespace
+
+void writeAttentionBias(Context &ctx, const AttentionGeometry &g,
+                        const Tensor &keep, const Tensor &bias,
+                        double maskedScore, const Tensor &out) {
+  dispatch(TypeList<__nv_bfloat16, __half>(), out.dtype, "writeAttentionBias",
+           [&](auto tag) {
+             using T = typename decltype(tag)::type;
+             // The lowest finite bf16 and f16.
+             constexpr double kLowest =
+                 std::is_same_v<T, __half> ? -65504.0 : -3.3895313892515355e38;
+             float masked = float(std::max(maskedScore, kLowest));
+             int64_t count = out.getNumElements();
+             attentionBiasKernel<T>
+                 <<<getGridSize(ctx, count, kBlockSize), kBlockSize, 0,
+                    ctx.getStream()>>>(g, keep.as<bool>(), bias.as<T>(),
+                                       masked, out.shape[1], count, out.as<T>());
+             checkLaunch("writeAttentionBias");
+           });
+}
+
+void checkCausalKeep(Context &ctx, const Tensor &keep) {
+  int64_t rows = keep.shape[keep.shape.rank - 2];
+  int64_t keys = keep.shape[keep.shape.rank - 1];
+  checkCausalKeepKernel<<<getGridSize(ctx, rows * keys, kBlockSize),
+                          kBlockSize, 0, ctx.getStream()>>>(
+      keep.as<bool>(), rows, keys, ctx.getImpl().getErrorSink());
+  checkLaunch("checkCausalKeep");
+}
 
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
                     double maskedScore, const AttentionDropout &dropout) {
+  if (runCudnnAttention(ctx, query, key, value, keep, bias, out, logsumexp,
+                        scale, maskedScore, dropout))
+    return;
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     AttentionOperands<T> a = getOperands<T>(query, key, value, keep, bias,
@@ -574,6 +639,10 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
                         double maskedScore, const AttentionDropout &dropout) {
+  if (runCudnnAttentionGrad(ctx, query, key, value, keep, bias, out,
+                            logsumexp, grad, gradQuery, gradKey, gradValue,
+                            scale, maskedScore, dropout))
+    return;
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;

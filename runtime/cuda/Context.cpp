@@ -57,6 +57,7 @@ void Context::Impl::release() noexcept {
   for (auto &[key, plan] : convolutionPlans)
     destroyPlan(plan);
   convolutionPlans.clear();
+  attentionPlans.reset();
   if (cudnn)
     cudnnDestroy(cudnn);
   cudnn = nullptr;
@@ -78,13 +79,21 @@ void Context::Impl::release() noexcept {
 void Context::Impl::checkKernelErrors(cudaStream_t stream) {
   if (errorRecord->kind == KernelErrorRecord::None)
     return;
-  const char *what = errorRecord->kind == KernelErrorRecord::EmbeddingIndex
-                         ? "embedding index "
-                         : "cross entropy target ";
-  std::string message =
-      what + std::to_string(errorRecord->value) + " at position " +
-      std::to_string(errorRecord->position) + " is out of range [0, " +
-      std::to_string(errorRecord->bound) + ")";
+  std::string message;
+  if (errorRecord->kind == KernelErrorRecord::CausalKeepMask) {
+    message = "flash attention's keep mask changed after it was found causal "
+              "and cuDNN's causal mask chosen for it: element " +
+              std::to_string(errorRecord->position) + " of " +
+              std::to_string(errorRecord->bound) + " is now " +
+              (errorRecord->value ? "true" : "false");
+  } else {
+    const char *what = errorRecord->kind == KernelErrorRecord::EmbeddingIndex
+                           ? "embedding index "
+                           : "cross entropy target ";
+    message = what + std::to_string(errorRecord->value) + " at position " +
+              std::to_string(errorRecord->position) + " is out of range [0, " +
+              std::to_string(errorRecord->bound) + ")";
+  }
   errorRecord->kind = KernelErrorRecord::None;
   checkCuda(cudaMemsetAsync(errorClaim, 0, sizeof(int32_t), stream),
             "cudaMemsetAsync(kernel error claim)");

@@ -4,7 +4,8 @@
 // share. The cuBLASLt handle, its workspace and the matmul plans made so far
 // (descriptors and the algorithm the heuristic chose, one per combination of
 // shapes, strides, dtypes and alignments); the cuDNN handle (made at the
-// first convolution) and its convolution plans; scratch buffers that grow to
+// first convolution or attention), its convolution plans and its attention
+// graphs; scratch buffers that grow to
 // the largest size asked for and are then reused, so that no kernel allocates
 // in the steady state; and the record in which kernels report a bad index
 // (an embedding index, a cross-entropy target) without the host waiting for
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,7 +37,14 @@ namespace slapo::rt::cuda {
 /// host memory that the GPU writes through (mapped pinned memory), so the
 /// host reads it after synchronizing without another copy.
 struct KernelErrorRecord {
-  enum Kind : int32_t { None, EmbeddingIndex, CrossEntropyTarget };
+  enum Kind : int32_t {
+    None,
+    EmbeddingIndex,
+    CrossEntropyTarget,
+    /// A keep mask that changed after attention chose cuDNN's causal mask
+    /// for it (value: the element, position: its index, bound: the count).
+    CausalKeepMask
+  };
   /// Set last, after the other fields.
   volatile int32_t kind;
   volatile int64_t value;
@@ -113,8 +122,18 @@ enum class Scratch {
   ConvolutionRhs,
   ConvolutionResult,
   ConvolutionWorkspace,
+  /// cuDNN's attention: the masks as one additive bias, the f32
+  /// log-sum-exp, and its workspace.
+  AttentionBias,
+  AttentionStats,
+  AttentionWorkspace,
   Count,
 };
+
+/// cuDNN's attention graphs and what the attentions found of their keep
+/// masks (CudnnAttention.cpp): opaque here, so that only that file includes
+/// cuDNN's frontend.
+struct AttentionPlans;
 
 struct Context::Impl {
   Impl();
@@ -147,6 +166,9 @@ struct Context::Impl {
   static constexpr size_t kMaxConvolutionWorkspace = size_t(256) << 20;
   /// Keyed by the product, dtype, groups, shapes and window.
   std::map<std::vector<int64_t>, ConvolutionPlan> convolutionPlans;
+  /// Made at the first attention that tries cuDNN; released before the
+  /// cuDNN handle.
+  std::shared_ptr<AttentionPlans> attentionPlans;
 
 private:
   /// Frees what the constructor made, as far as it got.

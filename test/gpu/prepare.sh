@@ -84,6 +84,13 @@ reference gpt2 "${adamw[@]}"
 gpt2_flags=(--input 'input_ids=i64[8,32]' --input 'labels=i64[8,32]')
 program gpt2 fp32 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw.sched"
 program gpt2 bf16 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/bf16.sched"
+# bf16 with replace("flash_attention"): the attention in bf16 (as autocast
+# runs scaled_dot_product_attention), which runs as cuDNN's fused attention.
+{
+  cat "$e2e/Inputs/bf16.sched"
+  echo 'sch["transformer.h.*.attn"].replace("flash_attention")'
+} > "$suite/cases/gpt2/flash-bf16.sched"
+program gpt2 flash-bf16 "${gpt2_flags[@]}" --schedule "$suite/cases/gpt2/flash-bf16.sched"
 program gpt2 dp2 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw-dp2.sched"
 # Two pipeline stages, 1F1B over 2 microbatches (on one GPU the stages'
 # messages and the tied embedding's all-reduce go through MPI).

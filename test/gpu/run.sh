@@ -18,6 +18,10 @@
 #     PyTorch and bit for bit the unfused fp32 program's losses;
 #   - GPT-2 in training mode with replace("flash_attention") and its
 #     dropout: within 1e-5 of the unreplaced program (the same masks);
+#   - GPT-2 in bf16 with replace("flash_attention"), its attention run by
+#     cuDNN's fused attention (a refusal, said on stderr, fails the check):
+#     within the bf16 bounds (losses 1e-3, gradients 5e-2) of PyTorch's fp32
+#     reference and of the unreplaced bf16 program;
 #   - a checkpoint saved on the GPU resumes bit for bit and merges into a
 #     state_dict that PyTorch loads.
 # Needs mpirun, python3 with torch and safetensors, and NCCL (found in
@@ -98,6 +102,25 @@ bf16_is_not_fp32() {
 }
 check gpt2-bf16 trains gpt2 bf16 1 1e-3 5e-2
 check gpt2-bf16-differs bf16_is_not_fp32
+# bf16 flash attention runs as cuDNN's fused attention (which rounds the
+# probabilities to bf16 before their product with the values, as the
+# unreplaced bf16 matmuls do): the bf16 bounds of PyTorch's fp32 reference
+# and of the unreplaced bf16 program (run by the check above).
+flash_bf16_is_cudnn() {
+  local dir=$cases/gpt2 log=$out/gpt2-flash-bf16.stderr status
+  train gpt2 flash-bf16 1 flash-bf16.json --steps 5 \
+    --save-grads "$dir/flash-bf16-grads.safetensors" 2> "$log"
+  status=$?
+  cat "$log"
+  [ $status = 0 ] && ! grep "cuDNN's fused attention does not run" "$log" &&
+    compare --reference "$dir/ref.json" --run "$dir/flash-bf16.json" --rtol 1e-3 \
+      --grads "$dir/ref-grads.safetensors" "$dir/flash-bf16-grads.safetensors" \
+      --grad-rtol 5e-2 &&
+    compare --reference "$dir/bf16.json" --run "$dir/flash-bf16.json" --rtol 1e-3 \
+      --grads "$dir/bf16-grads.safetensors" "$dir/flash-bf16-grads.safetensors" \
+      --grad-rtol 5e-2
+}
+check gpt2-flash-bf16-cudnn flash_bf16_is_cudnn
 # The WideResNet: fp32 within 1e-4; bf16 within wideresnet.test's bounds
 # (losses 2e-3; step-1 gradients 0.5, this network's sensitivity).
 check wideresnet-fp32 trains wideresnet fp32 1 1e-4 1e-4
