@@ -84,6 +84,19 @@ void slice(Context &ctx, const Tensor &input, const Tensor &out, int64_t dim,
     using W = typename decltype(tag)::type;
     const W *in = input.as<W>();
     W *result = out.as<W>();
+    if (step == 1) {
+      // The lines along dim are adjacent: one block of outLength * inner
+      // elements per outer index (a slice of the last dim would otherwise
+      // copy one element per line).
+      int64_t block = outLength * inner;
+      parallelFor(ctx, outer, grainFor(block), [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          const W *x = in + (o * inLength + start) * inner;
+          std::copy(x, x + block, result + o * block);
+        }
+      });
+      return;
+    }
     // One task per output line along dim: `inner` contiguous elements.
     parallelFor(ctx, outer * outLength, grainFor(inner),
                 [&](int64_t begin, int64_t end) {

@@ -200,6 +200,27 @@ TEST_CASE("slice with a start and a step") {
   CHECK(rows == std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11});
 }
 
+TEST_CASE("slice of the last or a middle dim copies the right blocks") {
+  // Large enough that two threads share the outer index: q, k and v split
+  // from a [B, T, 3 H] projection, and a middle dim with inner elements.
+  for (int threads : {1, 2}) {
+    Context ctx(threads);
+    int64_t outer = 3000, whole = 3 * 64, part = 64;
+    std::vector<float> in = iota(outer * whole), out(outer * part);
+    slice(ctx, Tensor(in.data(), DType::F32, {outer, whole}),
+          Tensor(out.data(), DType::F32, {outer, part}), -1, part, 1);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < part; ++i)
+        REQUIRE(out[o * part + i] == in[o * whole + part + i]);
+    std::vector<float> middle(outer * 2 * 3);
+    slice(ctx, Tensor(in.data(), DType::F32, {outer, 64, 3}),
+          Tensor(middle.data(), DType::F32, {outer, 2, 3}), 1, 5, 1);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < 6; ++i)
+        REQUIRE(middle[o * 6 + i] == in[o * whole + 5 * 3 + i]);
+  }
+}
+
 TEST_CASE("concat joins along a dim") {
   Context ctx(1);
   std::vector<float> a = {1, 2}, b = {10, 11, 12, 20, 21, 22}, out(8);
