@@ -206,20 +206,28 @@ StringRef getScalarType(Type type) {
 /// conversions of the target's cast kernel (BFloat16's round-to-nearest-even
 /// on the CPU, cuda_bf16.h's on the GPU); f32 and f64 are the values, and
 /// so are the bools of a where's condition, which the loop keeps as bools.
+/// The CPU reads a bool tensor's bytes as uint8_t: GCC does not vectorize a
+/// loop that loads `bool`s (a where's mask made its loop scalar).
 struct FusedElementAccess {
   std::string type;
   std::string valueType;
-  bool isBF16;
+  bool isBF16, isBool;
   bool cuda;
 
   FusedElementAccess(Type tensor, bool cuda) : cuda(cuda) {
     Type element = tensor.cast<RankedTensorType>().getElementType();
     isBF16 = element.isBF16();
-    valueType = element.isInteger(1) ? "bool" : getScalarType(tensor).str();
-    type = isBF16 ? (cuda ? "__nv_bfloat16" : "BFloat16") : valueType;
+    isBool = element.isInteger(1);
+    valueType = isBool ? "bool" : getScalarType(tensor).str();
+    if (isBF16)
+      type = cuda ? "__nv_bfloat16" : "BFloat16";
+    else
+      type = isBool && !cuda ? "uint8_t" : valueType;
   }
 
   std::string widen(StringRef stored) const {
+    if (isBool && !cuda)
+      return "(" + stored.str() + " != 0)";
     if (!isBF16)
       return stored.str();
     return cuda ? "__bfloat162float(" + stored.str() + ")"
@@ -1369,7 +1377,8 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   // exponentials and their sum in f64 in order), so the group computes the
   // unfused ops' bits on the CPU for any thread count. There the values a
   // reduction reads go to a scratch row in a loop that vectorizes (`omp
-  // simd`), summed in order in a second one, and a softmax's exponentials
+  // simd`), folded by cpu::sumRow or cpu::maxRow in the order the kernels
+  // fold a row (cpu/ElementMath.h), and a softmax's exponentials
   // stay in its scratch row for the passes after it. On the GPU a block
   // takes a row: each thread folds every blockDim.x-th element, then the
   // block combines them (FusedLoop.cuh), a softmax's exponential computed
@@ -1379,7 +1388,6 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
                  "; j += blockDim.x) {\n"
            : "#pragma omp simd\n    for (int64_t j = 0; j < " + rowLength +
                  "; ++j) {\n";
-  std::string inOrder = "    for (int64_t j = 0; j < " + rowLength + "; ++j)\n";
   std::string pointers, constants, scratch, rowStarts, code;
   DenseMap<Value, std::string> names;
   DenseMap<Value, std::string> elementLoads;
@@ -1503,10 +1511,8 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
                  .str();
     return loopStart + getElementStatements(input) +
            llvm::formatv("      {0}[j] = {1};\n    }\n"
-                         "    {2} {3} = {4};\n{5}"
-                         "      {3} = cpu::maxPropagatingNaN({0}[j], {3});\n",
-                         scratch, names[input], scalar, max, negativeInfinity,
-                         inOrder)
+                         "    const {2} {3} = cpu::maxRow({0}, {4});\n",
+                         scratch, names[input], scalar, max, rowLength)
                .str();
   };
   for (Operation &op : body.without_terminator()) {
@@ -1539,12 +1545,12 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
                               k, names[input])
                     .str();
       else
-        code += loopStart + getElementStatements(input) +
-                llvm::formatv("      {0}[j] = {1};\n    }\n"
-                              "    double acc{2} = 0;\n{3}"
-                              "      acc{2} += {0}[j];\n",
-                              s, names[input], k, inOrder)
-                    .str();
+        code +=
+            loopStart + getElementStatements(input) +
+            llvm::formatv("      {0}[j] = {1};\n    }\n"
+                          "    const double acc{2} = cpu::sumRow({0}, {3});\n",
+                          s, names[input], k, rowLength)
+                .str();
       code += llvm::formatv(
           "    const {0} v{1} = {0}(acc{1}{2});\n", scalar, k,
           kind == RowKind::Mean ? " / double(" + rowLength + ")" : "");
@@ -1569,13 +1575,13 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
                                  "  {0} *__restrict {3} = exps{1}.data();\n",
                                  scalar, k, rowLength, exps);
       }
-      code += loopStart +
-              llvm::formatv("      {0}[j] = cpu::applyUnary<UnaryKind::Exp>"
-                            "({1}[j] - max{2});\n    }\n"
-                            "    double sum{2} = 0;\n{3}"
-                            "      sum{2} += {0}[j];\n",
-                            exps, s, k, inOrder)
-                  .str();
+      code +=
+          loopStart +
+          llvm::formatv("      {0}[j] = cpu::applyUnary<UnaryKind::Exp>"
+                        "({1}[j] - max{2});\n    }\n"
+                        "    const double sum{2} = cpu::sumRow({0}, {3});\n",
+                        exps, s, k, rowLength)
+              .str();
     }
     if (kind == RowKind::LogSoftmax)
       code += llvm::formatv("    const {0} logSum{1} = {0}({2}(sum{1}));\n",

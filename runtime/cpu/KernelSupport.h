@@ -326,27 +326,22 @@ private:
 // set of the kernel build that calls them (KernelVariant.h).
 //===----------------------------------------------------------------------===//
 
-/// The largest of x[0, n), NaN if any is.
+/// The largest of x[0, n), NaN if any is, in the row order
+/// (cpu/ElementMath.h) that the fused loops' maxima take.
 template <typename T>
 SLAPO_VECTOR_INLINE Compute<T> rowMax(const T *x, int64_t n) {
-  Compute<T> max = -std::numeric_limits<Compute<T>>::infinity();
-  for (int64_t i = 0; i < n; ++i)
-    max = maxPropagatingNaN(load(x[i]), max);
-  return max;
+  return maxRow<Compute<T>>(x, n, [](T value) { return load(value); });
 }
 
 /// e^(x[i] - max) into exps[0, n) (which may be x itself), and their sum in
-/// f64. The exponentials come first, in a loop of their own, which
-/// vectorizes.
+/// f64 in the row order. The exponentials come first, in a loop of their
+/// own, which vectorizes.
 template <typename T>
 SLAPO_VECTOR_INLINE double exponentiate(const T *x, int64_t n, Compute<T> max,
                                         Compute<T> *exps) {
   for (int64_t i = 0; i < n; ++i)
     exps[i] = vexp(load(x[i]) - max);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i)
-    sum += exps[i];
-  return sum;
+  return sumRow(exps, n);
 }
 
 } // namespace slapo::rt::cpu::detail

@@ -41,6 +41,12 @@ template <ReduceKind Kind, typename T> struct Reducer {
     else
       return acc + value;
   }
+  /// The fold of a contiguous run, in the row order of cpu/ElementMath.h
+  /// (that of the fused loops' row reductions).
+  static Acc foldRun(const T *run, int64_t length) {
+    return foldRow(
+        run, length, init(), [](T value) { return Acc(load(value)); }, combine);
+  }
   static T finish(Acc acc, int64_t count) {
     if constexpr (Kind == ReduceKind::Mean)
       return store<T>(acc / static_cast<Acc>(count));
@@ -131,11 +137,9 @@ void reduceGroups(Context &ctx, const T *in, T *out, const Groups &groups,
     std::vector<Acc> partial(chunks);
     parallelFor(ctx, chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t chunk = begin; chunk < end; ++chunk) {
-        Acc acc = R::init();
-        for (int64_t i = chunk * kGrain, stop = std::min(length, i + kGrain);
-             i < stop; ++i)
-          acc = R::combine(acc, load(in[i]));
-        partial[chunk] = acc;
+        int64_t first = chunk * kGrain;
+        partial[chunk] =
+            R::foldRun(in + first, std::min(length - first, kGrain));
       }
     });
     Acc acc = R::init();
@@ -153,9 +157,7 @@ void reduceGroups(Context &ctx, const T *in, T *out, const Groups &groups,
                     const T *base = in + kept.offsetOf(o);
                     Acc acc = R::init();
                     reduced.forEach([&](int64_t offset) {
-                      const T *run = base + offset;
-                      for (int64_t i = 0; i < length; ++i)
-                        acc = R::combine(acc, load(run[i]));
+                      acc = R::combine(acc, R::foldRun(base + offset, length));
                     });
                     out[o] = R::finish(acc, count);
                   }

@@ -46,13 +46,14 @@ module {
 
 // The forward's attention group: one row at a time, the row's pass for the
 // softmax's maximum (its inputs to a scratch row), the exponentials and
-// their sum in f64 in order, then the pass that writes the probabilities.
+// their sum in f64 in the kernels' row order (cpu::sumRow), then the pass
+// that writes the probabilities.
 // CHECK: // The loops of the fusion groups (slapo.fused).
 // CHECK: /// div, where, softmax row by row (rows of 5 elements), in registers.
 // CHECK-NEXT: SLAPO_VECTOR_INLINE void [[FWD:FusedLoop[0-9]+]]Body(void *const *data, int64_t begin, int64_t end) {
 // CHECK-NEXT:   const float *__restrict in0 = static_cast<const float *>(data[0]);
 // CHECK-NEXT:   const float *__restrict in1 = static_cast<const float *>(data[1]);
-// CHECK-NEXT:   const bool *__restrict in2 = static_cast<const bool *>(data[2]);
+// CHECK-NEXT:   const uint8_t *__restrict in2 = static_cast<const uint8_t *>(data[2]);
 // CHECK-NEXT:   const float *__restrict in3 = static_cast<const float *>(data[3]);
 // CHECK-NEXT:   float *__restrict out0 = static_cast<float *>(data[4]);
 // CHECK-NEXT:   const float a1 = in1[0];
@@ -61,25 +62,21 @@ module {
 // CHECK-NEXT:   float *__restrict s2 = scratch2.data();
 // CHECK-NEXT:   for (int64_t row = begin; row < end; ++row) {
 // CHECK-NEXT:     const float *__restrict row0 = in0 + row * 5;
-// CHECK-NEXT:     const bool *__restrict row2 = in2 + row * 5 % 25;
+// CHECK-NEXT:     const uint8_t *__restrict row2 = in2 + row * 5 % 25;
 // CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT:     for (int64_t j = 0; j < 5; ++j) {
 // CHECK-NEXT:       const float a0 = row0[j];
-// CHECK-NEXT:       const bool a2 = row2[j];
+// CHECK-NEXT:       const bool a2 = (row2[j] != 0);
 // CHECK-NEXT:       const float v0 = cpu::applyBinary<BinaryKind::Div>(a0, a1);
 // CHECK-NEXT:       const float v1 = a2 ? v0 : a3;
 // CHECK-NEXT:       s2[j] = v1;
 // CHECK-NEXT:     }
-// CHECK-NEXT:     float max2 = -INFINITY;
-// CHECK-NEXT:     for (int64_t j = 0; j < 5; ++j)
-// CHECK-NEXT:       max2 = cpu::maxPropagatingNaN(s2[j], max2);
+// CHECK-NEXT:     const float max2 = cpu::maxRow(s2, 5);
 // CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT:     for (int64_t j = 0; j < 5; ++j) {
 // CHECK-NEXT:       s2[j] = cpu::applyUnary<UnaryKind::Exp>(s2[j] - max2);
 // CHECK-NEXT:     }
-// CHECK-NEXT:     double sum2 = 0;
-// CHECK-NEXT:     for (int64_t j = 0; j < 5; ++j)
-// CHECK-NEXT:       sum2 += s2[j];
+// CHECK-NEXT:     const double sum2 = cpu::sumRow(s2, 5);
 // CHECK-NEXT:     const float scale2 = float(1.0 / sum2);
 // CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT:     for (int64_t j = 0; j < 5; ++j) {
@@ -93,7 +90,7 @@ module {
 // The layer norm: the means' stages, the row ops once per row, and the
 // normalized rows.
 // CHECK: /// mean, sub, mul, mean, add, rsqrt, mul row by row (rows of 5 elements), in registers.
-// CHECK:       acc0 += s0[j];
+// CHECK:     const double acc0 = cpu::sumRow(s0, 5);
 // CHECK-NEXT:     const float v0 = float(acc0 / double(5));
 // CHECK:     const float v4 = cpu::applyBinary<BinaryKind::Add>(v3, a1);
 // CHECK-NEXT:     const float v5 = cpu::applyUnary<UnaryKind::Rsqrt>(v4);
@@ -101,16 +98,14 @@ module {
 // The head: the max's stage, then the log-softmax's (its inputs and its
 // exponentials in two scratch rows).
 // CHECK: /// max, sub, log_softmax row by row (rows of 5 elements), in registers.
-// CHECK:       acc0 = cpu::maxPropagatingNaN(s0[j], acc0);
+// CHECK:     const float acc0 = cpu::maxRow(s0, 5);
 // CHECK:       e2[j] = cpu::applyUnary<UnaryKind::Exp>(s2[j] - max2);
 // CHECK:     const float logSum2 = float(std::log(sum2));
 // CHECK:       const float v2 = s2[j] - max2 - logSum2;
 
 // The softmax's backward: the row sum of grad * y in the middle.
 // CHECK: /// mul, sum, sub, mul, where, div row by row (rows of 5 elements), in registers.
-// CHECK:     double acc1 = 0;
-// CHECK-NEXT:     for (int64_t j = 0; j < 5; ++j)
-// CHECK-NEXT:       acc1 += s1[j];
+// CHECK:     const double acc1 = cpu::sumRow(s1, 5);
 // CHECK-NEXT:     const float v1 = float(acc1);
 
 // CHECK: void forward(

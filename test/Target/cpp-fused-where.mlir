@@ -8,8 +8,9 @@
 // GPT-2's attention scores: divided by a scalar, then the causal buffer's
 // where; in the backward the where's gradient and the division's join the
 // softmax gradient's elementwise ops. The bool condition is an operand the
-// loop reads as bools, the [1,1,4,4] mask in runs of its 16 elements; the
-// select is a ternary the simd loop vectorizes as a blend. The softmax is
+// loop reads as bytes (GCC vectorizes no loop that loads `bool`s), the
+// [1,1,4,4] mask in runs of its 16 elements; the select is a ternary the
+// simd loop vectorizes as a blend. CUDA reads bools. The softmax is
 // along dim 2, not the last, so that it stays out of the loop (along the
 // last dim the three are one row group: cpp-fused-rows.mlir).
 module {
@@ -35,7 +36,7 @@ module {
 // CHECK-NEXT: SLAPO_VECTOR_INLINE void [[FWD:FusedLoop[0-9]+]]Body(void *const *data, int64_t begin, int64_t end) {
 // CHECK-NEXT:   const float *__restrict in0 = static_cast<const float *>(data[0]);
 // CHECK-NEXT:   const float *__restrict in1 = static_cast<const float *>(data[1]);
-// CHECK-NEXT:   const bool *__restrict in2 = static_cast<const bool *>(data[2]);
+// CHECK-NEXT:   const uint8_t *__restrict in2 = static_cast<const uint8_t *>(data[2]);
 // CHECK-NEXT:   const float *__restrict in3 = static_cast<const float *>(data[3]);
 // CHECK-NEXT:   float *__restrict out0 = static_cast<float *>(data[4]);
 // CHECK-NEXT:   const float a1 = in1[0];
@@ -46,7 +47,7 @@ module {
 // CHECK-NEXT: #pragma omp simd
 // CHECK-NEXT:     for (int64_t i = start; i < stop; ++i) {
 // CHECK-NEXT:       const float a0 = in0[i];
-// CHECK-NEXT:       const bool a2 = in2[at2 + i];
+// CHECK-NEXT:       const bool a2 = (in2[at2 + i] != 0);
 // CHECK-NEXT:       const float v0 = cpu::applyBinary<BinaryKind::Div>(a0, a1);
 // CHECK-NEXT:       const float v1 = a2 ? v0 : a3;
 // CHECK-NEXT:       out0[i] = v1;

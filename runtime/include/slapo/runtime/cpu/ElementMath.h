@@ -14,6 +14,8 @@
 #include "slapo/runtime/cpu/VectorMath.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 namespace slapo::rt::cpu {
 
@@ -56,6 +58,63 @@ SLAPO_VECTOR_INLINE auto applyBinary(C a, C b) {
   return element::applyBinary<CpuMath, Kind>(a, b);
 }
 using element::applyCompare;
+
+//===----------------------------------------------------------------------===//
+// Row reductions: the one order in which every CPU kernel and generated
+// fused loop folds a contiguous row, so that fusing a reduction keeps its
+// bits. kRowLanes running values, lane k folding elements k, k + kRowLanes,
+// ..., are combined pairwise (lane k with lane k + kRowLanes / 2, halving
+// until one is left), and the tail is then folded in order. The lanes are
+// independent, so the loop vectorizes (an in-order f64 sum waits on each
+// add), and the order depends on neither the ISA nor the thread count.
+//===----------------------------------------------------------------------===//
+
+constexpr int kRowLanes = 8;
+
+/// Folds x[0, n) with `fold(acc, value)` from `init`, `value` being
+/// load(x[i]), in the row order above.
+template <typename Acc, typename T, typename Load, typename Fold>
+SLAPO_VECTOR_INLINE Acc foldRow(const T *x, int64_t n, Acc init, Load load,
+                                Fold fold) {
+  Acc lanes[kRowLanes];
+  for (int k = 0; k < kRowLanes; ++k)
+    lanes[k] = init;
+  int64_t i = 0;
+  for (; i + kRowLanes <= n; i += kRowLanes)
+    for (int k = 0; k < kRowLanes; ++k)
+      lanes[k] = fold(lanes[k], load(x[i + k]));
+  for (int half = kRowLanes / 2; half > 0; half /= 2)
+    for (int k = 0; k < half; ++k)
+      lanes[k] = fold(lanes[k], lanes[k + half]);
+  Acc acc = lanes[0];
+  for (; i < n; ++i)
+    acc = fold(acc, load(x[i]));
+  return acc;
+}
+
+/// The f64 sum of load(x[i]) over [0, n) in the row order.
+template <typename T, typename Load>
+SLAPO_VECTOR_INLINE double sumRow(const T *x, int64_t n, Load load) {
+  return foldRow(
+      x, n, 0.0, [&](T value) { return double(load(value)); },
+      [](double acc, double value) { return acc + value; });
+}
+template <typename C> SLAPO_VECTOR_INLINE double sumRow(const C *x, int64_t n) {
+  return sumRow(x, n, [](C value) { return value; });
+}
+
+/// The largest load(x[i]) (of type C) over [0, n) in the row order, NaN if
+/// any is.
+template <typename C, typename T, typename Load>
+SLAPO_VECTOR_INLINE C maxRow(const T *x, int64_t n, Load load) {
+  return foldRow(
+      x, n, -std::numeric_limits<C>::infinity(),
+      [&](T value) { return C(load(value)); },
+      [](C acc, C value) { return maxPropagatingNaN(value, acc); });
+}
+template <typename C> SLAPO_VECTOR_INLINE C maxRow(const C *x, int64_t n) {
+  return maxRow<C>(x, n, [](C value) { return value; });
+}
 
 } // namespace slapo::rt::cpu
 
