@@ -21,9 +21,11 @@ namespace slapo::rt {
 /// The fewest logits a chunk holds (32 MiB of f32) unless the whole head has
 /// fewer: a chunk's three GEMMs (logits, hidden and weight gradients) have
 /// its rows as M or K, and measured on the bench's LM head (2048 rows of 512
-/// features, 8192 classes; 2 AVX2 cores, median of 6 calls) the kernel took
-/// 1.5x as long in 128-row chunks (Liger's size alone) as in one chunk,
-/// 1.13x in 512-row ones and 1.07x in 1024-row ones, this bound's.
+/// features, 8192 classes; 2 AVX2 cores under load, medians of 6 and 12
+/// calls) the kernel took 1.5x as long in 128-row chunks (Liger's size
+/// alone) as in one chunk, 1.13x in 512-row ones and 1.03-1.07x in 1024-row
+/// ones, this bound's (the fastest calls of 1024 rows and of one chunk
+/// equal).
 constexpr int64_t kMinChunkLogits = int64_t(1) << 23;
 
 /// The rows of one chunk of an LM head of `rows` hidden rows of `features`
