@@ -3,6 +3,9 @@
 # present it only checks and returns in seconds.
 set -euo pipefail
 
+# libopenblas-dev (its pthread build) makes LibTorch's fp32 matmul fast: libblas.so.3's
+# alternative prefers it (priority 100) over the OpenMP build (95), which only
+# test/bench/gemm_shapes.py's C++ side links, from its own directory.
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools
@@ -10,7 +13,7 @@ DEBIAN_PACKAGES=(
   libtorch-dev python3-torch python3-pip python3-numpy python3-yaml python3-requests python3-typing-extensions
   libcli11-dev nlohmann-json3-dev catch2
   libopenmpi-dev openmpi-bin
-  libdnnl-dev libopenblas-dev
+  libdnnl-dev libopenblas-dev libopenblas-openmp-dev
 )
 
 missing=()

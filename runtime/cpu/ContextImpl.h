@@ -22,11 +22,12 @@
 
 namespace slapo::rt::cpu {
 
-/// A matmul primitive and the memory descriptors its arguments are bound
-/// with.
+/// A matmul primitive, the memory descriptors its arguments are bound with
+/// and its attributes (a sum post-op where it adds to dst).
 struct CachedMatmul {
   dnnl::matmul primitive;
   dnnl::memory::desc src, weights, bias, dst;
+  dnnl::primitive_attr attributes;
 };
 
 /// Another oneDNN primitive (a convolution or one of its gradients) and the

@@ -49,6 +49,12 @@ inline dnnl::memory::desc makeContiguousDesc(const dnnl::memory::dims &dims,
   return dnnl::memory::desc(dims, type, getContiguousStrides(dims));
 }
 
+/// out += matmul(lhs, rhs) (cpu::matmul's operands and permutations): the
+/// product is added to an f32 `out` inside the GEMM (oneDNN's sum
+/// post-op), with no pass of its own; throws for another out dtype.
+void addMatmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &out, const MatmulPermutations &permutations);
+
 /// Whether a contraction of `operand`'s dtype runs as an f32 one.
 inline bool runsInF32(Context &ctx, const Tensor &operand) {
   return operand.dtype == DType::BF16 &&

@@ -4,7 +4,8 @@
 // chunk of rows, the chunk's logits by oneDNN's linear, each row's
 // log-sum-exp, loss and logit gradients in place, then the chunk's rows of
 // the hidden gradient and its share of the weight and bias gradients by
-// oneDNN's matmul. Only a chunk of logits exists at a time, in the
+// oneDNN's matmul, a later chunk's weight gradient added inside the GEMM
+// (addMatmul). Only a chunk of logits exists at a time, in the
 // caller's workspace (the memory plan's; LinearCrossEntropyWorkspace.h):
 // the kernels allocate nothing. The
 // vocabulary-parallel form's linearLogSumExp and its gradient walk the same
@@ -13,6 +14,7 @@
 // oneDNN ones, which pick their own.
 //
 //===----------------------------------------------------------------------===//
+#include "Contraction.h"
 #include "KernelSupport.h"
 #include "KernelVariant.h"
 
@@ -45,8 +47,6 @@ void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
           classes = weight.shape[0];
   int64_t chunkRows = layout.chunkRows;
   float *logits = getWorkspacePart<float>(workspace, layout.logits);
-  // A later chunk's weight gradient, added to the first chunk's.
-  float *weightPart = getWorkspacePart<float>(workspace, layout.weightPart);
   bool withBiasGrad = gradBias && *gradBias;
   double *biasSums = getWorkspacePart<double>(workspace, layout.classSums);
   if (withBiasGrad)
@@ -65,22 +65,13 @@ void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
     cpu::matmul(ctx, chunkLogits, weight,
                 Tensor(gradHidden->as<float>() + first * features, DType::F32,
                        {count, features}));
-    // gradWeight += chunk's gradient^T x chunk's hidden rows.
-    Tensor part = first == 0
-                      ? *gradWeight
-                      : Tensor(weightPart, DType::F32, {classes, features});
+    // gradWeight (+)= chunk's gradient^T x chunk's hidden rows.
     MatmulPermutations permutations;
     permutations.lhs = transpose;
-    cpu::matmul(ctx, chunkLogits, chunkHidden, part, permutations);
-    if (first != 0) {
-      float *sum = gradWeight->as<float>();
-      const float *add = weightPart;
-      parallelFor(ctx, classes * features, kGrain,
-                  [&](int64_t begin, int64_t end) {
-                    for (int64_t i = begin; i < end; ++i)
-                      sum[i] += add[i];
-                  });
-    }
+    if (first == 0)
+      cpu::matmul(ctx, chunkLogits, chunkHidden, *gradWeight, permutations);
+    else
+      addMatmul(ctx, chunkLogits, chunkHidden, *gradWeight, permutations);
     for (int64_t row = 0; row < count && withBiasGrad; ++row)
       for (int64_t c = 0; c < classes; ++c)
         biasSums[c] += logits[row * classes + c];

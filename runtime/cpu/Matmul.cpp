@@ -81,7 +81,7 @@ const CachedMatmul &getMatmul(Context &ctx, const std::vector<int64_t> &key,
     create(cached);
     dnnl::matmul::primitive_desc descriptor(
         dnnl::matmul::desc(cached.src, cached.weights, cached.bias, cached.dst),
-        impl.engine);
+        cached.attributes, impl.engine);
     cached.primitive = dnnl::matmul(descriptor);
   } catch (const dnnl::error &error) {
     throw Error(std::string("the CPU kernel '") + kernel +
@@ -153,12 +153,17 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
   execute(ctx, cached, input.data, weight.data, bias.data, out.data);
 }
 
-void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
-            const Tensor &out, const MatmulPermutations &permutations) {
+namespace {
+
+/// out = lhs x rhs, or out += lhs x rhs where `accumulate` (an f32 out).
+void contract(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+              const Tensor &out, const MatmulPermutations &permutations,
+              bool accumulate) {
   if (runsInF32(ctx, lhs))
     return contractInF32(ctx, std::array{lhs, rhs}, out,
                          [&](const auto &f32, const Tensor &result) {
-                           matmul(ctx, f32[0], f32[1], result, permutations);
+                           contract(ctx, f32[0], f32[1], result, permutations,
+                                    accumulate);
                          });
   DataType type = getContractionType("matmul", lhs.dtype);
   DataType outType = getContractionType("matmul", out.dtype);
@@ -169,11 +174,12 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
   if (out.getNumElements() == 0)
     return;
   if (src.dims[rank - 1] == 0) { // an empty sum
-    std::memset(out.data, 0, out.getBytes());
+    if (!accumulate)
+      std::memset(out.data, 0, out.getBytes());
     return;
   }
   std::vector<int64_t> key = {int64_t(Contraction::Matmul), int64_t(lhs.dtype),
-                              int64_t(out.dtype), rank};
+                              int64_t(out.dtype), accumulate, rank};
   for (const StridedDims *tensor : {&src, &weights, &dst}) {
     key.insert(key.end(), tensor->dims.begin(), tensor->dims.end());
     key.insert(key.end(), tensor->strides.begin(), tensor->strides.end());
@@ -183,8 +189,28 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
         descs.src = dnnl::memory::desc(src.dims, type, src.strides);
         descs.weights = dnnl::memory::desc(weights.dims, type, weights.strides);
         descs.dst = dnnl::memory::desc(dst.dims, outType, dst.strides);
+        if (accumulate) {
+          dnnl::post_ops sum;
+          sum.append_sum(1.0f);
+          descs.attributes.set_post_ops(sum);
+        }
       });
   execute(ctx, cached, lhs.data, rhs.data, nullptr, out.data);
+}
+
+} // namespace
+
+void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+            const Tensor &out, const MatmulPermutations &permutations) {
+  contract(ctx, lhs, rhs, out, permutations, false);
+}
+
+void detail::addMatmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+                       const Tensor &out,
+                       const MatmulPermutations &permutations) {
+  if (out.dtype != DType::F32)
+    throwUnsupported("addMatmul", out.dtype);
+  contract(ctx, lhs, rhs, out, permutations, true);
 }
 
 } // namespace slapo::rt::cpu

@@ -16,6 +16,8 @@
 #define SLAPO_RUNTIME_CUDA_CONTEXTIMPL_H
 
 #include "slapo/runtime/Error.h"
+#include "slapo/runtime/KernelTypes.h"
+#include "slapo/runtime/Tensor.h"
 #include "slapo/runtime/cuda/Context.h"
 
 #include <cublasLt.h>
@@ -225,6 +227,12 @@ inline void *Context::Impl::getScratch(Scratch slot, size_t bytes,
   buffer.bytes = rounded;
   return buffer.data;
 }
+
+/// out += matmul(lhs, rhs) (matmul's operands and permutations) for an f32
+/// `out` whose strides fit a cuBLASLt layout: beta = 1, the sum inside the
+/// GEMM (Matmul.cpp; linearCrossEntropy's weight gradient over its chunks).
+void addMatmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &out, const MatmulPermutations &permutations);
 
 } // namespace slapo::rt::cuda
 

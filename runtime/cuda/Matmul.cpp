@@ -364,8 +364,10 @@ struct Product {
 };
 
 /// Runs `product`; `bias` (linear only: out a contiguous [rows, N], no
-/// batch; out's dtype; may be null) is added to every row of out.
-void runProduct(Context &ctx, Product product, const Tensor &bias) {
+/// batch; out's dtype; may be null) is added to every row of out. With
+/// `accumulate` (no bias) the product is added to out (beta = 1).
+void runProduct(Context &ctx, Product product, const Tensor &bias,
+                bool accumulate = false) {
   // A right operand shared by a batch of row-major lhs and out rows folds
   // into M: one GEMM over the batch's rows.
   while (!product.batch.empty()) {
@@ -453,7 +455,7 @@ void runProduct(Context &ctx, Product product, const Tensor &bias) {
                     &epilogue.data, sizeof epilogue.data),
                 "cublasLtMatmulDescSetAttribute(bias)");
 
-  float alpha = 1, beta = 0;
+  float alpha = 1, beta = accumulate ? 1 : 0;
   if (bias && !epilogue.data) {
     // out = product + 1 * out, out starting as the bias in every row.
     broadcast(ctx, bias,
@@ -531,8 +533,12 @@ void linear(Context &ctx, const Tensor &input, const Tensor &weight,
   runProduct(ctx, product, outBias);
 }
 
-void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
-            const Tensor &out, const MatmulPermutations &permutations) {
+namespace {
+
+/// out = lhs x rhs, or out += lhs x rhs where `accumulate`.
+void contract(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+              const Tensor &out, const MatmulPermutations &permutations,
+              bool accumulate) {
   checkTypes("matmul", lhs.dtype, rhs.dtype, out.dtype);
   int rank = out.getRank();
   StridedDims lhsDims = permuteDims(lhs.shape, permutations.lhs);
@@ -541,7 +547,8 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
   if (out.getNumElements() == 0)
     return;
   if (lhsDims.dims[lhsDims.rank - 1] == 0) { // an empty sum
-    fill(ctx, out, 0);
+    if (!accumulate)
+      fill(ctx, out, 0);
     return;
   }
   cudaStream_t stream = ctx.getStream();
@@ -566,6 +573,8 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
   bool outFits =
       getColumnMajor(outMatrix.transposed()) || getColumnMajor(outMatrix);
   Tensor product = out;
+  if (!outFits && accumulate)
+    throw Error("addMatmul: the result's strides fit no cuBLASLt layout");
   if (!outFits) {
     product =
         Tensor(impl.getScratch(Scratch::MatmulResult, out.getBytes(), stream),
@@ -579,9 +588,24 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
                      getMatrix(lhsPadded), getMatrix(rhsPadded),
                      getMatrix(outDims),
                      getBatchDims(lhsPadded, rhsPadded, outDims)},
-             Tensor());
+             Tensor(), accumulate);
   if (!outFits)
     permute(ctx, product, out, permutations.result);
+}
+
+} // namespace
+
+void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+            const Tensor &out, const MatmulPermutations &permutations) {
+  contract(ctx, lhs, rhs, out, permutations, false);
+}
+
+void addMatmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &out, const MatmulPermutations &permutations) {
+  if (out.dtype != DType::F32)
+    throw Error(std::string("addMatmul: the sum is f32, not ") +
+                getName(out.dtype));
+  contract(ctx, lhs, rhs, out, permutations, true);
 }
 
 } // namespace slapo::rt::cuda

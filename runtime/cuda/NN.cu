@@ -684,13 +684,6 @@ __global__ void linearCrossEntropyRowsKernel(int64_t rows, int64_t classes,
   }
 }
 
-/// sum[i] += part[i].
-__global__ void accumulateKernel(int64_t count, const float *part,
-                                 float *sum) {
-  for (int64_t i = getGlobalThread(); i < count; i += getGlobalThreads())
-    sum[i] += part[i];
-}
-
 /// gradBias[c] (+)= the column sums of a chunk's logit gradients
 /// [rows, classes], in row order: a thread per class.
 __global__ void biasGradKernel(int64_t rows, int64_t classes, bool first,
@@ -742,7 +735,6 @@ void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
   cudaStream_t stream = ctx.getStream();
   int64_t chunkRows = layout.chunkRows;
   float *logits = getWorkspacePart<float>(workspace, layout.logits);
-  float *weightPart = getWorkspacePart<float>(workspace, layout.weightPart);
   const int64_t transpose[] = {1, 0};
   for (int64_t first = 0; first < rows; first += chunkRows) {
     int64_t count = std::min(chunkRows, rows - first);
@@ -756,18 +748,14 @@ void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
     matmul(ctx, chunkLogits, weight,
            Tensor(gradHidden->as<float>() + first * features, DType::F32,
                   {count, features}));
-    Tensor part = first == 0
-                      ? *gradWeight
-                      : Tensor(weightPart, DType::F32, {classes, features});
+    // gradWeight (+)= chunk's gradient^T x chunk's hidden rows, the sum in
+    // the GEMM.
     MatmulPermutations permutations;
     permutations.lhs = transpose;
-    matmul(ctx, chunkLogits, chunkHidden, part, permutations);
-    if (first != 0) {
-      accumulateKernel<<<getGridSize(ctx, classes * features, 256), 256, 0,
-                         stream>>>(classes * features, weightPart,
-                                   gradWeight->as<float>());
-      checkLaunch("linearCrossEntropy");
-    }
+    if (first == 0)
+      matmul(ctx, chunkLogits, chunkHidden, *gradWeight, permutations);
+    else
+      addMatmul(ctx, chunkLogits, chunkHidden, *gradWeight, permutations);
     if (gradBias && *gradBias) {
       biasGradKernel<<<getGridSize(ctx, classes, 256), 256, 0, stream>>>(
           count, classes, first == 0, logits, gradBias->as<float>());

@@ -19,11 +19,11 @@ module {
 }
 
 // Its workspace, the plan's (LinearCrossEntropyWorkspace.h's layout): 6 rows
-// of 8 features against 16 classes go in chunks of ceil(6 / ceil(16 / 8)) =
-// 3 rows; 3 * 16 f32 logits (192 bytes), a later chunk's f32 weight
-// gradient (16 * 8 * 4 = 512), the bias gradient's 16 f64 sums (128) and
-// 8 bytes for each of the 6 rows and one more (56, 64 aligned): 896 bytes.
+// of 8 features against 16 classes, 96 logits, fewer than a chunk's least
+// (2^23), go in one chunk of 6 rows; 6 * 16 f32 logits (384 bytes), the
+// bias gradient's 16 f64 sums (128) and 8 bytes for each of the 6 rows and
+// one more (56, 64 aligned): 576 bytes.
 // CHECK: // "lm_head": linear_cross_entropy
-// CHECK: const Tensor [[WS:t[0-9]+_linear_cross_entropy_workspace]] = view(arena, {{[0-9]+}}, DType::I8, {896});
+// CHECK: const Tensor [[WS:t[0-9]+_linear_cross_entropy_workspace]] = view(arena, {{[0-9]+}}, DType::I8, {576});
 // CHECK: linearCrossEntropy(ctx, arg0, [[W:t[0-9]+_get_param]], arg1, [[B:t[0-9]+_get_param]], t{{[0-9]+}}_linear_cross_entropy, t{{[0-9]+}}_linear_cross_entropy, t{{[0-9]+}}_linear_cross_entropy, t{{[0-9]+}}_linear_cross_entropy, [[WS]], -100, Reduction::Mean);
 // CHECK-NOT: crossEntropy

@@ -19,12 +19,11 @@ module {
 }
 
 // Each gets its workspace, the plan's: 6 rows of 8 features against 16
-// classes go in chunks of ceil(6 / ceil(16 / 8)) = 3 rows, 3 * 16 f32
-// logits (192 bytes), all the forward needs; the gradient's adds a later
-// chunk's f32 weight gradient (16 * 8 * 4 = 512) and the bias gradient's
-// 16 f64 sums (128): 832 bytes.
+// classes, 96 logits, fewer than a chunk's least (2^23), go in one chunk of
+// 6 rows, 6 * 16 f32 logits (384 bytes), all the forward needs; the
+// gradient's adds the bias gradient's 16 f64 sums (128): 512 bytes.
 // CHECK: // "lm_head": linear_log_sum_exp
-// CHECK: const Tensor [[FWS:t[0-9]+_linear_log_sum_exp_workspace]] = view(arena, {{[0-9]+}}, DType::I8, {192});
+// CHECK: const Tensor [[FWS:t[0-9]+_linear_log_sum_exp_workspace]] = view(arena, {{[0-9]+}}, DType::I8, {384});
 // CHECK: linearLogSumExp(ctx, arg0, [[W:t[0-9]+_get_param]], [[B:t[0-9]+_get_param]], [[LSE:t[0-9]+_linear_log_sum_exp]], [[FWS]]);
-// CHECK: const Tensor [[BWS:t[0-9]+_linear_log_sum_exp_grad_workspace]] = view(arena, {{[0-9]+}}, DType::I8, {832});
+// CHECK: const Tensor [[BWS:t[0-9]+_linear_log_sum_exp_grad_workspace]] = view(arena, {{[0-9]+}}, DType::I8, {512});
 // CHECK: linearLogSumExpGrad(ctx, arg0, [[W]], [[B]], [[LSE]], {{[a-z0-9_]+}}, t{{[0-9]+}}_linear_log_sum_exp_grad, t{{[0-9]+}}_linear_log_sum_exp_grad, t{{[0-9]+}}_linear_log_sum_exp_grad, [[BWS]]);

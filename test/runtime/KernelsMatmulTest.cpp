@@ -2,6 +2,7 @@
 // cache of the CPU context.
 #include "Bf16Paths.h"
 #include "ContextImpl.h"
+#include "Contraction.h"
 #include "TestValues.h"
 
 #include "slapo/runtime/Error.h"
@@ -308,6 +309,97 @@ TEST_CASE("matmul reads and writes through permutations without copies") {
     for (size_t i = 0; i < out.size(); ++i)
       REQUIRE(out[i] == Approx(expected[i]).margin(1e-5));
   }
+}
+
+TEST_CASE("addMatmul adds the product to out inside the GEMM") {
+  // out [N, F] += lhs^T rhs with lhs [K, N] read transposed, as the LM head
+  // kernel adds a chunk's weight gradient, and a batch of heads through
+  // permutations; against f64 loops over what out held before.
+  struct Case {
+    const char *name;
+    Shape lhs, rhs, out;
+    std::vector<int64_t> lhsOrder, rhsOrder;
+  };
+  const Case cases[] = {
+      {"transposed lhs", {37, 5}, {37, 6}, {5, 6}, {1, 0}, {}},
+      {"heads", {2, 5, 3, 4}, {2, 3, 4, 6}, {2, 3, 5, 6}, {0, 2, 1, 3}, {}},
+  };
+  for (const Case &c : cases)
+    for (int threads : {1, 2}) {
+      INFO(c.name << ", threads " << threads);
+      Context ctx(threads);
+      std::vector<float> lhs = pattern(c.lhs.getNumElements(), 16),
+                         rhs = pattern(c.rhs.getNumElements(), 17),
+                         out = pattern(c.out.getNumElements(), 18);
+      std::vector<double> expected(out.begin(), out.end());
+      // The logical operands' dims and strides, as slapo.permute reads.
+      auto strided = [](const Shape &shape, const std::vector<int64_t> &order,
+                        std::vector<int64_t> &dims,
+                        std::vector<int64_t> &strides) {
+        std::vector<int64_t> stored(shape.rank, 1);
+        for (int d = shape.rank - 1; d > 0; --d)
+          stored[d - 1] = stored[d] * shape.dims[d];
+        dims.assign(shape.dims, shape.dims + shape.rank);
+        strides = stored;
+        for (size_t d = 0; d < order.size(); ++d) {
+          dims[d] = shape.dims[order[d]];
+          strides[d] = stored[order[d]];
+        }
+      };
+      std::vector<int64_t> ld, ls, rd, rs;
+      strided(c.lhs, c.lhsOrder, ld, ls);
+      strided(c.rhs, c.rhsOrder, rd, rs);
+      int rank = c.out.rank;
+      int64_t m = c.out.dims[rank - 2], n = c.out.dims[rank - 1],
+              k = ld[rank - 1];
+      int64_t batches = c.out.getNumElements() / (m * n);
+      for (int64_t b = 0; b < batches; ++b) {
+        // Batch dims are equal here: b's index per dim, outermost first.
+        int64_t lOff = 0, rOff = 0, rest = b;
+        for (int d = rank - 3; d >= 0; --d) {
+          int64_t i = rest % c.out.dims[d];
+          rest /= c.out.dims[d];
+          lOff += i * ls[d];
+          rOff += i * rs[d];
+        }
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t l = 0; l < k; ++l)
+              expected[(b * m + i) * n + j] +=
+                  double(lhs[lOff + i * ls[rank - 2] + l * ls[rank - 1]]) *
+                  rhs[rOff + l * rs[rank - 2] + j * rs[rank - 1]];
+      }
+      detail::addMatmul(ctx, Tensor(lhs.data(), DType::F32, c.lhs),
+                        Tensor(rhs.data(), DType::F32, c.rhs),
+                        Tensor(out.data(), DType::F32, c.out),
+                        {c.lhsOrder.empty() ? nullptr : c.lhsOrder.data(),
+                         c.rhsOrder.empty() ? nullptr : c.rhsOrder.data(),
+                         nullptr});
+      for (size_t i = 0; i < out.size(); ++i)
+        REQUIRE(out[i] == Approx(expected[i]).margin(1e-5));
+      // The plain matmul of the same shapes still overwrites out: the two
+      // are different primitives.
+      std::vector<float> overwritten(out.size(), 1e6f);
+      matmul(ctx, Tensor(lhs.data(), DType::F32, c.lhs),
+             Tensor(rhs.data(), DType::F32, c.rhs),
+             Tensor(overwritten.data(), DType::F32, c.out),
+             {c.lhsOrder.empty() ? nullptr : c.lhsOrder.data(),
+              c.rhsOrder.empty() ? nullptr : c.rhsOrder.data(), nullptr});
+      std::vector<float> initial = pattern(out.size(), 18);
+      for (size_t i = 0; i < out.size(); ++i)
+        REQUIRE(overwritten[i] ==
+                Approx(expected[i] - initial[i]).margin(1e-5));
+    }
+  // The sum is f32's: a bf16 out is refused.
+  Context ctx(1);
+  std::vector<uint16_t> bf16(4);
+  std::vector<float> f32(4);
+  CHECK_THROWS_WITH(
+      detail::addMatmul(ctx, Tensor(f32.data(), DType::F32, {2, 2}),
+                        Tensor(f32.data(), DType::F32, {2, 2}),
+                        Tensor(bf16.data(), DType::BF16, {2, 2}), {}),
+      Catch::Contains("addMatmul") &&
+          Catch::Contains("bf16", Catch::CaseSensitive::No));
 }
 
 TEST_CASE("contractions refuse dtypes oneDNN is not asked for") {

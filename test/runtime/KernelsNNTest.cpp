@@ -489,9 +489,10 @@ std::vector<int8_t> usedWorkspace(int64_t bytes) {
 
 TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
           "and gradients") {
-  // 37 rows of 8 features against 50 classes: chunks of 6 rows (about the
-  // hidden rows' size in logits), the last one of a single row.
-  const int64_t rows = 37, features = 8, classes = 50, ignore = -100;
+  // 2101 rows of 4 features against 4100 classes: more logits than two
+  // chunks' least (2^23 each), so two chunks, of 1051 and 1050 rows; the
+  // second adds its weight gradient to the first's inside the GEMM.
+  const int64_t rows = 2101, features = 4, classes = 4100, ignore = -100;
   std::mt19937 generator(20);
   std::uniform_int_distribution<int64_t> label(0, classes - 1);
   std::vector<float> hidden = uniformValues(generator, rows * features),
@@ -535,16 +536,16 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
         std::vector<float> gradHidden(rows * features, -1),
             gradWeight(classes * features, -1), gradBias(classes, -1);
         // The caller's workspace, sized by the layout the compiler plans
-        // with: 6-row chunks of 50 f32 logits (1216 bytes with alignment),
-        // a later chunk's f32 weight gradient (1600), the bias gradient's
-        // f64 sums (400, 448 aligned) and 8 bytes for each row and one
-        // more (304, 320 aligned); one size for any thread count.
+        // with: 1051-row chunks of 4100 f32 logits (17236400 bytes,
+        // 17236416 with alignment), the bias gradient's f64 sums (32800,
+        // 32832 aligned) and 8 bytes for each row and one more (16816,
+        // 16832 aligned); one size for any thread count.
         int64_t bytes = getLinearCrossEntropyWorkspace(
                             LinearCrossEntropyKernel::CrossEntropy, rows,
                             features, classes, withBias)
                             .bytes;
         CHECK(bytes ==
-              (withBias ? 1216 + 1600 + 448 + 320 : 1216 + 1600 + 320));
+              (withBias ? 17236416 + 32832 + 16832 : 17236416 + 16832));
         std::vector<int8_t> workspace = usedWorkspace(bytes);
         linearCrossEntropy(
             ctx, Tensor(hidden.data(), DType::F32, {rows, features}),
@@ -580,10 +581,10 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
 
 TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
           "unfused ones") {
-  // linearCrossEntropy's chunks (6 rows of 50 logits, the last of one row);
-  // the gradient of each row's log-sum-exp weighs its softmax by the row's
+  // linearCrossEntropy's chunks (1051 and 1050 rows of 4100 logits); the
+  // gradient of each row's log-sum-exp weighs its softmax by the row's
   // gradient.
-  const int64_t rows = 37, features = 8, classes = 50;
+  const int64_t rows = 2101, features = 4, classes = 4100;
   std::mt19937 generator(21);
   std::vector<float> hidden = uniformValues(generator, rows * features),
                      weight = uniformValues(generator, classes * features),
@@ -620,9 +621,9 @@ TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
           withBias ? Tensor(bias.data(), DType::F32, {classes}) : Tensor();
       std::vector<float> logSumExp(rows, -1);
       Tensor logSumExpTensor(logSumExp.data(), DType::F32, {rows});
-      // The forward's workspace is a chunk of logits (6 x 50 f32, 1216
-      // bytes aligned); the gradient's adds a later chunk's weight gradient
-      // (1600) and, with bias, its f64 sums (448 aligned).
+      // The forward's workspace is a chunk of logits (1051 x 4100 f32,
+      // 17236416 bytes aligned); the gradient's adds, with bias, its f64
+      // sums (32832 aligned).
       int64_t forwardBytes =
           getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel::LogSumExp,
                                          rows, features, classes, withBias)
@@ -631,8 +632,8 @@ TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
                                   LinearCrossEntropyKernel::LogSumExpGrad, rows,
                                   features, classes, withBias)
                                   .bytes;
-      CHECK(forwardBytes == 1216);
-      CHECK(backwardBytes == (withBias ? 1216 + 1600 + 448 : 1216 + 1600));
+      CHECK(forwardBytes == 17236416);
+      CHECK(backwardBytes == (withBias ? 17236416 + 32832 : 17236416));
       std::vector<int8_t> forwardWorkspace = usedWorkspace(forwardBytes),
                           backwardWorkspace = usedWorkspace(backwardBytes);
       linearLogSumExp(

@@ -18,16 +18,34 @@
 
 namespace slapo::rt {
 
+/// The fewest logits a chunk holds (32 MiB of f32) unless the whole head has
+/// fewer: a chunk's three GEMMs (logits, hidden and weight gradients) have
+/// its rows as M or K, and measured on the bench's LM head (2048 rows of 512
+/// features, 8192 classes; 2 AVX2 cores under load, medians of 6 and 12
+/// calls) the kernel took 1.5x as long in 128-row chunks (Liger's size
+/// alone) as in one chunk, 1.13x in 512-row ones and 1.03-1.07x in 1024-row
+/// ones, this bound's (the fastest calls of 1024 rows and of one chunk
+/// equal).
+constexpr int64_t kMinChunkLogits = int64_t(1) << 23;
+
 /// The rows of one chunk of an LM head of `rows` hidden rows of `features`
 /// and `classes` logits each: the chunk's logits are about as large as the
-/// hidden rows (Liger's FusedLinearCrossEntropy sizes them so), never more
-/// rows than there are, at least one.
+/// hidden rows (Liger's FusedLinearCrossEntropy sizes them so) but at least
+/// kMinChunkLogits, the rows split evenly over the chunks, never more rows
+/// than there are, at least one.
 inline int64_t getLinearCrossEntropyChunkRows(int64_t rows, int64_t features,
                                               int64_t classes) {
-  int64_t chunks = (classes + features - 1) / (features > 0 ? features : 1);
-  if (chunks < 1)
-    chunks = 1;
-  int64_t chunkRows = (rows + chunks - 1) / chunks;
+  if (rows < 1)
+    return 1;
+  auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  int64_t ligerChunks = ceilDiv(classes, features > 0 ? features : 1);
+  int64_t wanted = ceilDiv(rows, ligerChunks < 1 ? 1 : ligerChunks);
+  int64_t forGemms = ceilDiv(kMinChunkLogits, classes > 0 ? classes : 1);
+  if (wanted < forGemms)
+    wanted = forGemms;
+  if (wanted < 1)
+    wanted = 1;
+  int64_t chunkRows = ceilDiv(rows, ceilDiv(rows, wanted));
   return chunkRows < 1 ? 1 : chunkRows;
 }
 
@@ -50,11 +68,10 @@ enum class LinearCrossEntropyKernel {
 /// any number of threads computes in the same bytes.
 struct LinearCrossEntropyWorkspace {
   int64_t chunkRows = 0;
-  /// f32 [chunkRows, classes]: a chunk's logits, then their gradient.
+  /// f32 [chunkRows, classes]: a chunk's logits, then their gradient. (A
+  /// later chunk's share of the weight gradient is added to it inside the
+  /// GEMM: no part of its own.)
   int64_t logits = -1;
-  /// f32 [classes, features]: a later chunk's share of the weight gradient,
-  /// added to the first's (with gradients and more than one chunk).
-  int64_t weightPart = -1;
   /// f64 [classes]: the bias gradient's sums over the chunks (with
   /// gradients and a bias; the CPU's, the CUDA kernels add into the bias
   /// gradient directly).
@@ -79,8 +96,6 @@ getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel kernel, int64_t rows,
   bool gradients = kernel != LinearCrossEntropyKernel::LogSumExp;
   layout.chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
   layout.logits = take(4 * layout.chunkRows * classes);
-  if (gradients && layout.chunkRows < rows)
-    layout.weightPart = take(4 * classes * features);
   if (gradients && hasBias)
     layout.classSums = take(8 * classes);
   if (kernel == LinearCrossEntropyKernel::CrossEntropy)
