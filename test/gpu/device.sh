@@ -5,7 +5,7 @@
 #
 #   test/gpu/prepare.sh                                   # build/gpu-suite.tar.xz
 #   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/gpu_train.py --prepare DIR
-#   tar -C $(dirname DIR) -cf - gpu-bench | xz -T2 > CARRY/gpu-bench.tar.xz
+#   cp DIR.tar.xz CARRY/gpu-bench.tar.xz                  # --prepare wrote it
 #   cp build/gpu-suite.tar.xz CARRY/
 #
 # with DIR named gpu-bench and CARRY a folder that .git/info/exclude ignores
