@@ -35,17 +35,21 @@ std::tuple<at::Tensor, at::Tensor> maxPool2d(OpT op, const at::Tensor &input,
 }
 
 /// The masked, scaled scores of a flash_attention or its gradient, whose
-/// operands `x` begin with query, key, value and the masks the op has.
-template <typename OpT> at::Tensor attentionScores(OpT op, Operands x) {
-  at::Tensor scores = at::matmul(x[0], x[1].transpose(-1, -2)) *
-                      op.getScale().convertToDouble();
+/// operands `x` begin with query, key, value and the masks the op has, in
+/// `compute` (its log-sum-exp's dtype, which the kernels compute in: f32
+/// for 16-bit operands).
+template <typename OpT>
+at::Tensor attentionScores(OpT op, Operands x, at::ScalarType compute) {
+  at::Tensor scores =
+      at::matmul(x[0].to(compute), x[1].to(compute).transpose(-1, -2)) *
+      op.getScale().convertToDouble();
   size_t next = 3;
   if (op.getKeep())
     scores = at::where(x[next++], scores,
                        at::scalar_tensor(op.getMaskedScore().convertToDouble(),
                                          scores.options()));
   if (op.getBias())
-    scores = scores + x[next];
+    scores = scores + x[next].to(compute);
   return scores;
 }
 
@@ -66,18 +70,22 @@ at::Tensor attentionDropout(OpT op, const at::Tensor &scores) {
 } // namespace
 
 /// flash_attention as the formulas of its description, the probabilities
-/// and all; the runtime's kernel never makes them.
+/// and all; the runtime's kernel never makes them. Computed in the
+/// log-sum-exp's dtype, as the kernels compute, with the result and the
+/// gradients rounded to the operands' dtype.
 static void registerAttentionOps(OpTable &table) {
   table.try_emplace(
       FlashAttentionOp::getOperationName(),
       [](mlir::Operation *operation, Operands x,
          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
         auto op = llvm::cast<FlashAttentionOp>(operation);
-        at::Tensor scores = attentionScores(op, x);
+        at::ScalarType compute = scalarTypeOf(op.getLogsumexp().getType());
+        at::Tensor scores = attentionScores(op, x, compute);
         at::Tensor p = at::softmax(scores, -1);
         if (at::Tensor factor = attentionDropout(op, scores); factor.defined())
           p = p * factor;
-        results.push_back(at::matmul(p, x[2]));
+        results.push_back(
+            at::matmul(p, x[2].to(compute)).to(x[0].scalar_type()));
         results.push_back(at::logsumexp(scores, -1));
       });
   table.try_emplace(
@@ -86,11 +94,13 @@ static void registerAttentionOps(OpTable &table) {
          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
         auto op = llvm::cast<FlashAttentionGradOp>(operation);
         size_t next = 3 + (op.getKeep() ? 1 : 0) + (op.getBias() ? 1 : 0);
-        const at::Tensor &result = x[next], &lse = x[next + 1],
-                         &grad = x[next + 2];
-        at::Tensor p = at::exp(attentionScores(op, x) - lse.unsqueeze(-1));
+        const at::Tensor &lse = x[next + 1];
+        at::ScalarType compute = lse.scalar_type();
+        at::Tensor result = x[next].to(compute), grad = x[next + 2].to(compute);
+        at::Tensor p =
+            at::exp(attentionScores(op, x, compute) - lse.unsqueeze(-1));
         at::Tensor rowDot = (grad * result).sum(-1, /*keepdim=*/true);
-        at::Tensor dP = at::matmul(grad, x[2].transpose(-1, -2));
+        at::Tensor dP = at::matmul(grad, x[2].to(compute).transpose(-1, -2));
         at::Tensor dropped = p;
         if (at::Tensor factor = attentionDropout(op, p); factor.defined()) {
           dP = dP * factor;
@@ -100,9 +110,14 @@ static void registerAttentionOps(OpTable &table) {
         if (op.getKeep())
           dScores = at::where(x[3], dScores, at::zeros({}, dScores.options()));
         double scale = op.getScale().convertToDouble();
-        results.push_back(at::matmul(dScores, x[1]) * scale);
-        results.push_back(at::matmul(dScores.transpose(-1, -2), x[0]) * scale);
-        results.push_back(at::matmul(dropped.transpose(-1, -2), grad));
+        at::ScalarType operands = x[0].scalar_type();
+        results.push_back(
+            (at::matmul(dScores, x[1].to(compute)) * scale).to(operands));
+        results.push_back(
+            (at::matmul(dScores.transpose(-1, -2), x[0].to(compute)) * scale)
+                .to(operands));
+        results.push_back(
+            at::matmul(dropped.transpose(-1, -2), grad).to(operands));
       });
 }
 

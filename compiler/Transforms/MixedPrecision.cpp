@@ -27,9 +27,10 @@ namespace slapo {
 namespace {
 
 /// Makes `attention` take and give bf16: its f32 operands (query, key,
-/// value, bias) cast to bf16, its results (the output and the log-sum-exp)
-/// bf16, cast back to f32 for their users. The keep mask and the dropout's
-/// step are not floats and stay as they are.
+/// value, bias) cast to bf16, its output bf16, cast back to f32 for its
+/// users. The log-sum-exp stays f32 (the compute type of bf16, as it is
+/// of f32), the keep mask and the dropout's step are not floats: they stay
+/// as they are.
 void runInBf16(FlashAttentionOp attention) {
   OpBuilder builder(attention);
   ModulePathScope inModule(builder, attention);
@@ -39,14 +40,13 @@ void runInBf16(FlashAttentionOp attention) {
     if (elementTypeOf(operand.get()).isF32())
       operand.set(g.cast(operand.get(), bf16));
   builder.setInsertionPointAfter(attention);
-  for (OpResult result : attention->getResults()) {
-    Type f32 = elementTypeOf(result);
-    result.setType(RankedTensorType::get(shapeOf(result), bf16));
-    if (result.use_empty())
-      continue;
-    Value widened = g.cast(result, f32);
-    result.replaceAllUsesExcept(widened, widened.getDefiningOp());
-  }
+  Value result = attention.getResult();
+  Type f32 = elementTypeOf(result);
+  result.setType(RankedTensorType::get(shapeOf(result), bf16));
+  if (result.use_empty())
+    return;
+  Value widened = g.cast(result, f32);
+  result.replaceAllUsesExcept(widened, widened.getDefiningOp());
 }
 
 struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {

@@ -319,7 +319,8 @@ void replaceAttention(AttentionMatch &match) {
   Value keyT = match.scores.getRhs();
   Value key = transposeBack(builder, loc, keyT);
   ArrayRef<int64_t> rows = shapeOf(output.getResult()).drop_back();
-  auto lse = RankedTensorType::get(rows, elementTypeOf(query));
+  auto lse = RankedTensorType::get(
+      rows, FlashAttentionOp::getLogSumExpElementType(elementTypeOf(query)));
   // The dropout's mask as it drew it: p, stream and fork_rng (a step and a
   // split are given later, as to every dropout).
   DropoutOp dropout = match.dropout;

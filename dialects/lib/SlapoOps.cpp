@@ -760,6 +760,27 @@ static LogicalResult verifyAttentionDropout(OpT op, ArrayRef<int64_t> scores) {
   return verifyShardLayout(op, op.getShardAxis(), op.getShardChunks(), type);
 }
 
+Type FlashAttentionOp::getLogSumExpElementType(Type elementType) {
+  if (elementType.isF64())
+    return elementType;
+  return FloatType::getF32(elementType.getContext());
+}
+
+/// Checks that the `logsumexp` of flash_attention or its gradient is in the
+/// compute type of `query`'s elements.
+static LogicalResult verifyLogSumExpType(Operation *op, Value query,
+                                         Value logsumexp) {
+  Type element = tensorType(query).getElementType();
+  Type expected = FlashAttentionOp::getLogSumExpElementType(element);
+  Type actual = tensorType(logsumexp).getElementType();
+  if (actual != expected)
+    return op->emitOpError("logsumexp element type ")
+           << actual << " is not " << expected << ", the compute type of the "
+           << element << " query (the log-sum-exp is kept in f32, f64 for "
+           << "f64 operands)";
+  return success();
+}
+
 LogicalResult FlashAttentionOp::verify() {
   SmallVector<int64_t> scores;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
@@ -775,8 +796,7 @@ LogicalResult FlashAttentionOp::verify() {
       failed(verifySameElementType(*this, getQuery(), "query", getResult(),
                                    "result")))
     return failure();
-  return verifySameElementType(*this, getQuery(), "query", getLogsumexp(),
-                               "logsumexp");
+  return verifyLogSumExpType(*this, getQuery(), getLogsumexp());
 }
 
 LogicalResult FlashAttentionGradOp::verify() {
@@ -791,7 +811,8 @@ LogicalResult FlashAttentionGradOp::verify() {
                          "query's rows of value's width")) ||
       failed(verifyShape(*this, getGrad(), "grad", rows, "result's shape")) ||
       failed(verifyShape(*this, getLogsumexp(), "logsumexp",
-                         {scores[0], scores[1], scores[2]}, "query's rows")))
+                         {scores[0], scores[1], scores[2]}, "query's rows")) ||
+      failed(verifyLogSumExpType(*this, getQuery(), getLogsumexp())))
     return failure();
   for (auto [operand, result] : {std::pair(getQuery(), getGradQuery()),
                                  std::pair(getKey(), getGradKey()),

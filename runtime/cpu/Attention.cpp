@@ -4,10 +4,11 @@
 // rows against a tile of keys live only in the task's scratch, and the
 // softmax is computed online, with a running maximum and sum per row that
 // rescale what the earlier tiles added. The forward keeps the rows'
-// log-sum-exp; the backward computes every probability again from it, so
-// that no [T, S] tensor is ever in memory. One task per (batch, head) and
-// block of query rows in the forward, per (batch, head) in the backward
-// (whose key and value gradients sum over all query rows). An attention
+// log-sum-exp, in the compute type (f32 for 16-bit elements); the backward
+// computes every probability again from it, so that no [T, S] tensor is
+// ever in memory. One task per (batch, head) and block of query rows in the
+// forward, per (batch, head) in the backward (whose key and value gradients
+// sum over all query rows). An attention
 // dropout is drawn inside the tiles, element by element as dropout() draws
 // it, and drawn again by the backward: no mask is stored either.
 //
@@ -78,6 +79,7 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
                     double maskedScore, const AttentionDropout &dropout) {
+  checkLogSumExpType("flashAttention", query, logsumexp);
   AttentionGeometry g(query, key, value, keep, bias, dropout);
   int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock;
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
@@ -140,13 +142,13 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
               }
             }
             T *o = out.as<T>() + (head * g.rows + first) * g.valueSize;
-            T *lse = logsumexp.as<T>() + head * g.rows + first;
+            C *lse = logsumexp.as<C>() + head * g.rows + first;
             for (int64_t i = 0; i < count; ++i) {
               C inverse = C(1) / totals[i];
               for (int64_t e = 0; e < g.valueSize; ++e)
                 o[i * g.valueSize + e] =
                     store<T>(sums[i * g.valueSize + e] * inverse);
-              lse[i] = store<T>(maxima[i] + std::log(totals[i]));
+              lse[i] = maxima[i] + std::log(totals[i]);
             }
           }
         });
@@ -160,6 +162,7 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
                         double maskedScore, const AttentionDropout &dropout) {
+  checkLogSumExpType("flashAttentionGrad", query, logsumexp);
   AttentionGeometry g(query, key, value, keep, bias, dropout);
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -175,7 +178,7 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
         const T *v = value.as<T>() + head * g.keys * g.valueSize;
         const T *o = out.as<T>() + head * g.rows * g.valueSize;
         const T *dO = grad.as<T>() + head * g.rows * g.valueSize;
-        const T *lse = logsumexp.as<T>() + head * g.rows;
+        const C *lse = logsumexp.as<C>() + head * g.rows;
         // rowsum(grad * out): the softmax's sum(grad * p) per row, as
         // FlashAttention-2 computes it without the probabilities.
         for (int64_t t = 0; t < g.rows; ++t) {
@@ -196,7 +199,7 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
             scoreRow(g, qRow, k, tile, width, masks.keep,
                      static_cast<const T *>(masks.bias), C(scale),
                      C(maskedScore), scores.data());
-            C rowLse = load(lse[t]);
+            C rowLse = lse[t];
             C *dqRow = dq.data() + t * g.headSize;
             uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
             for (int64_t j = 0; j < width; ++j) {

@@ -5,9 +5,9 @@
 // and the softmax is computed online, with a running maximum and sum per
 // row that rescale what the earlier tiles added, so that no [T, S] tensor
 // is ever in global memory. The forward keeps each row's log-sum-exp; the
-// backward computes every probability again from it. Scores, sums and
-// probabilities are in the compute type (f32 for 16-bit elements), summed
-// in the CPU kernel's order where one thread owns a sum
+// backward computes every probability again from it. Scores, sums,
+// probabilities and the log-sum-exp are in the compute type (f32 for 16-bit
+// elements), summed in the CPU kernel's order where one thread owns a sum
 // (runtime/cpu/Attention.cpp).
 //
 // The backward runs two passes instead of one with atomic adds: a key-major
@@ -199,7 +199,7 @@ template <typename C> struct ForwardShared {
 /// One block per (batch * head, block of kRows query rows).
 template <typename T>
 __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
-                                     T *out, T *logsumexp) {
+                                     T *out, Compute<T> *logsumexp) {
   using C = Compute<T>;
   const AttentionGeometry &g = a.geometry;
   ForwardShared<C> sh = carveShared<ForwardShared, C>(g);
@@ -275,8 +275,8 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
   for (int64_t i = threadIdx.x; i < rows * E; i += blockDim.x)
     o[i] = store<T>(sh.sums[i] * (C(1) / sh.totals[i / E]));
   if (threadIdx.x < rows)
-    logsumexp[head * g.rows + first + threadIdx.x] = store<T>(
-        sh.maxima[threadIdx.x] + log(sh.totals[threadIdx.x]));
+    logsumexp[head * g.rows + first + threadIdx.x] =
+        sh.maxima[threadIdx.x] + log(sh.totals[threadIdx.x]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -303,7 +303,9 @@ template <typename C> struct QueryBlock {
 
 /// The backward's own operands.
 template <typename T> struct GradOperands {
-  const T *out, *logsumexp, *grad;
+  const T *out;
+  const Compute<T> *logsumexp;
+  const T *grad;
 };
 
 /// Loads query rows [first, first + rows) of `head` into `block`, with
@@ -328,7 +330,7 @@ __device__ void loadQueryBlock(const AttentionOperands<T> &a,
     dot = warpReduce(dot, Add());
     if (lane == 0) {
       block.rowDots[r] = dot;
-      block.logsumexp[r] = r < rows ? load(go.logsumexp[t]) : C(0);
+      block.logsumexp[r] = r < rows ? go.logsumexp[t] : C(0);
     }
   }
 }
@@ -616,6 +618,7 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
                     double maskedScore, const AttentionDropout &dropout) {
+  checkLogSumExpType("flashAttention", query, logsumexp);
   if (runCudnnAttention(ctx, query, key, value, keep, bias, out, logsumexp,
                         scale, maskedScore, dropout))
     return;
@@ -628,7 +631,7 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
     launchTiled(ctx, "flashAttention", flashAttentionKernel<T>,
                 g.batch * g.heads * blocks,
                 getSharedBytes<ForwardShared, Compute<T>>(g), g, a, blocks,
-                out.as<T>(), logsumexp.as<T>());
+                out.as<T>(), logsumexp.as<Compute<T>>());
   });
 }
 
@@ -639,6 +642,7 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
                         double maskedScore, const AttentionDropout &dropout) {
+  checkLogSumExpType("flashAttentionGrad", query, logsumexp);
   if (runCudnnAttentionGrad(ctx, query, key, value, keep, bias, out,
                             logsumexp, grad, gradQuery, gradKey, gradValue,
                             scale, maskedScore, dropout))
@@ -648,7 +652,7 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
     using C = Compute<T>;
     AttentionOperands<T> a = getOperands<T>(query, key, value, keep, bias,
                                             scale, maskedScore, dropout);
-    GradOperands<T> go{out.as<T>(), logsumexp.as<T>(), grad.as<T>()};
+    GradOperands<T> go{out.as<T>(), logsumexp.as<C>(), grad.as<T>()};
     const AttentionGeometry &g = a.geometry;
     int64_t tiles = ceilDiv(g.keys, kKeys), blocks = ceilDiv(g.rows, kRows);
     launchTiled(ctx, "flashAttentionGrad", flashAttentionKeyGradKernel<T>,

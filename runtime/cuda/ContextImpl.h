@@ -124,10 +124,8 @@ enum class Scratch {
   ConvolutionRhs,
   ConvolutionResult,
   ConvolutionWorkspace,
-  /// cuDNN's attention: the masks as one additive bias, the f32
-  /// log-sum-exp, and its workspace.
+  /// cuDNN's attention: the masks as one additive bias, and its workspace.
   AttentionBias,
-  AttentionStats,
   AttentionWorkspace,
   Count,
 };

@@ -23,10 +23,9 @@
 // being attended as causal.
 //
 // cuDNN's "Stats" output is the log-sum-exp of each row's (scaled, masked)
-// scores in natural log, in f32, [B, H, T, 1]: the runtime's logsumexp in
-// f32. The op's logsumexp has the operands' dtype, so the forward rounds
-// cuDNN's f32 one into it and the backward widens it again for cuDNN (both
-// kernels' backwards recompute the probabilities from that rounded value).
+// scores in natural log, in f32, [B, H, T, 1]: the op's logsumexp, which is
+// f32 (the compute type) for 16-bit operands, so cuDNN writes it and reads
+// it back in place.
 // The backward asks for cuDNN's deterministic algorithm (the same bits on
 // every run, as the rest of the runtime) and takes the other one, saying so
 // once, where cuDNN has none.
@@ -410,14 +409,6 @@ void addBias(Context &ctx, const Config &c, const Tensor &keep,
   pack[kBias] = combined.data;
 }
 
-/// f32 scratch for the log-sum-exp of `logsumexp`'s shape.
-Tensor getStats(Context &ctx, const Tensor &logsumexp) {
-  return Tensor(ctx.getImpl().getScratch(Scratch::AttentionStats,
-                                         logsumexp.getNumElements() * 4,
-                                         ctx.getStream()),
-                DType::F32, logsumexp.shape);
-}
-
 void execute(Context &ctx, const AttentionPlans::Graph &graph,
              std::unordered_map<int64_t, void *> &pack) {
   Context::Impl &impl = ctx.getImpl();
@@ -443,15 +434,13 @@ bool runCudnnAttention(Context &ctx, const Tensor &query, const Tensor &key,
               value, keep, bias, scale, dropout);
   if (!prepared)
     return false;
-  Tensor stats = getStats(ctx, logsumexp);
   std::unordered_map<int64_t, void *> pack = {{kQuery, query.data},
                                               {kKey, key.data},
                                               {kValue, value.data},
                                               {kOut, out.data},
-                                              {kStats, stats.data}};
+                                              {kStats, logsumexp.data}};
   addBias(ctx, prepared->config, keep, bias, maskedScore, pack);
   execute(ctx, *prepared->graph, pack);
-  cast(ctx, stats, logsumexp);
   return true;
 }
 
@@ -469,12 +458,10 @@ bool runCudnnAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
       query, key, value, keep, bias, scale, dropout);
   if (!prepared)
     return false;
-  Tensor stats = getStats(ctx, logsumexp);
-  cast(ctx, logsumexp, stats);
   std::unordered_map<int64_t, void *> pack = {
       {kQuery, query.data},         {kKey, key.data},
       {kValue, value.data},         {kOut, out.data},
-      {kGrad, grad.data},           {kStats, stats.data},
+      {kGrad, grad.data},           {kStats, logsumexp.data},
       {kGradQuery, gradQuery.data}, {kGradKey, gradKey.data},
       {kGradValue, gradValue.data}};
   addBias(ctx, prepared->config, keep, bias, maskedScore, pack);

@@ -49,3 +49,30 @@ func.func @grad_chunks_without_axis(%q: tensor<1x2x4x4xf32>, %g: tensor<1x2x4x4x
   %a, %b, %c = slapo.flash_attention_grad %q, %q, %q result %g, %l grad %g {dropout_p = 0.1 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 1.0 : f64, shard_chunks = 2 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>)
   return
 }
+
+// -----
+
+// The log-sum-exp is kept in the compute type: f32 for 16-bit operands (a
+// bf16 one would be rounded by up to 0.03, and the probabilities the
+// gradient recomputes from it off by up to 3%), f64 for f64 ones.
+func.func @bf16_logsumexp(%q: tensor<1x2x4x4xbf16>) {
+  // expected-error @+1 {{logsumexp element type 'bf16' is not 'f32', the compute type of the 'bf16' query (the log-sum-exp is kept in f32, f64 for f64 operands)}}
+  %o, %l = slapo.flash_attention %q, %q, %q {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>) -> (tensor<1x2x4x4xbf16>, tensor<1x2x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @f64_logsumexp_of_f32(%q: tensor<1x2x4x4xf32>) {
+  // expected-error @+1 {{logsumexp element type 'f64' is not 'f32', the compute type of the 'f32' query}}
+  %o, %l = slapo.flash_attention %q, %q, %q {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf64>)
+  return
+}
+
+// -----
+
+func.func @f16_grad_logsumexp(%q: tensor<1x2x4x4xf16>, %l: tensor<1x2x4xf16>) {
+  // expected-error @+1 {{logsumexp element type 'f16' is not 'f32', the compute type of the 'f16' query}}
+  %a, %b, %c = slapo.flash_attention_grad %q, %q, %q result %q, %l grad %q {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>, tensor<1x2x4xf16>, tensor<1x2x4x4xf16>) -> (tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>)
+  return
+}

@@ -16,3 +16,16 @@ func.func @dropout(%q: tensor<2x2x8x4xf32>, %k: tensor<2x2x8x4xf32>, %v: tensor<
   %o2, %lse2 = slapo.flash_attention %q, %k, %v {dropout_p = 0.2 : f64, dropout_stream = 0 : i64, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8xf32>)
   return
 }
+
+// The log-sum-exp in the compute type: f32 for bf16 (and f16) operands,
+// f64 for f64 ones.
+// CHECK-LABEL: func.func @compute_type_logsumexp
+func.func @compute_type_logsumexp(%q: tensor<1x2x4x4xbf16>, %d: tensor<1x2x4x4xf64>) {
+  // CHECK-NEXT: %[[O:.*]], %[[L:.*]] = slapo.flash_attention {{.*}} -> (tensor<1x2x4x4xbf16>, tensor<1x2x4xf32>)
+  // CHECK-NEXT: slapo.flash_attention_grad {{.*}} result %[[O]], %[[L]] grad {{.*}} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4xf32>, tensor<1x2x4x4xbf16>) -> (tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>)
+  // CHECK-NEXT: slapo.flash_attention {{.*}} -> (tensor<1x2x4x4xf64>, tensor<1x2x4xf64>)
+  %o, %l = slapo.flash_attention %q, %q, %q {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>) -> (tensor<1x2x4x4xbf16>, tensor<1x2x4xf32>)
+  %a, %b, %c = slapo.flash_attention_grad %q, %q, %q result %o, %l grad %q {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4xf32>, tensor<1x2x4x4xbf16>) -> (tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>, tensor<1x2x4x4xbf16>)
+  %o64, %l64 = slapo.flash_attention %d, %d, %d {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf64>, tensor<1x2x4x4xf64>, tensor<1x2x4x4xf64>) -> (tensor<1x2x4x4xf64>, tensor<1x2x4xf64>)
+  return
+}

@@ -4,7 +4,8 @@
 // A flash attention runs in bf16 as a whole (as torch.autocast runs
 // scaled_dot_product_attention): its float operands cast to bf16, the keep
 // mask and the dropout's attributes as they were, and its bf16 result cast
-// back to f32 for the ops after it, which stay f32.
+// back to f32 for the ops after it, which stay f32. The log-sum-exp stays
+// f32 (the compute type, as PyTorch keeps it) and is cast nowhere.
 module {
   slapo.param @q : tensor<2x2x4x8xf32>
   slapo.param buffer @mask : tensor<1x1x4x4xi1>
@@ -23,14 +24,16 @@ module {
 // CHECK-NEXT: %[[K:.*]] = slapo.cast %arg0 : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
 // CHECK-NEXT: %[[V:.*]] = slapo.cast %arg1 : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
 // CHECK-NEXT: %[[B:.*]] = slapo.cast %arg2 : tensor<2x1x1x4xf32> -> tensor<2x1x1x4xbf16>
-// CHECK-NEXT: %[[O:.*]], %{{.*}} = slapo.flash_attention %[[Q]], %[[K]], %[[V]] keep %[[MASK]] bias %[[B]] {masked_score = -3.4028234663852886E+38 : f64, scale = 0.35355339059327379 : f64} : (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<1x1x4x4xi1>, tensor<2x1x1x4xbf16>) -> (tensor<2x2x4x8xbf16>, tensor<2x2x4xbf16>)
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = slapo.flash_attention %[[Q]], %[[K]], %[[V]] keep %[[MASK]] bias %[[B]] {masked_score = -3.4028234663852886E+38 : f64, scale = 0.35355339059327379 : f64} : (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<1x1x4x4xi1>, tensor<2x1x1x4xbf16>) -> (tensor<2x2x4x8xbf16>, tensor<2x2x4xf32>)
 // CHECK-NEXT: %[[WIDE:.*]] = slapo.cast %[[O]] : tensor<2x2x4x8xbf16> -> tensor<2x2x4x8xf32>
-// CHECK: slapo.exp %[[WIDE]] : tensor<2x2x4x8xf32>
+// CHECK-NEXT: slapo.exp %[[WIDE]] : tensor<2x2x4x8xf32>
+// CHECK-NOT: slapo.cast
 
 // The gradient takes the gradient in bf16 and gives bf16 gradients, cast to
 // f32 where they reach the parameter.
 // GRAD-LABEL: func.func @forward_backward
+// GRAD: %[[O:.*]], %[[LSE:.*]] = slapo.flash_attention {{.*}} -> (tensor<2x2x4x8xbf16>, tensor<2x2x4xf32>)
 // GRAD: %[[G:.*]] = slapo.cast %{{.*}} {slapo.phase = "backward"} : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
-// GRAD-NEXT: %[[DQ:.*]], %{{.*}}, %{{.*}} = slapo.flash_attention_grad {{.*}} grad %[[G]] {{.*}} -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>)
+// GRAD-NEXT: %[[DQ:.*]], %{{.*}}, %{{.*}} = slapo.flash_attention_grad {{.*}} result %[[O]], %[[LSE]] grad %[[G]] {{.*}} : ({{.*}}, tensor<2x2x4x8xbf16>, tensor<2x2x4xf32>, tensor<2x2x4x8xbf16>) -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>)
 // GRAD-NEXT: %[[DQF:.*]] = slapo.cast %[[DQ]] {{.*}} : tensor<2x2x4x8xbf16> -> tensor<2x2x4x8xf32>
 // GRAD-NEXT: return %{{.*}}, %[[DQF]] : tensor<f32>, tensor<2x2x4x8xf32>

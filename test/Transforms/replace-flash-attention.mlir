@@ -54,6 +54,38 @@ module {
 
 // -----
 
+// In bf16 (a module run in bf16 throughout), the log-sum-exp is f32: the
+// compute type, as PyTorch keeps it; in f64, f64.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xbf16>, %kt: tensor<2x4x2x8xbf16>, %v: tensor<2x4x8x3xbf16>) -> tensor<2x4x8x3xbf16> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xbf16>, tensor<2x4x2x8xbf16>) -> tensor<2x4x8x8xbf16>
+    %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xbf16>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xbf16>, tensor<2x4x8x3xbf16>) -> tensor<2x4x8x3xbf16>
+    return %o : tensor<2x4x8x3xbf16>
+  }
+}
+// CHECK-LABEL: func.func @forward
+//  CHECK-NEXT: %[[K:.*]] = slapo.permute %arg1 {permutation = array<i64: 0, 1, 3, 2>
+//  CHECK-NEXT: %[[O:.*]], %{{.*}} = slapo.flash_attention %arg0, %[[K]], %arg2 {{.*}} : (tensor<2x4x8x2xbf16>, tensor<2x4x8x2xbf16>, tensor<2x4x8x3xbf16>) -> (tensor<2x4x8x3xbf16>, tensor<2x4x8xf32>)
+//  CHECK-NEXT: return %[[O]]
+
+// -----
+
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf64>, %kt: tensor<2x4x2x8xf64>, %v: tensor<2x4x8x3xf64>) -> tensor<2x4x8x3xf64> {
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf64>, tensor<2x4x2x8xf64>) -> tensor<2x4x8x8xf64>
+    %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf64>
+    %o = slapo.matmul %p, %v {slapo.module = "attn"} : (tensor<2x4x8x8xf64>, tensor<2x4x8x3xf64>) -> tensor<2x4x8x3xf64>
+    return %o : tensor<2x4x8x3xf64>
+  }
+}
+// CHECK-LABEL: func.func @forward
+//  CHECK-NEXT: %[[K:.*]] = slapo.permute %arg1 {permutation = array<i64: 0, 1, 3, 2>
+//  CHECK-NEXT: %[[O:.*]], %{{.*}} = slapo.flash_attention %arg0, %[[K]], %arg2 {{.*}} : (tensor<2x4x8x2xf64>, tensor<2x4x8x2xf64>, tensor<2x4x8x3xf64>) -> (tensor<2x4x8x3xf64>, tensor<2x4x8xf64>)
+//  CHECK-NEXT: return %[[O]]
+
+// -----
+
 // Attention dropout (p > 0, GPT-2's attn_dropout in train mode): the kernel
 // draws its mask, with the dropout's p, stream and fork_rng.
 module {

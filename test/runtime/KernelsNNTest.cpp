@@ -888,3 +888,93 @@ TEST_CASE("flash attention with dropout draws dropout()'s mask per element "
       checkNear("grad value", gv, want.gradValue, 1e-5);
     }
 }
+
+TEST_CASE("a bf16 flash attention keeps its log-sum-exp in f32, from which "
+          "its gradient recomputes the probabilities") {
+  // Scores near 0 over 70 keys (two tiles): log-sum-exps near log(70) =
+  // 4.2, which bf16 would round by up to 2^-6, scaling every probability
+  // the gradient recomputes from them by up to e^(2^-6) (1.6%). In f32 the
+  // log-sum-exp is the f64 one's to f32 precision, and the bf16 result and
+  // gradients are off by about their own rounding.
+  const int64_t batch = 2, heads = 2, rows = 19, keys = 70, depth = 5,
+                width = 7;
+  std::mt19937 generator(7);
+  auto bf16Values = [&](int64_t count, std::vector<float> &rounded) {
+    std::vector<float> values = uniformValues(generator, count);
+    std::vector<BFloat16> halves(count);
+    rounded.resize(count);
+    for (int64_t i = 0; i < count; ++i) {
+      halves[i] = BFloat16::fromFloat(values[i]);
+      rounded[i] = halves[i].toFloat();
+    }
+    return halves;
+  };
+  int64_t count = batch * heads;
+  std::vector<float> q, k, v, grad;
+  std::vector<BFloat16> q16 = bf16Values(count * rows * depth, q),
+                        k16 = bf16Values(count * keys * depth, k),
+                        v16 = bf16Values(count * keys * width, v),
+                        grad16 = bf16Values(count * rows * width, grad);
+  Shape qShape = {batch, heads, rows, depth},
+        kShape = {batch, heads, keys, depth};
+  Shape vShape = {batch, heads, keys, width},
+        oShape = {batch, heads, rows, width};
+  Shape lseShape = {batch, heads, rows};
+  std::vector<BFloat16> out(count * rows * width), gq(q.size()), gk(k.size()),
+      gv(v.size());
+  std::vector<float> lse(count * rows);
+  double scale = 1 / std::sqrt(double(depth));
+  Tensor query(q16.data(), DType::BF16, qShape),
+      key(k16.data(), DType::BF16, kShape),
+      value(v16.data(), DType::BF16, vShape),
+      result(out.data(), DType::BF16, oShape),
+      logsumexp(lse.data(), DType::F32, lseShape);
+  Context ctx(2);
+  flashAttention(ctx, query, key, value, Tensor(), Tensor(), result, logsumexp,
+                 scale, 0.0);
+  flashAttentionGrad(ctx, query, key, value, Tensor(), Tensor(), result,
+                     logsumexp, Tensor(grad16.data(), DType::BF16, oShape),
+                     Tensor(gq.data(), DType::BF16, qShape),
+                     Tensor(gk.data(), DType::BF16, kShape),
+                     Tensor(gv.data(), DType::BF16, vShape), scale, 0.0);
+
+  // No dropout: p = 0 keeps every element with factor 1.
+  NaiveAttention want = naiveDroppedAttention(
+      batch, heads, rows, keys, depth, width, q, k, v, grad,
+      /*causal=*/false, /*padding=*/{}, scale, 0.0, /*p=*/0, /*key=*/0,
+      /*dpRank=*/0, /*tp=*/1, /*tpRank=*/0);
+  checkNear("logsumexp", lse, want.logsumexp, 1e-5);
+  // Against the largest element, as the gradients' elements cancel: a
+  // bf16 rounding (2^-8 of it at most), the backward's row sums reading
+  // the rounded result adding less (measured: 2.8e-3 with the f32
+  // log-sum-exp, 8e-3 to 1.1e-2 with it rounded to bf16).
+  auto checkRounded = [](const char *name, const std::vector<BFloat16> &got,
+                         const std::vector<double> &wanted) {
+    double error = 0, largest = 0;
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      error = std::max(error, std::abs(got[i].toFloat() - wanted[i]));
+      largest = std::max(largest, std::abs(wanted[i]));
+    }
+    INFO(name << ": largest error " << error << " of " << largest);
+    CHECK(error <= largest / 256);
+  };
+  checkRounded("out", out, want.out);
+  checkRounded("grad query", gq, want.gradQuery);
+  checkRounded("grad key", gk, want.gradKey);
+  checkRounded("grad value", gv, want.gradValue);
+
+  // A log-sum-exp in the operands' bf16 is refused, by both passes.
+  std::vector<BFloat16> lse16(lse.size());
+  Tensor rounded(lse16.data(), DType::BF16, lseShape);
+  CHECK_THROWS_WITH(flashAttention(ctx, query, key, value, Tensor(), Tensor(),
+                                   result, rounded, scale, 0.0),
+                    "'flashAttention' keeps the log-sum-exp of BF16 attention "
+                    "in F32, not BF16");
+  CHECK_THROWS_WITH(
+      flashAttentionGrad(ctx, query, key, value, Tensor(), Tensor(), result,
+                         rounded, Tensor(grad16.data(), DType::BF16, oShape),
+                         Tensor(gq.data(), DType::BF16, qShape),
+                         Tensor(gk.data(), DType::BF16, kShape),
+                         Tensor(gv.data(), DType::BF16, vShape), scale, 0.0),
+      Catch::Contains("'flashAttentionGrad' keeps the log-sum-exp"));
+}

@@ -555,6 +555,54 @@ func.func @grad(%q: tensor<2x2x5x3xf32>, %k: tensor<2x2x5x3xf32>, %v: tensor<2x2
   CHECK(ref::relativeError((*grads)[2], vd.grad().to(at::kFloat)) < 1e-5);
 }
 
+TEST_CASE("a bf16 flash_attention is evaluated in f32: an f32 log-sum-exp, "
+          "the result and gradients rounded to bf16 once",
+          "[reference][nn]") {
+  const char *source = R"mlir(
+func.func @flash(%q: tensor<1x2x6x4xbf16>, %k: tensor<1x2x6x4xbf16>, %v: tensor<1x2x6x4xbf16>) -> (tensor<1x2x6x4xbf16>, tensor<1x2x6xf32>) {
+  %o, %lse = slapo.flash_attention %q, %k, %v {masked_score = 0.0 : f64, scale = 5.000000e-01 : f64} : (tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>) -> (tensor<1x2x6x4xbf16>, tensor<1x2x6xf32>)
+  return %o, %lse : tensor<1x2x6x4xbf16>, tensor<1x2x6xf32>
+}
+func.func @grad(%q: tensor<1x2x6x4xbf16>, %k: tensor<1x2x6x4xbf16>, %v: tensor<1x2x6x4xbf16>, %o: tensor<1x2x6x4xbf16>, %lse: tensor<1x2x6xf32>, %g: tensor<1x2x6x4xbf16>) -> (tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>) {
+  %gq, %gk, %gv = slapo.flash_attention_grad %q, %k, %v result %o, %lse grad %g {masked_score = 0.0 : f64, scale = 5.000000e-01 : f64} : (tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>, tensor<1x2x6xf32>, tensor<1x2x6x4xbf16>) -> (tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>)
+  return %gq, %gk, %gv : tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>, tensor<1x2x6x4xbf16>
+}
+)mlir";
+  Program program(source);
+  at::manual_seed(4);
+  at::Tensor q = randn({1, 2, 6, 4}).to(at::kBFloat16),
+             k = randn({1, 2, 6, 4}).to(at::kBFloat16),
+             v = randn({1, 2, 6, 4}).to(at::kBFloat16),
+             g = randn({1, 2, 6, 4}).to(at::kBFloat16);
+  auto flash = ref::evaluate(program.func("flash"), {q, k, v}, {});
+  INFO(program.diagnostics);
+  REQUIRE(mlir::succeeded(flash));
+  // Autograd in f64 of the bf16 operands' attention.
+  at::Tensor qd = asDouble(q).requires_grad_(),
+             kd = asDouble(k).requires_grad_(),
+             vd = asDouble(v).requires_grad_();
+  at::Tensor scores = at::matmul(qd, kd.transpose(-1, -2)) * 0.5;
+  at::Tensor out = at::matmul(at::softmax(scores, -1), vd);
+  out.backward(asDouble(g));
+  REQUIRE((*flash)[1].scalar_type() == at::kFloat);
+  CHECK(ref::relativeError((*flash)[1],
+                           at::logsumexp(scores.detach(), -1).to(at::kFloat)) <
+        1e-6);
+  // One rounding to bf16: 2^-8 relative at most.
+  CHECK(ref::relativeError(asDouble((*flash)[0]), out.detach()) < 1.0 / 256);
+  auto grads = ref::evaluate(program.func("grad"),
+                             {q, k, v, (*flash)[0], (*flash)[1], g}, {});
+  REQUIRE(mlir::succeeded(grads));
+  for (auto [got, want] :
+       {std::pair((*grads)[0], qd.grad()), std::pair((*grads)[1], kd.grad()),
+        std::pair((*grads)[2], vd.grad())}) {
+    CHECK(got.scalar_type() == at::kBFloat16);
+    // The backward also reads the bf16 result (rowsum(grad * result)),
+    // whose rounding the score gradients' differences may magnify.
+    CHECK(ref::relativeError(asDouble(got), want) < 1.0 / 64);
+  }
+}
+
 TEST_CASE("triangular keeps the lower or upper triangle",
           "[reference][elementwise]") {
   at::manual_seed(8);

@@ -390,8 +390,9 @@ def MixedPrecision : Pass<"slapo-mixed-precision", "::mlir::ModuleOp"> {
     as well, so the backward's products (the convolutions' two gradients
     too) run in bf16. An f32 `slapo.flash_attention` runs in bf16 as a whole,
     as torch.autocast runs scaled_dot_product_attention: bf16 query, key,
-    value and bias (the keep mask stays bool), bf16 result and log-sum-exp
-    cast to f32 for their users; its gradient runs in bf16 too. On the GPU
+    value and bias (the keep mask stays bool), bf16 result cast to f32 for
+    its users, the log-sum-exp f32 as it was (the compute type, as PyTorch
+    keeps it); its gradient runs in bf16 too. On the GPU
     that is what cuDNN's fused attention runs.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];

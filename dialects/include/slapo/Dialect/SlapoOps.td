@@ -698,7 +698,11 @@ def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
     probabilities are never stored: the kernel walks the keys in tiles with
     a running maximum and sum (FlashAttention-2), and the gradient
     (slapo.flash_attention_grad) recomputes them from `logsumexp`, which is
-    all the forward keeps besides its result.
+    all the forward keeps besides its result. `logsumexp` is in the compute
+    type (getLogSumExpElementType: f32 for bf16, f16 and f32 operands, f64
+    for f64), as PyTorch, cuDNN and FlashAttention keep it: in bf16, an LSE
+    of 5 to 10 would be rounded by up to 0.03, and every probability the
+    gradient recomputes from it would be off by up to 3%.
 
     With `dropout_p` (an attention dropout in train mode, GPT-2's
     attn_dropout), the probabilities are dropped before the product with
@@ -725,6 +729,11 @@ def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
                        "(`bias` $bias^)? (`step` $step^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The element type of the log-sum-exp of operands of `elementType`:
+    /// the type the kernels compute in (f64 for f64, else f32).
+    static ::mlir::Type getLogSumExpElementType(::mlir::Type elementType);
+  }];
 }
 
 def Slapo_FlashAttentionGradOp : Slapo_Op<"flash_attention_grad",
@@ -733,7 +742,7 @@ def Slapo_FlashAttentionGradOp : Slapo_Op<"flash_attention_grad",
   let description = [{
     With P = exp(scores - logsumexp) recomputed tile by tile from the
     operands of the slapo.flash_attention whose `result` and `logsumexp`
-    are given, and dS = P * (grad x value^T - rowsum(grad * result)), zero
+    (in the compute type, as that op's) are given, and dS = P * (grad x value^T - rowsum(grad * result)), zero
     where `keep` is false (the scores there are a constant):
     grad_query = dS x key * scale, grad_key = dS^T x query * scale,
     grad_value = P^T x grad. What slapo.flash_attention's gradient rule

@@ -10,12 +10,14 @@
 #define SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
 
 #include "slapo/runtime/DropoutCounter.h"
+#include "slapo/runtime/Error.h"
 #include "slapo/runtime/HostDevice.h"
 #include "slapo/runtime/KernelTypes.h"
 #include "slapo/runtime/Random.h"
 #include "slapo/runtime/Tensor.h"
 
 #include <cstdint>
+#include <string>
 
 namespace slapo::rt {
 
@@ -91,6 +93,18 @@ private:
     }
   }
 };
+
+/// Throws unless `logsumexp` has the dtype `kernel` keeps the log-sum-exp
+/// of a `query` of its dtype in: the compute type, f64 for f64 and f32 for
+/// the rest (what slapo.flash_attention's verifier checks of the IR).
+inline void checkLogSumExpType(const char *kernel, const Tensor &query,
+                               const Tensor &logsumexp) {
+  DType expected = query.dtype == DType::F64 ? DType::F64 : DType::F32;
+  if (logsumexp.dtype != expected)
+    throw Error(std::string("'") + kernel + "' keeps the log-sum-exp of " +
+                getName(query.dtype) + " attention in " + getName(expected) +
+                ", not " + getName(logsumexp.dtype));
+}
 
 } // namespace slapo::rt
 
