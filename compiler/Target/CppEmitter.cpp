@@ -1373,9 +1373,10 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   // Each row runs its stages in order: a reduction's pass over the row's
   // elements, computing again the elementwise values it reads; then the pass
   // that writes the results. A reduction's arithmetic is its kernel's
-  // (Reduce.cpp: sums in f64 in order, NN.cpp's softmax: the maximum, the
-  // exponentials and their sum in f64 in order), so the group computes the
-  // unfused ops' bits on the CPU for any thread count. There the values a
+  // (Reduce.cpp: sums in f64, NN.cpp's softmax: the maximum, the
+  // exponentials and their sum in f64, each row folded in the row order of
+  // cpu/ElementMath.h), so the group computes the unfused ops' bits on the
+  // CPU for any thread count. There the values a
   // reduction reads go to a scratch row in a loop that vectorizes (`omp
   // simd`), folded by cpu::sumRow or cpu::maxRow in the order the kernels
   // fold a row (cpu/ElementMath.h), and a softmax's exponentials
@@ -1498,7 +1499,7 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   };
   // INFINITY (math.h), which device code may use as host code does.
   std::string negativeInfinity = "-INFINITY";
-  // The row's maximum of `input` into `max` (declared before).
+  // The row's maximum of `input`, declared as `max`.
   auto getMaxStage = [&](Value input, StringRef max, StringRef scratch) {
     if (cuda)
       return llvm::formatv("    {0} {1} = {2};\n", scalar, max,

@@ -40,13 +40,11 @@ inline int64_t getLinearCrossEntropyChunkRows(int64_t rows, int64_t features,
   auto ceilDiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
   int64_t ligerChunks = ceilDiv(classes, features > 0 ? features : 1);
   int64_t wanted = ceilDiv(rows, ligerChunks < 1 ? 1 : ligerChunks);
+  // At least one row: kMinChunkLogits is positive.
   int64_t forGemms = ceilDiv(kMinChunkLogits, classes > 0 ? classes : 1);
   if (wanted < forGemms)
     wanted = forGemms;
-  if (wanted < 1)
-    wanted = 1;
-  int64_t chunkRows = ceilDiv(rows, ceilDiv(rows, wanted));
-  return chunkRows < 1 ? 1 : chunkRows;
+  return ceilDiv(rows, ceilDiv(rows, wanted));
 }
 
 /// Which LM head kernel a workspace is for.
