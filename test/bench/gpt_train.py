@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Training throughput of a GPT-2-style model on the CPU: LibTorch eager vs. slapoc.
+"""Training throughput of a GPT-2-style model on the CPU: LibTorch eager and torch.jit.trace
+vs. slapoc.
 
   PYTHONPATH=third_party/.pydeps /usr/bin/python3 test/bench/gpt_train.py \\
       [--precision fp32|bf16] [--fusion none|auto] [--threads T] [--steps N] [--warmup W] \\
@@ -18,21 +19,23 @@ heads, seq 256, batch 8, vocab 8192).  It is exported with torch.jit.trace and c
 one rank with `slapoc model.pt --input ... --schedule bench.sched -o out/` (SCHEDULE below;
 each --primitive LINE is appended to it, e.g. 'sch["lm_head"].replace("cross_entropy")': the
 header prints the schedule compiled).
-Both sides train on the same W + N batches of test/e2e/make_batches.py with AdamW (lr 3e-4,
+All sides train on the same W + N batches of test/e2e/make_batches.py with AdamW (lr 3e-4,
 betas (0.9, 0.999), eps 1e-8, weight decay 0.1) in fp32 with T threads, set for OpenMP and
 OpenBLAS too (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS: torch.set_num_threads does not size
 OpenBLAS's own thread pool):
 
   eager   the nn.Module in a child process: model(ids, labels), backward(), AdamW step(),
           zero_grad(set_to_none=True), timed around the four
+  trace   the same with the module's torch.jit.trace (traced on the first batch, untimed):
+          LibTorch running the TorchScript graph slapoc compiles
   slapoc  out/launch --steps W+N --data batches --threads T --log-json: the log's
           step_time_s (input copy, forward, backward, optimizer)
 
-A repeat runs each side once (alternating, so that a shared machine's drift hits both): W
-untimed steps, then N timed ones whose median is the repeat's step time.  The table shows the
-median over R repeats; tokens/s = B * S / step time.  With --baseline DIR, the program of an
-earlier slapoc build (DIR: its out/ directory for the same model and flags, such as --keep
-leaves) runs alternately too, as a third side.
+A repeat runs each side once (alternating, so that a shared machine's drift hits all), W
+untimed steps, then N timed ones whose median is the repeat's step time, and then measures the
+GEMM peak (below).  The table shows the median over R repeats; tokens/s = B * S / step time.
+With --baseline DIR, the program of an earlier slapoc build (DIR: its out/ directory for the
+same model and flags, such as --keep leaves) runs alternately too, as another side.
 
 The CPUs these benchmarks run on differ (AVX2 only, AVX-512, AMX), so the header names the
 paths each side took: ATen's kernel ISA and oneDNN's effective ISA for LibTorch, the progress
@@ -47,11 +50,14 @@ Model FLOP/s count the matmuls of a step, forward and backward:
 
 P_matmul is every parameter but the position embedding (the token embedding once: it is the
 tied LM head's weight; biases and layer norms are negligible); the second term is attention's
-QK^T and AV, without a causal discount (both sides compute the masked half).  "% of GEMM peak"
-divides by the faster of two fp32 GEMMs measured here with T threads (2048^3, median of 10):
-torch.matmul (OpenBLAS, whose kernel set is printed: a DYNAMIC_ARCH build falls back to slow
-generic kernels on a CPU model it does not know) and oneDNN through torch's mkldnn_linear
-(slapoc's matmuls call oneDNN).
+QK^T and AV, without a causal discount (every side computes the masked half).  The matmul
+bound is the time those FLOPs take at the GEMM peak, the fastest of two GEMMs measured with T
+threads after every repeat (2048^3, median of 10 each; the fastest of all repeats, since the
+peak of a shared or turbo-clocked machine moves between minutes): torch.matmul (OpenBLAS, whose
+kernel set is printed: a DYNAMIC_ARCH build falls back to slow generic kernels on a CPU model
+it does not know) and oneDNN through torch's mkldnn_linear (slapoc's matmuls call oneDNN).
+"x matmul bound" is a side's step time over it: 1.00x would be a step that does nothing but
+its matmuls, at the peak.
 
 Peak memory is each side's peak resident set (VmHWM): for eager it includes Python and
 libtorch (their resident set right after `import torch` is printed); beside slapoc's is the
@@ -80,6 +86,8 @@ import warnings
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MAKE_BATCHES = os.path.join(REPO, "test", "e2e", "make_batches.py")
 LR, BETAS, EPS, WEIGHT_DECAY = 3e-4, (0.9, 0.999), 1e-8, 0.1
+# The LibTorch sides: the nn.Module as written, and its torch.jit.trace.
+TORCH_SIDES = ("eager", "trace")
 SCHEDULE = 'train(optimizer="adamw", lr=3e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)\n'
 
 
@@ -341,15 +349,22 @@ def gemm_rates(threads, dtype, n=2048, runs=10):
 
 
 def eager_worker(args, work):
-    """The LibTorch side, in its own process so that its peak resident set is its own: trains
-    on WORK/batches.safetensors and writes WORK/eager.json ({"unavailable": why} if LibTorch
-    cannot train so on this CPU)."""
+    """A LibTorch side, in its own process so that its peak resident set is its own: trains
+    on WORK/batches.safetensors the nn.Module (--torch-side eager) or its torch.jit.trace
+    (trace: traced on the first batch, outside the timed steps, and run under the same
+    autocast) and writes WORK/SIDE.json ({"unavailable": why} if LibTorch cannot train so on
+    this CPU)."""
     import torch
     rss_after_import = proc_status(os.getpid(), "VmRSS")
     from safetensors.torch import load_file
     torch.set_num_threads(args.threads)
-    model = build_model(args)
+    module = build_model(args)
     batches = load_file(os.path.join(work, "batches.safetensors"))
+    model = module
+    if args.torch_side == "trace":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TracerWarnings
+            model = torch.jit.trace(module, (batches["input_ids"][0], batches["labels"][0]))
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS,
                                   weight_decay=WEIGHT_DECAY)
     times, losses = [], []
@@ -368,7 +383,7 @@ def eager_worker(args, work):
         result = {"step_time_s": times, "losses": losses, "rss_after_import": rss_after_import}
     except RuntimeError as e:  # bf16 where torch's oneDNN has no bf16 matmul
         result = {"unavailable": unavailable(e)}
-    with open(os.path.join(work, "eager.json"), "w") as f:
+    with open(os.path.join(work, args.torch_side + ".json"), "w") as f:
         json.dump(result, f)
 
 
@@ -393,35 +408,43 @@ def bench(args, work):
     schedule += "".join(line + "\n" for line in args.primitive)
     slapoc_argv = compile_slapoc(args, work, "out", schedule, input_flags(args))
     import torch
-    gemm = gemm_rates(args.threads, torch.bfloat16 if args.precision == "bf16" else torch.float32)
-    peak = max((rate for rate in gemm.values() if not isinstance(rate, str)), default=None)
+    gemm_dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
 
     programs = {"slapoc": os.path.join(work, "out")}
     if args.baseline:
         programs["baseline"] = args.baseline
-    runs = {side: [] for side in ["eager", *programs]}
-    eager_unavailable = None
+    runs = {side: [] for side in [*TORCH_SIDES, *programs]}
+    torch_unavailable = {}
+    gemms = []  # per repeat: {library: GFLOP/s or n/a}
     for _ in range(args.repeats):
-        if not eager_unavailable:
-            rss = run([sys.executable, os.path.abspath(__file__), "--eager-worker", work] +
-                      sys.argv[1:]).peak
-            with open(os.path.join(work, "eager.json")) as f:
-                eager = json.load(f)
-            eager_unavailable = eager.get("unavailable")
-            if not eager_unavailable:
-                runs["eager"].append(
-                    {"step_s": statistics.median(eager["step_time_s"][args.warmup:]),
-                     "rss": rss, "loss": eager["losses"][-1],
-                     "rss_after_import": eager["rss_after_import"]})
+        for side in TORCH_SIDES:
+            if side in torch_unavailable:
+                continue
+            rss = run([sys.executable, os.path.abspath(__file__), "--eager-worker", work,
+                       "--torch-side", side] + sys.argv[1:]).peak
+            with open(os.path.join(work, side + ".json")) as f:
+                result = json.load(f)
+            if "unavailable" in result:
+                torch_unavailable[side] = result["unavailable"]
+                continue
+            runs[side].append({"step_s": statistics.median(result["step_time_s"][args.warmup:]),
+                               "rss": rss, "loss": result["losses"][-1],
+                               "rss_after_import": result["rss_after_import"]})
         for side, out in programs.items():
             runs[side].append(run_program(args, work, out, side))
+        gemms.append(gemm_rates(args.threads, gemm_dtype))
+    # The peak is the fastest GEMM of any repeat: the bound the step is held to is what this
+    # machine reached, not an average that a slow moment drags down.
+    rates = [rate for gemm in gemms for rate in gemm.values() if not isinstance(rate, str)]
+    peak = max(rates, default=None)
+    bound_s = flops / (peak * 1e9) if peak else None
 
     def median(side, key):
         return statistics.median(r[key] for r in runs[side])
 
     mib = lambda n: "%.0f MiB" % (n / 2 ** 20)  # noqa: E731
     tokens = args.batch * args.seq
-    print("## GPT-2-style training, %s, CPU: LibTorch eager%s vs. slapoc\n"
+    print("## GPT-2-style training, %s, CPU: LibTorch eager and torch.jit.trace%s vs. slapoc\n"
           % (args.precision, " (torch.autocast bf16)" if args.precision == "bf16" else ""))
     print("`%s`\n" % command_line())
     print("- machine: %s; load average %s at the start, %s at the end"
@@ -432,11 +455,15 @@ def bench(args, work):
              n_params / 1e6, flops / 1e9))
     print("- AdamW, %d threads per side; %d warmup + %d timed steps per run, %d runs per side"
           % (args.threads, args.warmup, args.steps, args.repeats))
-    print("- %s GEMM 2048^3, %d threads: %s (OpenBLAS kernels: %s)"
+    print("- %s GEMM 2048^3, %d threads, measured after each repeat: %s (OpenBLAS kernels: %s)"
           % (args.precision, args.threads,
-             ", ".join("%s %s" % (name, rate if isinstance(rate, str) else "%.0f GFLOP/s" % rate)
-                       for name, rate in gemm.items()),
+             "; ".join(", ".join("%s %s" % (name, rate if isinstance(rate, str)
+                                            else "%.0f" % rate) for name, rate in gemm.items())
+                       for gemm in gemms),
              openblas_kernels()))
+    if peak:
+        print("- matmul bound: %.0f ms per step (%.1f GFLOP at the fastest GEMM above, "
+              "%.0f GFLOP/s)" % (bound_s * 1e3, flops / 1e9, peak))
     print("- paths: LibTorch %s; %s"
           % (torch_paths(), "; ".join("%s %s" % (side, runs[side][0]["paths"])
                                       for side in programs)))
@@ -445,22 +472,24 @@ def bench(args, work):
              "; baseline: `%s/launch`" % args.baseline if args.baseline else ""))
     print("- slapoc's schedule: %s\n" % "; ".join(
         "`%s`" % line for line in schedule.splitlines()))
-    print("| | tokens/s | step ms | model GFLOP/s | % of GEMM peak | peak RSS | planned arena |")
+    print("| | tokens/s | step ms | model GFLOP/s | x matmul bound | peak RSS | planned arena |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    names = {"eager": "LibTorch eager", "slapoc": "slapoc", "baseline": "slapoc (baseline)"}
+    names = {"eager": "LibTorch eager", "trace": "LibTorch torch.jit.trace", "slapoc": "slapoc",
+             "baseline": "slapoc (baseline)"}
     for side in runs:
         if not runs[side]:
-            print("| %s | %s | | | | | - |" % (names[side], eager_unavailable))
+            print("| %s | %s | | | | | - |" % (names[side], torch_unavailable[side]))
             continue
         step_s = median(side, "step_s")
         print("| %s | %.0f | %.0f | %.1f | %s | %s | %s |"
               % (names[side], tokens / step_s, step_s * 1e3, flops / step_s / 1e9,
-                 "%.1f%%" % (100 * flops / step_s / 1e9 / peak) if peak else "n/a",
-                 mib(median(side, "rss")), mib(median(side, "arena")) if side != "eager" else "-"))
+                 "%.2fx" % (step_s / bound_s) if peak else "n/a",
+                 mib(median(side, "rss")), mib(median(side, "arena"))
+                 if side in programs else "-"))
     for side in runs:
         if side != "slapoc" and runs[side]:
             print("| slapoc / %s | %.2fx | | | | %.2fx | |"
-                  % (side, median(side, "step_s") / median("slapoc", "step_s"),
+                  % (names[side], median(side, "step_s") / median("slapoc", "step_s"),
                      median("slapoc", "rss") / median(side, "rss")))
     print("\nMedian step ms per repeat: %s.  Loss after %d steps: %s."
           % ("; ".join("%s %s" % (side, ", ".join("%.0f" % (r["step_s"] * 1e3) for r in runs[side]))
@@ -468,7 +497,7 @@ def bench(args, work):
              args.warmup + args.steps,
              ", ".join("%s %.6f" % (side, runs[side][0]["loss"]) for side in runs if runs[side])))
     if runs["eager"]:
-        print("Eager's resident set after `import torch`: %s."
+        print("LibTorch's resident set after `import torch`: %s."
               % mib(median("eager", "rss_after_import")))
 
 
@@ -484,6 +513,7 @@ def main():
     parser.add_argument("--primitive", action="append", default=[], metavar="LINE",
                         help="a schedule line appended to slapoc's schedule (repeatable)")
     parser.add_argument("--eager-worker", metavar="WORK", help=argparse.SUPPRESS)
+    parser.add_argument("--torch-side", choices=TORCH_SIDES, help=argparse.SUPPRESS)
     args = parse_args(parser)
     if args.eager_worker:
         return eager_worker(args, args.eager_worker)
