@@ -123,16 +123,21 @@ static void registerAttentionOps(OpTable &table) {
 
 /// linear_cross_entropy as the unfused formulas, the [N, V] logits and
 /// their gradient and all; the runtime's kernel never makes them whole.
+/// Everything is f32; bf16 operands (precision="bf16") are widened, and the
+/// logits' gradient is rounded to bf16 for the two products, as the
+/// kernel's are.
 static void registerLinearCrossEntropy(OpTable &table) {
   table.try_emplace(
       LinearCrossEntropyOp::getOperationName(),
       [](mlir::Operation *operation, Operands x,
          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
         auto op = llvm::cast<LinearCrossEntropyOp>(operation);
+        at::ScalarType operands = x[0].scalar_type();
+        at::Tensor hidden = x[0].to(at::kFloat), weight = x[1].to(at::kFloat);
         c10::optional<at::Tensor> bias;
         if (op.getBias())
           bias = x[3];
-        at::Tensor logits = at::linear(x[0], x[1], bias);
+        at::Tensor logits = at::linear(hidden, weight, bias);
         at::Tensor target = x[2].to(at::kLong);
         int64_t ignoreIndex = op.getIgnoreIndex();
         bool mean = op.getReduction() == Reduction::mean;
@@ -149,8 +154,9 @@ static void registerLinearCrossEntropy(OpTable &table) {
         at::Tensor gradLogits =
             (at::softmax(logits, 1) - oneHot.to(logits.scalar_type())) *
             rowWeight.unsqueeze(1);
-        results.push_back(at::matmul(gradLogits, x[1]));
-        results.push_back(at::matmul(gradLogits.t(), x[0]));
+        at::Tensor productGrads = gradLogits.to(operands).to(at::kFloat);
+        results.push_back(at::matmul(productGrads, weight));
+        results.push_back(at::matmul(productGrads.t(), hidden));
         if (op.getBias())
           results.push_back(gradLogits.sum(0));
       });

@@ -7,7 +7,10 @@
 // "flash_attention")) runs in bf16 as a whole, as torch.autocast runs
 // scaled_dot_product_attention: bf16 operands and results, f32 inside the
 // kernel; on the GPU that is what runs it as cuDNN's fused attention on the
-// tensor cores.
+// tensor cores. An LM head replaced with its loss (replace("cross_entropy"))
+// takes bf16 hidden states and weight, as autocast's bf16 LM head does: its
+// kernel multiplies them in bf16 with f32 sums and keeps logits, loss and
+// gradients f32.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -49,6 +52,17 @@ void runInBf16(FlashAttentionOp attention) {
   result.replaceAllUsesExcept(widened, widened.getDefiningOp());
 }
 
+/// Makes `loss` (slapo.linear_cross_entropy) take its hidden states and
+/// weight in bf16; its results stay f32.
+void runProductsInBf16(LinearCrossEntropyOp loss) {
+  OpBuilder builder(loss);
+  ModulePathScope inModule(builder, loss);
+  TensorBuilder g(builder, loss.getLoc());
+  Type bf16 = builder.getBF16Type();
+  loss.getHiddenMutable().assign(g.cast(loss.getHidden(), bf16));
+  loss.getWeightMutable().assign(g.cast(loss.getWeight(), bf16));
+}
+
 struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
   using MixedPrecisionBase::MixedPrecisionBase;
 
@@ -58,17 +72,23 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
       return signalPassFailure();
     SmallVector<Operation *> contractions;
     SmallVector<FlashAttentionOp> attentions;
+    SmallVector<LinearCrossEntropyOp> lmHeads;
     forward.walk([&](Operation *op) {
-      if (!isa<LinearOp, MatmulOp, Conv2dOp, FlashAttentionOp>(op) ||
+      if (!isa<LinearOp, MatmulOp, Conv2dOp, FlashAttentionOp,
+               LinearCrossEntropyOp>(op) ||
           !elementTypeOf(op->getResult(0)).isF32())
         return;
       if (auto attention = dyn_cast<FlashAttentionOp>(op))
         attentions.push_back(attention);
+      else if (auto lmHead = dyn_cast<LinearCrossEntropyOp>(op))
+        lmHeads.push_back(lmHead);
       else
         contractions.push_back(op);
     });
     for (FlashAttentionOp attention : attentions)
       runInBf16(attention);
+    for (LinearCrossEntropyOp lmHead : lmHeads)
+      runProductsInBf16(lmHead);
     for (Operation *op : contractions) {
       OpBuilder builder(op);
       ModulePathScope inModule(builder, op);

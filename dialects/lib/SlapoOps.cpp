@@ -615,17 +615,26 @@ LogicalResult CrossEntropyGradOp::verify() {
 
 /// Checks the operands of an LM head's kernel (linear_cross_entropy,
 /// linear_log_sum_exp and its gradient): hidden [rows, features], weight
-/// [classes, features] and bias [classes] when given, every float operand
-/// f32 (under precision="bf16" too).
+/// [classes, features] of one element type and bias [classes] when given.
+/// Hidden and weight are f32, or bf16 where `bf16Operands` (linear_cross_
+/// entropy under precision="bf16": its products in bf16 as torch.autocast
+/// runs an LM head); every other float operand is f32, the compute type.
 static LogicalResult verifyLinearRows(Operation *op, Value hidden, Value weight,
-                                      Value bias) {
+                                      Value bias, bool bf16Operands) {
   if (failed(verifyRank(op, hidden, "hidden", 2)) ||
-      failed(verifyRank(op, weight, "weight", 2)))
+      failed(verifyRank(op, weight, "weight", 2)) ||
+      failed(verifySameElementType(op, weight, "weight", hidden, "hidden")))
     return failure();
-  for (Value value : op->getOperands())
+  Type operandType = tensorType(hidden).getElementType();
+  if (!operandType.isF32() && !(bf16Operands && operandType.isBF16()))
+    return op->emitOpError("hidden and weight must be f32")
+           << (bf16Operands ? " or bf16" : "") << ", got " << operandType;
+  for (Value value : op->getOperands().drop_front(2))
     if (auto type = tensorType(value); type.getElementType().isa<FloatType>() &&
                                        !type.getElementType().isF32())
-      return op->emitOpError("operands must be f32, got ") << type;
+      return op->emitOpError("operands other than hidden and weight must be "
+                             "f32, got ")
+             << type;
   int64_t features = tensorType(hidden).getDimSize(1);
   int64_t classes = tensorType(weight).getDimSize(0);
   if (failed(verifyShape(op, weight, "weight", {classes, features},
@@ -637,7 +646,8 @@ static LogicalResult verifyLinearRows(Operation *op, Value hidden, Value weight,
 }
 
 /// Checks the gradients of hidden, weight and bias among an LM head
-/// kernel's results: their operands' shapes, grad_bias iff a bias.
+/// kernel's results: their operands' shapes, f32 (the compute type, whatever
+/// the operands'), grad_bias iff a bias.
 static LogicalResult verifyLinearRowsGrads(Operation *op, Value hidden,
                                            Value weight, Value bias,
                                            Value gradHidden, Value gradWeight,
@@ -650,14 +660,19 @@ static LogicalResult verifyLinearRowsGrads(Operation *op, Value hidden,
   if (bool(bias) != bool(gradBias))
     return op->emitOpError(
         "has a grad_bias result if and only if it has a bias");
-  if (gradBias)
-    return verifyShape(op, gradBias, "grad_bias", tensorType(bias).getShape(),
-                       "bias's shape");
+  if (gradBias &&
+      failed(verifyShape(op, gradBias, "grad_bias", tensorType(bias).getShape(),
+                         "bias's shape")))
+    return failure();
+  for (Value grad : {gradHidden, gradWeight, gradBias})
+    if (grad && !tensorType(grad).getElementType().isF32())
+      return op->emitOpError("gradients must be f32, got ") << grad.getType();
   return success();
 }
 
 LogicalResult LinearCrossEntropyOp::verify() {
-  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())) ||
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias(),
+                              /*bf16Operands=*/true)) ||
       failed(verifyRank(*this, getTarget(), "target", 1)))
     return failure();
   int64_t rows = tensorType(getHidden()).getDimSize(0);
@@ -667,23 +682,25 @@ LogicalResult LinearCrossEntropyOp::verify() {
   if (getReduction() == Reduction::none)
     return emitOpError("reduction none is not supported: the gradients are "
                        "computed in the forward, for a scalar loss");
-  if (failed(verifyShape(*this, getLoss(), "loss", {}, "scalar loss")) ||
-      failed(verifySameElementType(*this, getLoss(), "loss", getHidden(),
-                                   "hidden")))
+  if (failed(verifyShape(*this, getLoss(), "loss", {}, "scalar loss")))
     return failure();
+  if (!tensorType(getLoss()).getElementType().isF32())
+    return emitOpError("loss must be f32, got ") << getLoss().getType();
   return verifyLinearRowsGrads(*this, getHidden(), getWeight(), getBias(),
                                getGradHidden(), getGradWeight(), getGradBias());
 }
 
 LogicalResult LinearLogSumExpOp::verify() {
-  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())))
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias(),
+                              /*bf16Operands=*/false)))
     return failure();
   return verifyShape(*this, getLogsumexp(), "logsumexp",
                      {tensorType(getHidden()).getDimSize(0)}, "rows of hidden");
 }
 
 LogicalResult LinearLogSumExpGradOp::verify() {
-  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())))
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias(),
+                              /*bf16Operands=*/false)))
     return failure();
   int64_t rows = tensorType(getHidden()).getDimSize(0);
   if (failed(verifyShape(*this, getLogsumexp(), "logsumexp", {rows},

@@ -189,10 +189,15 @@ LinearCrossEntropyOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   for (Value grad : resultGrads.drop_front())
     if (grad)
       return emitOpError("has no gradient rule for its gradient results");
+  // The gradients are f32; bf16 operands (precision="bf16") get theirs
+  // rounded to bf16, as torch.autocast's backward of a bf16 LM head gives
+  // them.
   TensorBuilder g(builder, getLoc());
   Value grad = resultGrads[0];
-  operandGrads.push_back(g.mul(getGradHidden(), grad));
-  operandGrads.push_back(g.mul(getGradWeight(), grad));
+  operandGrads.push_back(
+      g.cast(g.mul(getGradHidden(), grad), elementTypeOf(getHidden())));
+  operandGrads.push_back(
+      g.cast(g.mul(getGradWeight(), grad), elementTypeOf(getWeight())));
   operandGrads.push_back(nullptr);
   if (Value gradBias = getGradBias())
     operandGrads.push_back(g.mul(gradBias, grad));

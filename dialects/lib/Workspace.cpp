@@ -17,15 +17,16 @@ namespace slapo {
 namespace {
 
 /// The workspace bytes of an LM head kernel of hidden [rows, features] and
-/// weight [classes, features].
+/// weight [classes, features] (of one float type: the verifiers check it).
 int64_t getLinearCrossEntropyWorkspaceBytes(rt::LinearCrossEntropyKernel kernel,
                                             Value hidden, Value weight,
                                             Value bias) {
-  ArrayRef<int64_t> hiddenShape =
-      hidden.getType().cast<RankedTensorType>().getShape();
+  auto hiddenType = hidden.getType().cast<RankedTensorType>();
   int64_t classes = weight.getType().cast<RankedTensorType>().getDimSize(0);
-  return rt::getLinearCrossEntropyWorkspace(
-             kernel, hiddenShape[0], hiddenShape[1], classes, bias != nullptr)
+  int64_t operandBytes = hiddenType.getElementTypeBitWidth() / 8;
+  return rt::getLinearCrossEntropyWorkspace(kernel, hiddenType.getDimSize(0),
+                                            hiddenType.getDimSize(1), classes,
+                                            bias != nullptr, operandBytes)
       .bytes;
 }
 

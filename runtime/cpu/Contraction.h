@@ -49,12 +49,6 @@ inline dnnl::memory::desc makeContiguousDesc(const dnnl::memory::dims &dims,
   return dnnl::memory::desc(dims, type, getContiguousStrides(dims));
 }
 
-/// out += matmul(lhs, rhs) (cpu::matmul's operands and permutations): the
-/// product is added to an f32 `out` inside the GEMM (oneDNN's sum
-/// post-op), with no pass of its own; throws for another out dtype.
-void addMatmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
-               const Tensor &out, const MatmulPermutations &permutations);
-
 /// Whether a contraction of `operand`'s dtype runs as an f32 one.
 inline bool runsInF32(Context &ctx, const Tensor &operand) {
   return operand.dtype == DType::BF16 &&
@@ -93,5 +87,16 @@ void contractInF32(Context &ctx, const std::array<Tensor, N> &operands,
 }
 
 } // namespace slapo::rt::cpu::detail
+
+namespace slapo::rt::cpu {
+
+/// out += matmul(lhs, rhs) (cpu::matmul's operands and permutations): the
+/// product is added to an f32 `out` inside the GEMM (oneDNN's sum
+/// post-op), with no pass of its own; throws for another out dtype.
+/// (Not in KernelSet.inc: no op calls it, the LM head kernels do.)
+void addMatmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &out, const MatmulPermutations &permutations);
+
+} // namespace slapo::rt::cpu
 
 #endif // SLAPO_RUNTIME_CPU_CONTRACTION_H

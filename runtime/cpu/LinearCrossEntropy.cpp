@@ -1,13 +1,14 @@
 //===- LinearCrossEntropy.cpp - the LM head and its loss, in chunks -------===//
 //
 // replace("cross_entropy")'s kernel (Liger's FusedLinearCrossEntropy): per
-// chunk of rows, the chunk's logits by oneDNN's linear, each row's
-// log-sum-exp, loss and logit gradients in place, then the chunk's rows of
-// the hidden gradient and its share of the weight and bias gradients by
-// oneDNN's matmul, a later chunk's weight gradient added inside the GEMM
-// (addMatmul). Only a chunk of logits exists at a time, in the
-// caller's workspace (the memory plan's; LinearCrossEntropyWorkspace.h):
-// the kernels allocate nothing. The
+// chunk of rows (forEachLogitChunk, LinearCrossEntropyRows.h, CUDA's walk
+// too), the chunk's logits by oneDNN's linear, each row's log-sum-exp, loss
+// and logit gradients in place, then the chunk's rows of the hidden
+// gradient and its share of the weight and bias gradients by oneDNN's
+// matmul, a later chunk's weight gradient added inside the GEMM
+// (addMatmul). Only a chunk of logits exists at a time, in the caller's
+// workspace (the memory plan's; LinearCrossEntropyWorkspace.h): the kernels
+// allocate nothing. The
 // vocabulary-parallel form's linearLogSumExp and its gradient walk the same
 // chunks. Built per instruction set (KernelVariant.h) for the row loops'
 // exponentials (VectorMath.h's vexp); the contractions are the dispatched
@@ -31,53 +32,29 @@ using namespace detail;
 
 namespace {
 
-/// The chunks of rows of an LM head hidden [rows, features] x weight
-/// [classes, features]^T + bias: `onRows(logits, first, count)` gets each
-/// chunk's logits, and, with gradients to compute, turns them into their
-/// gradient in place, which goes to the chunk's rows of `gradHidden` and
-/// its shares of `gradWeight` and `gradBias` (null without bias). The
-/// logits and sums are in `workspace`, laid out as `layout`.
+/// forEachLogitChunk (LinearCrossEntropyRows.h) with the bias gradient of
+/// `grads` (if any) summed over the chunks' rows in f64 (the workspace's
+/// classSums), row after row.
 template <typename OnRows>
-void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
-                       const Tensor &bias, const Tensor *gradHidden,
-                       const Tensor *gradWeight, const Tensor *gradBias,
-                       const LinearCrossEntropyWorkspace &layout,
-                       const Tensor &workspace, OnRows onRows) {
-  int64_t rows = hidden.shape[0], features = hidden.shape[1],
-          classes = weight.shape[0];
-  int64_t chunkRows = layout.chunkRows;
-  float *logits = getWorkspacePart<float>(workspace, layout.logits);
-  bool withBiasGrad = gradBias && *gradBias;
+void forEachLogitChunkSummingBias(Context &ctx, const Tensor &hidden,
+                                  const Tensor &weight, const Tensor &bias,
+                                  const LinearRowsGrads &grads,
+                                  const LinearCrossEntropyWorkspace &layout,
+                                  const Tensor &workspace, OnRows onRows) {
+  int64_t classes = weight.shape[0];
+  bool withBiasGrad = grads.bias && *grads.bias;
   double *biasSums = getWorkspacePart<double>(workspace, layout.classSums);
   if (withBiasGrad)
     std::fill(biasSums, biasSums + classes, 0.0);
-  const int64_t transpose[] = {1, 0};
-  float *hiddenRows = hidden.as<float>();
-  for (int64_t first = 0; first < rows; first += chunkRows) {
-    int64_t count = std::min(chunkRows, rows - first);
-    Tensor chunkHidden(hiddenRows + first * features, DType::F32,
-                       {count, features});
-    Tensor chunkLogits(logits, DType::F32, {count, classes});
-    cpu::linear(ctx, chunkHidden, weight, bias, chunkLogits);
-    onRows(logits, first, count);
-    if (!gradWeight)
-      continue;
-    cpu::matmul(ctx, chunkLogits, weight,
-                Tensor(gradHidden->as<float>() + first * features, DType::F32,
-                       {count, features}));
-    // gradWeight (+)= chunk's gradient^T x chunk's hidden rows.
-    MatmulPermutations permutations;
-    permutations.lhs = transpose;
-    if (first == 0)
-      cpu::matmul(ctx, chunkLogits, chunkHidden, *gradWeight, permutations);
-    else
-      addMatmul(ctx, chunkLogits, chunkHidden, *gradWeight, permutations);
+  auto sumBiasGrads = [&](const float *logitGrads, int64_t, int64_t count) {
     for (int64_t row = 0; row < count && withBiasGrad; ++row)
       for (int64_t c = 0; c < classes; ++c)
-        biasSums[c] += logits[row * classes + c];
-  }
+        biasSums[c] += logitGrads[row * classes + c];
+  };
+  forEachLogitChunk(ctx, hidden, weight, bias, grads, layout, workspace, onRows,
+                    sumBiasGrads);
   for (int64_t c = 0; c < classes && withBiasGrad; ++c)
-    gradBias->as<float>()[c] = float(biasSums[c]);
+    grads.bias->as<float>()[c] = float(biasSums[c]);
 }
 
 /// The log-sum-exp of a row of `classes` logits, which become their
@@ -97,9 +74,9 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         const Tensor &gradHidden, const Tensor &gradWeight,
                         const Tensor &gradBias, const Tensor &workspace,
                         int64_t ignoreIndex, Reduction reduction) {
-  checkLinearRowsF32("linearCrossEntropy", hidden, weight,
-                     {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
-                     throwUnsupported);
+  checkLinearRowsTypes("linearCrossEntropy", hidden, weight,
+                       {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
+                       /*bf16Operands=*/true, throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearCrossEntropy", LinearCrossEntropyKernel::CrossEntropy, hidden,
       weight, bias, workspace);
@@ -139,8 +116,9 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
             }
           });
     };
-    forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
-                      &gradBias, layout, workspace, rowLossesAndGrads);
+    forEachLogitChunkSummingBias(ctx, hidden, weight, bias,
+                                 {&gradHidden, &gradWeight, &gradBias}, layout,
+                                 workspace, rowLossesAndGrads);
     double total = 0;
     for (int64_t row = 0; row < rows; ++row)
       total += losses[row];
@@ -154,8 +132,8 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
 void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
                      const Tensor &bias, const Tensor &logsumexp,
                      const Tensor &workspace) {
-  checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
-                     throwUnsupported);
+  checkLinearRowsTypes("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
+                       /*bf16Operands=*/false, throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearLogSumExp", LinearCrossEntropyKernel::LogSumExp, hidden, weight,
       bias, workspace);
@@ -169,8 +147,8 @@ void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
             exponentiateRow(logits + row * classes, classes, sum);
     });
   };
-  forEachLogitChunk(ctx, hidden, weight, bias, nullptr, nullptr, nullptr,
-                    layout, workspace, rowLogSumExps);
+  forEachLogitChunkSummingBias(ctx, hidden, weight, bias, {}, layout, workspace,
+                               rowLogSumExps);
 }
 
 void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
@@ -178,10 +156,10 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
                          const Tensor &logsumexp, const Tensor &grad,
                          const Tensor &gradHidden, const Tensor &gradWeight,
                          const Tensor &gradBias, const Tensor &workspace) {
-  checkLinearRowsF32(
+  checkLinearRowsTypes(
       "linearLogSumExpGrad", hidden, weight,
       {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias},
-      throwUnsupported);
+      /*bf16Operands=*/false, throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearLogSumExpGrad", LinearCrossEntropyKernel::LogSumExpGrad, hidden,
       weight, bias, workspace);
@@ -200,8 +178,9 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
       }
     });
   };
-  forEachLogitChunk(ctx, hidden, weight, bias, &gradHidden, &gradWeight,
-                    &gradBias, layout, workspace, scaledSoftmaxRows);
+  forEachLogitChunkSummingBias(ctx, hidden, weight, bias,
+                               {&gradHidden, &gradWeight, &gradBias}, layout,
+                               workspace, scaledSoftmaxRows);
 }
 
 } // namespace slapo::rt::cpu::SLAPO_CPU_VARIANT

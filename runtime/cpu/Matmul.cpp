@@ -205,9 +205,8 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
   contract(ctx, lhs, rhs, out, permutations, false);
 }
 
-void detail::addMatmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
-                       const Tensor &out,
-                       const MatmulPermutations &permutations) {
+void addMatmul(Context &ctx, const Tensor &lhs, const Tensor &rhs,
+               const Tensor &out, const MatmulPermutations &permutations) {
   if (out.dtype != DType::F32)
     throwUnsupported("addMatmul", out.dtype);
   contract(ctx, lhs, rhs, out, permutations, true);

@@ -718,50 +718,25 @@ __global__ void scaledSoftmaxKernel(int64_t rows, int64_t classes,
   }
 }
 
-/// The chunks of rows of an LM head hidden [rows, features] x weight
-/// [classes, features]^T + bias, as the CPU's: `onRows(logits, first,
-/// count)` gets each chunk's logits (in `workspace`, laid out as `layout`),
-/// and, with gradients to compute, turns them into their gradient in place,
-/// which goes to the chunk's rows of `gradHidden` and its shares of
-/// `gradWeight` and `gradBias` (null without bias).
+/// forEachLogitChunk (LinearCrossEntropyRows.h) with the bias gradient of
+/// `grads` (if any) added to it chunk by chunk (biasGradKernel).
 template <typename OnRows>
-void forEachLogitChunk(Context &ctx, const Tensor &hidden, const Tensor &weight,
-                       const Tensor &bias, const Tensor *gradHidden,
-                       const Tensor *gradWeight, const Tensor *gradBias,
-                       const LinearCrossEntropyWorkspace &layout,
-                       const Tensor &workspace, OnRows onRows) {
-  int64_t rows = hidden.shape[0], features = hidden.shape[1],
-          classes = weight.shape[0];
-  cudaStream_t stream = ctx.getStream();
-  int64_t chunkRows = layout.chunkRows;
-  float *logits = getWorkspacePart<float>(workspace, layout.logits);
-  const int64_t transpose[] = {1, 0};
-  for (int64_t first = 0; first < rows; first += chunkRows) {
-    int64_t count = std::min(chunkRows, rows - first);
-    Tensor chunkHidden(hidden.as<float>() + first * features, DType::F32,
-                       {count, features});
-    Tensor chunkLogits(logits, DType::F32, {count, classes});
-    linear(ctx, chunkHidden, weight, bias, chunkLogits);
-    onRows(logits, first, count);
-    if (!gradWeight)
-      continue;
-    matmul(ctx, chunkLogits, weight,
-           Tensor(gradHidden->as<float>() + first * features, DType::F32,
-                  {count, features}));
-    // gradWeight (+)= chunk's gradient^T x chunk's hidden rows, the sum in
-    // the GEMM.
-    MatmulPermutations permutations;
-    permutations.lhs = transpose;
-    if (first == 0)
-      matmul(ctx, chunkLogits, chunkHidden, *gradWeight, permutations);
-    else
-      addMatmul(ctx, chunkLogits, chunkHidden, *gradWeight, permutations);
-    if (gradBias && *gradBias) {
-      biasGradKernel<<<getGridSize(ctx, classes, 256), 256, 0, stream>>>(
-          count, classes, first == 0, logits, gradBias->as<float>());
-      checkLaunch("linearCrossEntropy");
-    }
-  }
+void forEachLogitChunkSummingBias(Context &ctx, const Tensor &hidden,
+                                  const Tensor &weight, const Tensor &bias,
+                                  const LinearRowsGrads &grads,
+                                  const LinearCrossEntropyWorkspace &layout,
+                                  const Tensor &workspace, OnRows onRows) {
+  int64_t classes = weight.shape[0];
+  auto addBiasGrads = [&](const float *logitGrads, int64_t first,
+                          int64_t count) {
+    if (!grads.bias || !*grads.bias)
+      return;
+    biasGradKernel<<<getGridSize(ctx, classes, 256), 256, 0, ctx.getStream()>>>(
+        count, classes, first == 0, logitGrads, grads.bias->as<float>());
+    checkLaunch("linearCrossEntropy");
+  };
+  forEachLogitChunk(ctx, hidden, weight, bias, grads, layout, workspace, onRows,
+                    addBiasGrads);
 }
 
 } // namespace
@@ -772,9 +747,9 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         const Tensor &gradHidden, const Tensor &gradWeight,
                         const Tensor &gradBias, const Tensor &workspace,
                         int64_t ignoreIndex, Reduction reduction) {
-  checkLinearRowsF32("linearCrossEntropy", hidden, weight,
-                     {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
-                     throwUnsupported);
+  checkLinearRowsTypes("linearCrossEntropy", hidden, weight,
+                       {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
+                       /*bf16Operands=*/true, throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearCrossEntropy", LinearCrossEntropyKernel::CrossEntropy, hidden,
       weight, bias, workspace);
@@ -790,9 +765,9 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
     lossScaleKernel<<<1, 1024, 0, stream>>>(
         rows, ignoreIndex, reduction == Reduction::Mean, labels, scale);
     checkLaunch("linearCrossEntropy");
-    forEachLogitChunk(
-        ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias, layout,
-        workspace, [&](float *logits, int64_t first, int64_t count) {
+    forEachLogitChunkSummingBias(
+        ctx, hidden, weight, bias, {&gradHidden, &gradWeight, &gradBias},
+        layout, workspace, [&](float *logits, int64_t first, int64_t count) {
           linearCrossEntropyRowsKernel<<<getGridSize(ctx, count, 1),
                                          getRowBlockSize(classes, 8), 0,
                                          stream>>>(
@@ -810,14 +785,14 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
 void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
                      const Tensor &bias, const Tensor &logsumexp,
                      const Tensor &workspace) {
-  checkLinearRowsF32("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
-                     throwUnsupported);
+  checkLinearRowsTypes("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
+                       /*bf16Operands=*/false, throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearLogSumExp", LinearCrossEntropyKernel::LogSumExp, hidden, weight,
       bias, workspace);
   int64_t classes = weight.shape[0];
-  forEachLogitChunk(
-      ctx, hidden, weight, bias, nullptr, nullptr, nullptr, layout, workspace,
+  forEachLogitChunkSummingBias(
+      ctx, hidden, weight, bias, {}, layout, workspace,
       [&](float *logits, int64_t first, int64_t count) {
         rowLogSumExpKernel<<<getGridSize(ctx, count, 1),
                              getRowBlockSize(classes, 8), 0, ctx.getStream()>>>(
@@ -831,16 +806,16 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
                          const Tensor &logsumexp, const Tensor &grad,
                          const Tensor &gradHidden, const Tensor &gradWeight,
                          const Tensor &gradBias, const Tensor &workspace) {
-  checkLinearRowsF32(
+  checkLinearRowsTypes(
       "linearLogSumExpGrad", hidden, weight,
       {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias},
-      throwUnsupported);
+      /*bf16Operands=*/false, throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearLogSumExpGrad", LinearCrossEntropyKernel::LogSumExpGrad, hidden,
       weight, bias, workspace);
   int64_t classes = weight.shape[0];
-  forEachLogitChunk(
-      ctx, hidden, weight, bias, &gradHidden, &gradWeight, &gradBias, layout,
+  forEachLogitChunkSummingBias(
+      ctx, hidden, weight, bias, {&gradHidden, &gradWeight, &gradBias}, layout,
       workspace, [&](float *logits, int64_t first, int64_t count) {
         scaledSoftmaxKernel<<<getGridSize(ctx, count * classes, 256), 256, 0,
                               ctx.getStream()>>>(

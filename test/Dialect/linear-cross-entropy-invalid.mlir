@@ -1,7 +1,8 @@
 // RUN: slapo-opt %s --split-input-file --verify-diagnostics
 
 // slapo.linear_cross_entropy's verifier: what replace("cross_entropy")
-// makes is f32, has a scalar loss, and a grad_bias exactly with a bias.
+// makes has f32 operands (hidden and weight bf16 under precision="bf16"),
+// f32 results, a scalar loss, and a grad_bias exactly with a bias.
 
 func.func @weight_features(%h: tensor<6x8xf32>, %w: tensor<16x4xf32>, %t: tensor<6xi64>) {
   // expected-error @+1 {{weight shape [16, 4] differs from [16, 8], the [classes, features of hidden]}}
@@ -19,9 +20,48 @@ func.func @target_rows(%h: tensor<6x8xf32>, %w: tensor<16x8xf32>, %t: tensor<5xi
 
 // -----
 
-func.func @bf16(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>, %t: tensor<6xi64>) {
-  // expected-error @+1 {{operands must be f32, got 'tensor<6x8xbf16>'}}
+func.func @bf16_operands(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>, %t: tensor<6xi64>) {
   %l, %dh, %dw = slapo.linear_cross_entropy %h, %w, %t {ignore_index = -100, reduction = #slapo.reduction<mean>} : (tensor<6x8xbf16>, tensor<16x8xbf16>, tensor<6xi64>) -> (tensor<f32>, tensor<6x8xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f16(%h: tensor<6x8xf16>, %w: tensor<16x8xf16>, %t: tensor<6xi64>) {
+  // expected-error @+1 {{hidden and weight must be f32 or bf16, got 'f16'}}
+  %l, %dh, %dw = slapo.linear_cross_entropy %h, %w, %t {ignore_index = -100, reduction = #slapo.reduction<mean>} : (tensor<6x8xf16>, tensor<16x8xf16>, tensor<6xi64>) -> (tensor<f32>, tensor<6x8xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @mixed_operands(%h: tensor<6x8xbf16>, %w: tensor<16x8xf32>, %t: tensor<6xi64>) {
+  // expected-error @+1 {{weight element type 'f32' differs from the hidden element type 'bf16'}}
+  %l, %dh, %dw = slapo.linear_cross_entropy %h, %w, %t {ignore_index = -100, reduction = #slapo.reduction<mean>} : (tensor<6x8xbf16>, tensor<16x8xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6x8xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @bf16_bias(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>, %t: tensor<6xi64>, %b: tensor<16xbf16>) {
+  // expected-error @+1 {{operands other than hidden and weight must be f32, got 'tensor<16xbf16>'}}
+  %l, %dh, %dw, %db = slapo.linear_cross_entropy %h, %w, %t bias %b {ignore_index = -100, reduction = #slapo.reduction<mean>} : (tensor<6x8xbf16>, tensor<16x8xbf16>, tensor<6xi64>, tensor<16xbf16>) -> (tensor<f32>, tensor<6x8xf32>, tensor<16x8xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @bf16_loss(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>, %t: tensor<6xi64>) {
+  // expected-error @+1 {{loss must be f32, got 'tensor<bf16>'}}
+  %l, %dh, %dw = slapo.linear_cross_entropy %h, %w, %t {ignore_index = -100, reduction = #slapo.reduction<mean>} : (tensor<6x8xbf16>, tensor<16x8xbf16>, tensor<6xi64>) -> (tensor<bf16>, tensor<6x8xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @bf16_gradient(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>, %t: tensor<6xi64>) {
+  // expected-error @+1 {{gradients must be f32, got 'tensor<6x8xbf16>'}}
+  %l, %dh, %dw = slapo.linear_cross_entropy %h, %w, %t {ignore_index = -100, reduction = #slapo.reduction<mean>} : (tensor<6x8xbf16>, tensor<16x8xbf16>, tensor<6xi64>) -> (tensor<f32>, tensor<6x8xbf16>, tensor<16x8xf32>)
   return
 }
 
@@ -70,7 +110,7 @@ func.func @log_sum_exp_rows(%h: tensor<6x8xf32>, %w: tensor<16x8xf32>) {
 // -----
 
 func.func @log_sum_exp_bf16(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>) {
-  // expected-error @+1 {{operands must be f32, got 'tensor<6x8xbf16>'}}
+  // expected-error @+1 {{hidden and weight must be f32, got 'bf16'}}
   %l = slapo.linear_log_sum_exp %h, %w : (tensor<6x8xbf16>, tensor<16x8xbf16>) -> tensor<6xf32>
   return
 }

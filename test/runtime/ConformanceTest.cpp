@@ -1204,26 +1204,33 @@ void addAttention(CaseList &cases) {
 /// replace("cross_entropy")'s LM head and loss in chunks of rows: the loss
 /// and the hidden, weight and bias gradients, with an ignored target; one
 /// chunk and several (the last one short), sum and mean, with and without
-/// bias, and every target ignored (a mean of 0 / 0).
+/// bias, every target ignored (a mean of 0 / 0), and bf16 hidden states and
+/// weight (precision="bf16").
 void addLinearCrossEntropy(CaseList &cases) {
   struct LinearCrossEntropyCase {
     const char *name;
     int64_t rows, features, classes;
     bool hasBias, allIgnored;
     Reduction reduction;
+    DType operands;
   };
   const LinearCrossEntropyCase kCases[] = {
-      {"chunks", 37, 24, 100, true, false, Reduction::Mean},
-      {"chunks sum", 37, 24, 100, false, false, Reduction::Sum},
-      {"one chunk", 9, 64, 50, false, false, Reduction::Mean},
-      {"GPT-2 vocabulary", 20, 64, 50257, false, false, Reduction::Mean},
-      {"every target ignored", 5, 8, 16, true, true, Reduction::Mean},
+      {"chunks", 37, 24, 100, true, false, Reduction::Mean, DType::F32},
+      {"chunks sum", 37, 24, 100, false, false, Reduction::Sum, DType::F32},
+      {"one chunk", 9, 64, 50, false, false, Reduction::Mean, DType::F32},
+      {"GPT-2 vocabulary", 20, 64, 50257, false, false, Reduction::Mean,
+       DType::F32},
+      {"every target ignored", 5, 8, 16, true, true, Reduction::Mean,
+       DType::F32},
+      {"chunks", 37, 24, 100, true, false, Reduction::Mean, DType::BF16},
+      {"GPT-2 vocabulary", 20, 64, 50257, false, false, Reduction::Mean,
+       DType::BF16},
   };
   for (const LinearCrossEntropyCase &c : kCases)
     for (DType indexType : {DType::I64, DType::I32}) {
-      HostTensor hidden = random(DType::F32, {c.rows, c.features}, 180, -1, 1);
+      HostTensor hidden = random(c.operands, {c.rows, c.features}, 180, -1, 1);
       HostTensor weight =
-          random(DType::F32, {c.classes, c.features}, 181, -1, 1);
+          random(c.operands, {c.classes, c.features}, 181, -1, 1);
       HostTensor bias = random(DType::F32, {c.classes}, 182, -1, 1);
       HostTensor target =
           random(indexType, {c.rows}, 183, 0, double(c.classes - 1));
@@ -1232,7 +1239,7 @@ void addLinearCrossEntropy(CaseList &cases) {
           target.set(row, -100);
       cases.add(
           std::string("linearCrossEntropy ") + c.name + " " +
-              describe(DType::F32, {c.rows, c.features}) + " classes " +
+              describe(c.operands, {c.rows, c.features}) + " classes " +
               std::to_string(c.classes) + " at " + getName(indexType),
           [=](auto &session) -> Outputs {
             Tensor h = session.upload(hidden), w = session.upload(weight),
@@ -1245,10 +1252,11 @@ void addLinearCrossEntropy(CaseList &cases) {
                 c.hasBias ? session.output(DType::F32, {c.classes}) : Tensor();
             // The workspace starts as a pattern the kernels must not read.
             Tensor workspace = session.output(
-                DType::I8, {getLinearCrossEntropyWorkspace(
-                                LinearCrossEntropyKernel::CrossEntropy, c.rows,
-                                c.features, c.classes, c.hasBias)
-                                .bytes});
+                DType::I8,
+                {getLinearCrossEntropyWorkspace(
+                     LinearCrossEntropyKernel::CrossEntropy, c.rows, c.features,
+                     c.classes, c.hasBias, int64_t(getSize(c.operands)))
+                     .bytes});
             linearCrossEntropy(session.ctx, h, w, t, b, loss, gh, gw, gb,
                                workspace, -100, c.reduction);
             Outputs outputs = {session.download(loss), session.download(gh),
@@ -1258,8 +1266,11 @@ void addLinearCrossEntropy(CaseList &cases) {
             return outputs;
           },
           // Sums over the classes and rows in other orders (oneDNN's and
-          // cuBLASLt's), whose gradient terms cancel.
-          withAbsolute(1e-5));
+          // cuBLASLt's), whose gradient terms cancel; with bf16 operands a
+          // logit gradient the backends' exponentials round to bf16 on
+          // either side of a boundary moves a term by 2^-8 of it (a
+          // label's, up to 1 / 36 here).
+          withAbsolute(c.operands == DType::F32 ? 1e-5 : 2e-4));
     }
 }
 
@@ -1298,7 +1309,7 @@ void addLinearLogSumExp(CaseList &cases) {
           auto workspaceFor = [&](LinearCrossEntropyKernel kernel) {
             return session.output(DType::I8, {getLinearCrossEntropyWorkspace(
                                                   kernel, c.rows, c.features,
-                                                  c.classes, c.hasBias)
+                                                  c.classes, c.hasBias, 4)
                                                   .bytes});
           };
           linearLogSumExp(session.ctx, h, w, b, lse,

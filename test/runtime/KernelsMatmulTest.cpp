@@ -369,12 +369,11 @@ TEST_CASE("addMatmul adds the product to out inside the GEMM") {
                   double(lhs[lOff + i * ls[rank - 2] + l * ls[rank - 1]]) *
                   rhs[rOff + l * rs[rank - 2] + j * rs[rank - 1]];
       }
-      detail::addMatmul(ctx, Tensor(lhs.data(), DType::F32, c.lhs),
-                        Tensor(rhs.data(), DType::F32, c.rhs),
-                        Tensor(out.data(), DType::F32, c.out),
-                        {c.lhsOrder.empty() ? nullptr : c.lhsOrder.data(),
-                         c.rhsOrder.empty() ? nullptr : c.rhsOrder.data(),
-                         nullptr});
+      addMatmul(ctx, Tensor(lhs.data(), DType::F32, c.lhs),
+                Tensor(rhs.data(), DType::F32, c.rhs),
+                Tensor(out.data(), DType::F32, c.out),
+                {c.lhsOrder.empty() ? nullptr : c.lhsOrder.data(),
+                 c.rhsOrder.empty() ? nullptr : c.rhsOrder.data(), nullptr});
       for (size_t i = 0; i < out.size(); ++i)
         REQUIRE(out[i] == Approx(expected[i]).margin(1e-5));
       // The plain matmul of the same shapes still overwrites out: the two
@@ -394,12 +393,11 @@ TEST_CASE("addMatmul adds the product to out inside the GEMM") {
   Context ctx(1);
   std::vector<uint16_t> bf16(4);
   std::vector<float> f32(4);
-  CHECK_THROWS_WITH(
-      detail::addMatmul(ctx, Tensor(f32.data(), DType::F32, {2, 2}),
-                        Tensor(f32.data(), DType::F32, {2, 2}),
-                        Tensor(bf16.data(), DType::BF16, {2, 2}), {}),
-      Catch::Contains("addMatmul") &&
-          Catch::Contains("bf16", Catch::CaseSensitive::No));
+  CHECK_THROWS_WITH(addMatmul(ctx, Tensor(f32.data(), DType::F32, {2, 2}),
+                              Tensor(f32.data(), DType::F32, {2, 2}),
+                              Tensor(bf16.data(), DType::BF16, {2, 2}), {}),
+                    Catch::Contains("addMatmul") &&
+                        Catch::Contains("bf16", Catch::CaseSensitive::No));
 }
 
 TEST_CASE("contractions refuse dtypes oneDNN is not asked for") {

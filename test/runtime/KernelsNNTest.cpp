@@ -542,7 +542,7 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
         // 16832 aligned); one size for any thread count.
         int64_t bytes = getLinearCrossEntropyWorkspace(
                             LinearCrossEntropyKernel::CrossEntropy, rows,
-                            features, classes, withBias)
+                            features, classes, withBias, 4)
                             .bytes;
         CHECK(bytes ==
               (withBias ? 17236416 + 32832 + 16832 : 17236416 + 16832));
@@ -577,6 +577,110 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
         if (!withBias)
           CHECK(gradBias == std::vector<float>(classes, -1));
       }
+}
+
+TEST_CASE("a bf16 linear cross entropy multiplies in bf16 and keeps its "
+          "loss and gradients f32") {
+  // precision="bf16"'s LM head: bf16 hidden states and weight, two chunks
+  // (1051 and 1050 rows of 4100 logits). The logits and loss are f32 sums
+  // of exact products; the two gradient products take the logit gradient
+  // rounded to bf16, as torch.autocast's backward does.
+  const int64_t rows = 2101, features = 4, classes = 4100, ignore = -100;
+  std::mt19937 generator(22);
+  auto bf16Values = [&](int64_t count, std::vector<float> &rounded) {
+    std::vector<BFloat16> halves(count);
+    rounded = uniformValues(generator, count);
+    for (int64_t i = 0; i < count; ++i) {
+      halves[i] = BFloat16::fromFloat(rounded[i]);
+      rounded[i] = halves[i].toFloat();
+    }
+    return halves;
+  };
+  std::vector<float> hidden, weight, bias = uniformValues(generator, classes);
+  std::vector<BFloat16> hidden16 = bf16Values(rows * features, hidden),
+                        weight16 = bf16Values(classes * features, weight);
+  std::uniform_int_distribution<int64_t> label(0, classes - 1);
+  std::vector<int64_t> target(rows);
+  for (int64_t &t : target)
+    t = label(generator);
+  target[7] = ignore;
+
+  int64_t counted = rows - 1;
+  double expectedLoss = 0;
+  std::vector<double> wantHidden(rows * features),
+      wantWeight(classes * features), wantBias(classes);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> softmax =
+        naiveSoftmax(naiveLogitRow(hidden, weight, bias, features, r), false);
+    bool ignored = target[r] == ignore;
+    if (!ignored)
+      expectedLoss -= std::log(softmax[target[r]]) / counted;
+    for (int64_t c = 0; c < classes; ++c) {
+      double g = ignored ? 0.0
+                         : (softmax[c] - (c == target[r] ? 1.0 : 0.0)) /
+                               double(counted);
+      wantBias[c] += g;
+      double rounded = BFloat16::fromFloat(float(g)).toFloat();
+      for (int64_t f = 0; f < features; ++f) {
+        wantHidden[r * features + f] += rounded * weight[c * features + f];
+        wantWeight[c * features + f] += rounded * hidden[r * features + f];
+      }
+    }
+  }
+
+  // The workspace adds the bf16 gradient of a chunk (1051 x 4100 x 2
+  // bytes, 8618240 aligned) to the f32 one's parts.
+  int64_t bytes =
+      getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel::CrossEntropy,
+                                     rows, features, classes, true, 2)
+          .bytes;
+  CHECK(bytes == 17236416 + 8618240 + 32832 + 16832);
+  std::vector<int8_t> workspace = usedWorkspace(bytes);
+  float loss = -1;
+  std::vector<float> gradHidden(rows * features, -1),
+      gradWeight(classes * features, -1), gradBias(classes, -1);
+  Context ctx(2);
+  linearCrossEntropy(
+      ctx, Tensor(hidden16.data(), DType::BF16, {rows, features}),
+      Tensor(weight16.data(), DType::BF16, {classes, features}),
+      Tensor(target.data(), DType::I64, {rows}),
+      Tensor(bias.data(), DType::F32, {classes}), Tensor(&loss, DType::F32, {}),
+      Tensor(gradHidden.data(), DType::F32, {rows, features}),
+      Tensor(gradWeight.data(), DType::F32, {classes, features}),
+      Tensor(gradBias.data(), DType::F32, {classes}),
+      Tensor(workspace.data(), DType::I8, {bytes}), ignore, Reduction::Mean);
+  CHECK(loss == Approx(expectedLoss).epsilon(1e-6));
+  checkNear("grad_bias", gradBias, wantBias, 1e-6);
+  // Against the largest element: the products of the rounded gradient are
+  // f32 sums (a flip of a rounding the f32 and f64 gradients straddle is
+  // rare and small); without the rounding the label's term alone would be
+  // off by up to 2^-9 of the largest element.
+  auto checkProducts = [](const char *name, const std::vector<float> &got,
+                          const std::vector<double> &wanted) {
+    double error = 0, largest = 0;
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      error = std::max(error, std::abs(got[i] - wanted[i]));
+      largest = std::max(largest, std::abs(wanted[i]));
+    }
+    INFO(name << ": largest error " << error << " of " << largest);
+    CHECK(error <= largest * 1e-4);
+  };
+  checkProducts("grad_hidden", gradHidden, wantHidden);
+  checkProducts("grad_weight", gradWeight, wantWeight);
+
+  // bf16 gradients are refused: the kernel's results are f32.
+  std::vector<BFloat16> gradHidden16(rows * features);
+  CHECK_THROWS_WITH(
+      linearCrossEntropy(
+          ctx, Tensor(hidden16.data(), DType::BF16, {rows, features}),
+          Tensor(weight16.data(), DType::BF16, {classes, features}),
+          Tensor(target.data(), DType::I64, {rows}), Tensor(),
+          Tensor(&loss, DType::F32, {}),
+          Tensor(gradHidden16.data(), DType::BF16, {rows, features}),
+          Tensor(gradWeight.data(), DType::F32, {classes, features}), Tensor(),
+          Tensor(workspace.data(), DType::I8, {bytes}), ignore,
+          Reduction::Mean),
+      Catch::Contains("linearCrossEntropy") && Catch::Contains("BF16"));
 }
 
 TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
@@ -626,11 +730,11 @@ TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
       // sums (32832 aligned).
       int64_t forwardBytes =
           getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel::LogSumExp,
-                                         rows, features, classes, withBias)
+                                         rows, features, classes, withBias, 4)
               .bytes;
       int64_t backwardBytes = getLinearCrossEntropyWorkspace(
                                   LinearCrossEntropyKernel::LogSumExpGrad, rows,
-                                  features, classes, withBias)
+                                  features, classes, withBias, 4)
                                   .bytes;
       CHECK(forwardBytes == 17236416);
       CHECK(backwardBytes == (withBias ? 17236416 + 32832 : 17236416));

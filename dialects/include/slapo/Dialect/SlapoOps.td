@@ -599,7 +599,9 @@ def Slapo_LinearCrossEntropyOp : Slapo_Op<"linear_cross_entropy",
     `grad_weight` and `grad_bias` (present with `bias`). Those are the
     gradients for a loss gradient of 1; the gradient rule scales them by
     the loss's gradient. Neither the logits nor their gradient exist whole.
-    The operands and results are f32.
+    The results and the bias are f32; hidden and weight are f32, or bf16
+    under precision="bf16" (slapo-mixed-precision), where the products sum
+    in f32 and take the logits' gradient rounded to bf16.
 
     ```mlir
     %loss, %dh, %dw = slapo.linear_cross_entropy %h, %w, %t {ignore_index = -100 : i64, reduction = #slapo.reduction<mean>} : (tensor<62x32xf32>, tensor<128x32xf32>, tensor<62xi64>) -> (tensor<f32>, tensor<62x32xf32>, tensor<128x32xf32>)

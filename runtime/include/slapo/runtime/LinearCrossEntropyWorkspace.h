@@ -70,6 +70,11 @@ struct LinearCrossEntropyWorkspace {
   /// later chunk's share of the weight gradient is added to it inside the
   /// GEMM: no part of its own.)
   int64_t logits = -1;
+  /// [chunkRows, classes] of the hidden and weight's 16-bit type (bf16
+  /// operands with gradients only): the chunk's logit gradient rounded to
+  /// it for the two gradient products, which take it as torch.autocast's
+  /// backward does.
+  int64_t lowGradient = -1;
   /// f64 [classes]: the bias gradient's sums over the chunks (with
   /// gradients and a bias; the CPU's, the CUDA kernels add into the bias
   /// gradient directly).
@@ -80,10 +85,12 @@ struct LinearCrossEntropyWorkspace {
   int64_t bytes = 0;
 };
 
+/// `operandBytes` is the size of an element of hidden and weight (4 for
+/// f32, 2 for bf16).
 inline LinearCrossEntropyWorkspace
 getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel kernel, int64_t rows,
-                               int64_t features, int64_t classes,
-                               bool hasBias) {
+                               int64_t features, int64_t classes, bool hasBias,
+                               int64_t operandBytes) {
   constexpr int64_t kAlignment = 64;
   LinearCrossEntropyWorkspace layout;
   auto take = [&](int64_t bytes) {
@@ -94,6 +101,8 @@ getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel kernel, int64_t rows,
   bool gradients = kernel != LinearCrossEntropyKernel::LogSumExp;
   layout.chunkRows = getLinearCrossEntropyChunkRows(rows, features, classes);
   layout.logits = take(4 * layout.chunkRows * classes);
+  if (gradients && operandBytes < 4)
+    layout.lowGradient = take(operandBytes * layout.chunkRows * classes);
   if (gradients && hasBias)
     layout.classSums = take(8 * classes);
   if (kernel == LinearCrossEntropyKernel::CrossEntropy)
