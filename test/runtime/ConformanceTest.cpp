@@ -1203,9 +1203,10 @@ void addAttention(CaseList &cases) {
 
 /// replace("cross_entropy")'s LM head and loss in chunks of rows: the loss
 /// and the hidden, weight and bias gradients, with an ignored target; one
-/// chunk and several (the last one short), sum and mean, with and without
-/// bias, every target ignored (a mean of 0 / 0), and bf16 hidden states and
-/// weight (precision="bf16").
+/// chunk and, past kMinChunkLogits (2^23), two (200 rows of GPT-2's 50257
+/// classes: 100 rows each, the second's weight gradient added inside the
+/// GEMM), sum and mean, with and without bias, every target ignored (a
+/// mean of 0 / 0), and bf16 hidden states and weight (precision="bf16").
 void addLinearCrossEntropy(CaseList &cases) {
   struct LinearCrossEntropyCase {
     const char *name;
@@ -1215,15 +1216,17 @@ void addLinearCrossEntropy(CaseList &cases) {
     DType operands;
   };
   const LinearCrossEntropyCase kCases[] = {
-      {"chunks", 37, 24, 100, true, false, Reduction::Mean, DType::F32},
-      {"chunks sum", 37, 24, 100, false, false, Reduction::Sum, DType::F32},
-      {"one chunk", 9, 64, 50, false, false, Reduction::Mean, DType::F32},
+      {"bias", 37, 24, 100, true, false, Reduction::Mean, DType::F32},
+      {"sum", 37, 24, 100, false, false, Reduction::Sum, DType::F32},
+      {"small", 9, 64, 50, false, false, Reduction::Mean, DType::F32},
       {"GPT-2 vocabulary", 20, 64, 50257, false, false, Reduction::Mean,
+       DType::F32},
+      {"two chunks", 200, 64, 50257, true, false, Reduction::Mean,
        DType::F32},
       {"every target ignored", 5, 8, 16, true, true, Reduction::Mean,
        DType::F32},
-      {"chunks", 37, 24, 100, true, false, Reduction::Mean, DType::BF16},
-      {"GPT-2 vocabulary", 20, 64, 50257, false, false, Reduction::Mean,
+      {"bias", 37, 24, 100, true, false, Reduction::Mean, DType::BF16},
+      {"two chunks", 200, 64, 50257, false, false, Reduction::Mean,
        DType::BF16},
   };
   for (const LinearCrossEntropyCase &c : kCases)
@@ -1275,8 +1278,8 @@ void addLinearCrossEntropy(CaseList &cases) {
 }
 
 /// The vocabulary-parallel LM head's kernels: each row's log-sum-exp, then
-/// the gradients from it and a gradient per row; one chunk and several,
-/// with and without bias.
+/// the gradients from it and a gradient per row; one chunk and two (400
+/// rows of half GPT-2's classes, 200 each), with and without bias.
 void addLinearLogSumExp(CaseList &cases) {
   struct LinearLogSumExpCase {
     const char *name;
@@ -1284,9 +1287,10 @@ void addLinearLogSumExp(CaseList &cases) {
     bool hasBias;
   };
   const LinearLogSumExpCase kCases[] = {
-      {"chunks", 37, 24, 100, true},
-      {"one chunk", 9, 64, 50, false},
+      {"bias", 37, 24, 100, true},
+      {"small", 9, 64, 50, false},
       {"GPT-2 half vocabulary", 20, 64, 25128, false},
+      {"two chunks", 400, 64, 25128, true},
   };
   for (const LinearLogSumExpCase &c : kCases) {
     HostTensor hidden = random(DType::F32, {c.rows, c.features}, 190, -1, 1);
