@@ -17,6 +17,7 @@
 #include "KernelVariant.h"
 
 #include "slapo/runtime/AttentionGeometry.h"
+#include "slapo/runtime/cpu/VectorMath.h"
 
 #include <cmath>
 #include <limits>
@@ -35,18 +36,35 @@ namespace {
 constexpr int64_t kQueryBlock = 32;
 constexpr int64_t kKeyTile = 64;
 
-/// The scores of one query row against keys [first, first + count), masked
-/// as the module masked them, into `scores`.
+/// Rows [first, first + count) of a head's keys or values (`rows`, `size`
+/// elements each) transposed into `transposed` [size][kKeyTile] in the
+/// compute type: the loops over a tile's keys then read contiguous memory
+/// and vectorize, where a dot product per key would be a sequential sum.
 template <typename T, typename C>
-void scoreRow(const AttentionGeometry &g, const T *q, const T *keys,
+void transposeTile(const T *rows, int64_t size, int64_t first, int64_t count,
+                   C *transposed) {
+  for (int64_t j = 0; j < count; ++j)
+    for (int64_t d = 0; d < size; ++d)
+      transposed[d * kKeyTile + j] = load(rows[(first + j) * size + d]);
+}
+
+/// The scores of one query row against keys [first, first + count) (their
+/// tile transposed by transposeTile), masked as the module masked them,
+/// into `scores`. Each score sums its products in the order of the head's
+/// dims, as a dot product per key would.
+template <typename T, typename C>
+void scoreRow(const AttentionGeometry &g, const T *q, const C *keysT,
               int64_t first, int64_t count, const bool *keepRow,
               const T *biasRow, C scale, C maskedScore, C *scores) {
+  std::fill(scores, scores + count, C(0));
+  for (int64_t d = 0; d < g.headSize; ++d) {
+    C qd = load(q[d]);
+    const C *keys = keysT + d * kKeyTile;
+    for (int64_t j = 0; j < count; ++j)
+      scores[j] += qd * keys[j];
+  }
   for (int64_t j = 0; j < count; ++j) {
-    const T *k = keys + (first + j) * g.headSize;
-    C dot = 0;
-    for (int64_t d = 0; d < g.headSize; ++d)
-      dot += load(q[d]) * load(k[d]);
-    C score = dot * scale;
+    C score = scores[j] * scale;
     int64_t s = first + j;
     if (keepRow && !keepRow[s * g.keepStrides[3]])
       score = maskedScore;
@@ -89,6 +107,7 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
         ctx, g.batch * g.heads * blocks, 1, [&](int64_t begin, int64_t end) {
           std::vector<C> scores(kKeyTile), sums(kQueryBlock * g.valueSize);
           std::vector<C> maxima(kQueryBlock), totals(kQueryBlock);
+          std::vector<C> keysT(g.headSize * kKeyTile);
           for (int64_t task = begin; task < end; ++task) {
             int64_t head = task / blocks, block = task % blocks;
             int64_t b = head / g.heads, h = head % g.heads;
@@ -103,30 +122,34 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
             std::fill(sums.begin(), sums.end(), C(0));
             for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
               int64_t width = std::min(kKeyTile, g.keys - tile);
+              transposeTile(k, g.headSize, tile, width, keysT.data());
               for (int64_t i = 0; i < count; ++i) {
                 MaskRows masks =
                     maskRows(g, keep, bias, sizeof(T), b, h, first + i);
-                scoreRow(g, q + i * g.headSize, k, tile, width, masks.keep,
-                         static_cast<const T *>(masks.bias), C(scale),
-                         C(maskedScore), scores.data());
-                C maximum = maxima[i];
-                for (int64_t j = 0; j < width; ++j)
-                  maximum = std::max(maximum, scores[j]);
+                scoreRow(g, q + i * g.headSize, keysT.data(), tile, width,
+                         masks.keep, static_cast<const T *>(masks.bias),
+                         C(scale), C(maskedScore), scores.data());
+                C maximum =
+                    maxPropagatingNaN(maxRow(scores.data(), width), maxima[i]);
                 // What the earlier tiles added, rescaled to the new maximum.
                 // A score of -inf (a key masked by a -inf bias) adds
                 // nothing, even where every score so far is -inf and
                 // e^(-inf - -inf) would be NaN.
                 constexpr C kNone = -std::numeric_limits<C>::infinity();
                 C rescale =
-                    maxima[i] == kNone ? C(0) : std::exp(maxima[i] - maximum);
+                    maxima[i] == kNone ? C(0) : vexp(maxima[i] - maximum);
                 C *sum = sums.data() + i * g.valueSize;
                 C total = totals[i] * rescale;
                 for (int64_t e = 0; e < g.valueSize; ++e)
                   sum[e] *= rescale;
+                // The probabilities in place of the scores, in a loop of
+                // their own, which vectorizes.
+                for (int64_t j = 0; j < width; ++j)
+                  scores[j] =
+                      scores[j] == kNone ? C(0) : vexp(scores[j] - maximum);
                 uint64_t dropRow = g.drops ? g.dropoutRow(b, h, first + i) : 0;
                 for (int64_t j = 0; j < width; ++j) {
-                  C p =
-                      scores[j] == kNone ? C(0) : std::exp(scores[j] - maximum);
+                  C p = scores[j];
                   // The softmax's sum is the undropped one; the values get
                   // the dropped probabilities.
                   total += p;
@@ -169,6 +192,9 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
     using C = Compute<T>;
     parallelFor(ctx, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
       std::vector<C> scores(kKeyTile), rowDots(g.rows);
+      std::vector<C> probabilities(kKeyTile), scoreGrads(kKeyTile);
+      std::vector<C> keysT(g.headSize * kKeyTile),
+          valuesT(g.valueSize * kKeyTile);
       std::vector<C> dq(g.rows * g.headSize), dk(g.keys * g.headSize),
           dv(g.keys * g.valueSize);
       for (int64_t head = begin; head < end; ++head) {
@@ -192,19 +218,31 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
         std::fill(dv.begin(), dv.end(), C(0));
         for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
           int64_t width = std::min(kKeyTile, g.keys - tile);
+          transposeTile(k, g.headSize, tile, width, keysT.data());
+          transposeTile(v, g.valueSize, tile, width, valuesT.data());
           for (int64_t t = 0; t < g.rows; ++t) {
             MaskRows masks = maskRows(g, keep, bias, sizeof(T), b, h, t);
             const T *qRow = q + t * g.headSize;
             const T *dORow = dO + t * g.valueSize;
-            scoreRow(g, qRow, k, tile, width, masks.keep,
+            scoreRow(g, qRow, keysT.data(), tile, width, masks.keep,
                      static_cast<const T *>(masks.bias), C(scale),
                      C(maskedScore), scores.data());
             C rowLse = lse[t];
-            C *dqRow = dq.data() + t * g.headSize;
+            for (int64_t j = 0; j < width; ++j)
+              probabilities[j] = vexp(scores[j] - rowLse);
+            // dp[j] = grad row . value j, summed over the value's dims in
+            // order, the keys along the vector lanes.
+            std::fill(scoreGrads.begin(), scoreGrads.begin() + width, C(0));
+            for (int64_t e = 0; e < g.valueSize; ++e) {
+              C dOut = load(dORow[e]);
+              const C *values = valuesT.data() + e * kKeyTile;
+              for (int64_t j = 0; j < width; ++j)
+                scoreGrads[j] += dOut * values[j];
+            }
             uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
             for (int64_t j = 0; j < width; ++j) {
               int64_t s = tile + j;
-              C p = std::exp(scores[j] - rowLse);
+              C p = probabilities[j];
               // The dropout's factor (kept: 1/(1-p), else 0): the values
               // met the dropped probabilities, and the gradient of the
               // probabilities is dropped alike (FlashAttention-2's dropout
@@ -213,21 +251,16 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
               C factor =
                   g.drops ? (g.keepsDropped(dropRow, s) ? C(g.keptScale) : C(0))
                           : C(1);
-              const T *vRow = v + s * g.valueSize;
-              C *dvRow = dv.data() + s * g.valueSize;
-              C dp = 0;
               C dropped = p * factor;
-              for (int64_t e = 0; e < g.valueSize; ++e) {
-                C dOut = load(dORow[e]);
-                dvRow[e] += dropped * dOut;
-                dp += dOut * load(vRow[e]);
-              }
-              dp *= factor;
+              C *dvRow = dv.data() + s * g.valueSize;
+              for (int64_t e = 0; e < g.valueSize; ++e)
+                dvRow[e] += dropped * load(dORow[e]);
               // A masked score is a constant: no gradient passes it.
               if (masks.keep && !masks.keep[s * g.keepStrides[3]])
                 continue;
-              C dScore = p * (dp - rowDots[t]) * C(scale);
+              C dScore = p * (scoreGrads[j] * factor - rowDots[t]) * C(scale);
               const T *kRow = k + s * g.headSize;
+              C *dqRow = dq.data() + t * g.headSize;
               C *dkRow = dk.data() + s * g.headSize;
               for (int64_t d = 0; d < g.headSize; ++d) {
                 dqRow[d] += dScore * load(kRow[d]);
