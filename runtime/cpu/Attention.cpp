@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 SLAPO_CPU_VARIANT_ISA_BEGIN
@@ -48,6 +49,67 @@ void transposeTile(const T *rows, int64_t size, int64_t first, int64_t count,
       transposed[d * kKeyTile + j] = load(rows[(first + j) * size + d]);
 }
 
+/// A vector of 32 bytes of C (an AVX2 register: wider ones GCC spills to
+/// the stack on AVX2), read and written in place at any element's
+/// alignment, so that no local's address is taken and the sums stay in
+/// registers.
+template <typename C> struct ColumnVector {
+  typedef C type
+      __attribute__((vector_size(32), aligned(sizeof(C)), may_alias));
+  static constexpr int64_t kLanes = 32 / sizeof(C);
+};
+
+/// out[first, first + kVectors * kLanes) += sum over k in [0, count) of
+/// weight(k) * load(row(k)[c]), each column summed in the order of k, in
+/// kVectors vectors held in registers across the sum. Several vectors
+/// because each sum waits on its last add (3 to 4 cycles): one vector
+/// would use a fraction of the adders.
+template <int kVectors, typename C, typename Weight, typename Row>
+void addWeightedColumns(C *out, int64_t first, int64_t count, Weight weight,
+                        Row row) {
+  using Vector = typename ColumnVector<C>::type;
+  constexpr int64_t kLanes = ColumnVector<C>::kLanes;
+  Vector sums[kVectors];
+  for (int v = 0; v < kVectors; ++v)
+    sums[v] = *reinterpret_cast<const Vector *>(out + first + v * kLanes);
+  for (int64_t k = 0; k < count; ++k) {
+    const auto *values = row(k) + first;
+    C factor = weight(k);
+    for (int v = 0; v < kVectors; ++v) {
+      Vector loaded;
+      if constexpr (std::is_same_v<std::decay_t<decltype(*values)>, C>) {
+        loaded = *reinterpret_cast<const Vector *>(values + v * kLanes);
+      } else {
+        for (int64_t c = 0; c < kLanes; ++c)
+          loaded[c] = load(values[v * kLanes + c]);
+      }
+      sums[v] += factor * loaded;
+    }
+  }
+  for (int v = 0; v < kVectors; ++v)
+    *reinterpret_cast<Vector *>(out + first + v * kLanes) = sums[v];
+}
+
+/// out[c] += sum over k in [0, count) of weight(k) * load(row(k)[c]), for
+/// the columns c in [0, columns), each column summed in the order of k:
+/// the products of the attention, with the columns in registers across the
+/// sum (GCC's vector extension: from plain loops GCC vectorizes the wrong
+/// loop, or reloads the sums from memory), eight vectors at a time, then
+/// one, then the last columns alone.
+template <typename C, typename Weight, typename Row>
+void addWeightedRows(C *out, int64_t columns, int64_t count, Weight weight,
+                     Row row) {
+  constexpr int64_t kLanes = ColumnVector<C>::kLanes;
+  int64_t first = 0;
+  for (; first + 8 * kLanes <= columns; first += 8 * kLanes)
+    addWeightedColumns<8>(out, first, count, weight, row);
+  for (; first + kLanes <= columns; first += kLanes)
+    addWeightedColumns<1>(out, first, count, weight, row);
+  for (; first < columns; ++first)
+    for (int64_t k = 0; k < count; ++k)
+      out[first] += weight(k) * load(row(k)[first]);
+}
+
 /// The scores of one query row against keys [first, first + count) (their
 /// tile transposed by transposeTile), masked as the module masked them,
 /// into `scores`. Each score sums its products in the order of the head's
@@ -57,12 +119,9 @@ void scoreRow(const AttentionGeometry &g, const T *q, const C *keysT,
               int64_t first, int64_t count, const bool *keepRow,
               const T *biasRow, C scale, C maskedScore, C *scores) {
   std::fill(scores, scores + count, C(0));
-  for (int64_t d = 0; d < g.headSize; ++d) {
-    C qd = load(q[d]);
-    const C *keys = keysT + d * kKeyTile;
-    for (int64_t j = 0; j < count; ++j)
-      scores[j] += qd * keys[j];
-  }
+  addWeightedRows(
+      scores, count, g.headSize, [&](int64_t d) { return load(q[d]); },
+      [&](int64_t d) { return keysT + d * kKeyTile; });
   for (int64_t j = 0; j < count; ++j) {
     C score = scores[j] * scale;
     int64_t s = first + j;
@@ -147,19 +206,21 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                 for (int64_t j = 0; j < width; ++j)
                   scores[j] =
                       scores[j] == kNone ? C(0) : vexp(scores[j] - maximum);
-                uint64_t dropRow = g.drops ? g.dropoutRow(b, h, first + i) : 0;
-                for (int64_t j = 0; j < width; ++j) {
-                  C p = scores[j];
-                  // The softmax's sum is the undropped one; the values get
-                  // the dropped probabilities.
-                  total += p;
-                  if (g.drops)
-                    p *= g.keepsDropped(dropRow, tile + j) ? C(g.keptScale)
-                                                           : C(0);
-                  const T *vRow = v + (tile + j) * g.valueSize;
-                  for (int64_t e = 0; e < g.valueSize; ++e)
-                    sum[e] += p * load(vRow[e]);
+                // The softmax's sum is the undropped one; the values get
+                // the dropped probabilities.
+                for (int64_t j = 0; j < width; ++j)
+                  total += scores[j];
+                if (g.drops) {
+                  uint64_t dropRow = g.dropoutRow(b, h, first + i);
+                  for (int64_t j = 0; j < width; ++j)
+                    scores[j] *= g.keepsDropped(dropRow, tile + j)
+                                     ? C(g.keptScale)
+                                     : C(0);
                 }
+                addWeightedRows(
+                    sum, g.valueSize, width,
+                    [&](int64_t j) { return scores[j]; },
+                    [&](int64_t j) { return v + (tile + j) * g.valueSize; });
                 maxima[i] = maximum;
                 totals[i] = total;
               }
@@ -192,7 +253,10 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
     using C = Compute<T>;
     parallelFor(ctx, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
       std::vector<C> scores(kKeyTile), rowDots(g.rows);
-      std::vector<C> probabilities(kKeyTile), scoreGrads(kKeyTile);
+      // A block of rows' dropped probabilities and score gradients
+      // [kQueryBlock][kKeyTile], for the key and value gradients.
+      std::vector<C> dropped(kQueryBlock * kKeyTile),
+          scoreGrads(kQueryBlock * kKeyTile);
       std::vector<C> keysT(g.headSize * kKeyTile),
           valuesT(g.valueSize * kKeyTile);
       std::vector<C> dq(g.rows * g.headSize), dk(g.keys * g.headSize),
@@ -220,52 +284,64 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
           int64_t width = std::min(kKeyTile, g.keys - tile);
           transposeTile(k, g.headSize, tile, width, keysT.data());
           transposeTile(v, g.valueSize, tile, width, valuesT.data());
-          for (int64_t t = 0; t < g.rows; ++t) {
-            MaskRows masks = maskRows(g, keep, bias, sizeof(T), b, h, t);
-            const T *qRow = q + t * g.headSize;
-            const T *dORow = dO + t * g.valueSize;
-            scoreRow(g, qRow, keysT.data(), tile, width, masks.keep,
-                     static_cast<const T *>(masks.bias), C(scale),
-                     C(maskedScore), scores.data());
-            C rowLse = lse[t];
-            for (int64_t j = 0; j < width; ++j)
-              probabilities[j] = vexp(scores[j] - rowLse);
-            // dp[j] = grad row . value j, summed over the value's dims in
-            // order, the keys along the vector lanes.
-            std::fill(scoreGrads.begin(), scoreGrads.begin() + width, C(0));
-            for (int64_t e = 0; e < g.valueSize; ++e) {
-              C dOut = load(dORow[e]);
-              const C *values = valuesT.data() + e * kKeyTile;
+          for (int64_t first = 0; first < g.rows; first += kQueryBlock) {
+            int64_t count = std::min(kQueryBlock, g.rows - first);
+            for (int64_t i = 0; i < count; ++i) {
+              int64_t t = first + i;
+              MaskRows masks = maskRows(g, keep, bias, sizeof(T), b, h, t);
+              const T *dORow = dO + t * g.valueSize;
+              scoreRow(g, q + t * g.headSize, keysT.data(), tile, width,
+                       masks.keep, static_cast<const T *>(masks.bias), C(scale),
+                       C(maskedScore), scores.data());
+              C rowLse = lse[t];
+              C *p = dropped.data() + i * kKeyTile;
               for (int64_t j = 0; j < width; ++j)
-                scoreGrads[j] += dOut * values[j];
+                p[j] = vexp(scores[j] - rowLse);
+              // dp[j] = the grad row . value j, summed over the value's
+              // dims in order.
+              C *dScores = scoreGrads.data() + i * kKeyTile;
+              std::fill(dScores, dScores + width, C(0));
+              addWeightedRows(
+                  dScores, width, g.valueSize,
+                  [&](int64_t e) { return load(dORow[e]); },
+                  [&](int64_t e) { return valuesT.data() + e * kKeyTile; });
+              uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
+              for (int64_t j = 0; j < width; ++j) {
+                int64_t s = tile + j;
+                // The dropout's factor (kept: 1/(1-p), else 0): the values
+                // met the dropped probabilities, and the gradient of the
+                // probabilities is dropped alike (FlashAttention-2's
+                // dropout backward; rowDots is unchanged, as sum(P * dP) =
+                // rowsum(dO * O) still holds).
+                C factor =
+                    g.drops
+                        ? (g.keepsDropped(dropRow, s) ? C(g.keptScale) : C(0))
+                        : C(1);
+                // A masked score is a constant: no gradient passes it.
+                bool masked = masks.keep && !masks.keep[s * g.keepStrides[3]];
+                dScores[j] =
+                    masked
+                        ? C(0)
+                        : p[j] * (dScores[j] * factor - rowDots[t]) * C(scale);
+                p[j] *= factor;
+              }
+              addWeightedRows(
+                  dq.data() + t * g.headSize, g.headSize, width,
+                  [&](int64_t j) { return dScores[j]; },
+                  [&](int64_t j) { return k + (tile + j) * g.headSize; });
             }
-            uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
+            // The block's share of the tile's key and value gradients, its
+            // rows in order.
             for (int64_t j = 0; j < width; ++j) {
               int64_t s = tile + j;
-              C p = probabilities[j];
-              // The dropout's factor (kept: 1/(1-p), else 0): the values
-              // met the dropped probabilities, and the gradient of the
-              // probabilities is dropped alike (FlashAttention-2's dropout
-              // backward; rowDots is unchanged, as sum(P * dP) = rowsum(dO
-              // * O) still holds).
-              C factor =
-                  g.drops ? (g.keepsDropped(dropRow, s) ? C(g.keptScale) : C(0))
-                          : C(1);
-              C dropped = p * factor;
-              C *dvRow = dv.data() + s * g.valueSize;
-              for (int64_t e = 0; e < g.valueSize; ++e)
-                dvRow[e] += dropped * load(dORow[e]);
-              // A masked score is a constant: no gradient passes it.
-              if (masks.keep && !masks.keep[s * g.keepStrides[3]])
-                continue;
-              C dScore = p * (scoreGrads[j] * factor - rowDots[t]) * C(scale);
-              const T *kRow = k + s * g.headSize;
-              C *dqRow = dq.data() + t * g.headSize;
-              C *dkRow = dk.data() + s * g.headSize;
-              for (int64_t d = 0; d < g.headSize; ++d) {
-                dqRow[d] += dScore * load(kRow[d]);
-                dkRow[d] += dScore * load(qRow[d]);
-              }
+              addWeightedRows(
+                  dv.data() + s * g.valueSize, g.valueSize, count,
+                  [&](int64_t i) { return dropped[i * kKeyTile + j]; },
+                  [&](int64_t i) { return dO + (first + i) * g.valueSize; });
+              addWeightedRows(
+                  dk.data() + s * g.headSize, g.headSize, count,
+                  [&](int64_t i) { return scoreGrads[i * kKeyTile + j]; },
+                  [&](int64_t i) { return q + (first + i) * g.headSize; });
             }
           }
         }
