@@ -91,6 +91,13 @@ program gpt2 bf16 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/bf16.sched"
   echo 'sch["transformer.h.*.attn"].replace("flash_attention")'
 } > "$suite/cases/gpt2/flash-bf16.sched"
 program gpt2 flash-bf16 "${gpt2_flags[@]}" --schedule "$suite/cases/gpt2/flash-bf16.sched"
+# bf16 with replace("cross_entropy"): the LM head's kernel multiplies bf16
+# hidden rows and weight, its logits, loss and gradients f32.
+{
+  cat "$e2e/Inputs/bf16.sched"
+  echo 'sch["lm_head"].replace("cross_entropy")'
+} > "$suite/cases/gpt2/ce-bf16.sched"
+program gpt2 ce-bf16 "${gpt2_flags[@]}" --schedule "$suite/cases/gpt2/ce-bf16.sched"
 program gpt2 dp2 "${gpt2_flags[@]}" --schedule "$e2e/Inputs/adamw-dp2.sched"
 # Two pipeline stages, 1F1B over 2 microbatches (on one GPU the stages'
 # messages and the tied embedding's all-reduce go through MPI).

@@ -121,6 +121,18 @@ flash_bf16_is_cudnn() {
       --grad-rtol 5e-2
 }
 check gpt2-flash-bf16-cudnn flash_bf16_is_cudnn
+# The bf16 LM head kernel (replace("cross_entropy"): bf16 products, f32
+# logits and gradients) within the bf16 bounds of PyTorch's fp32 reference,
+# and of the unreplaced bf16 program, whose LM head multiplies the same
+# bf16 operands (on the CPU the two agree to 1e-7).
+ce_bf16_trains() {
+  local dir=$cases/gpt2
+  trains gpt2 ce-bf16 1 1e-3 5e-2 &&
+    compare --reference "$dir/bf16.json" --run "$dir/ce-bf16.json" --rtol 1e-3 \
+      --grads "$dir/bf16-grads.safetensors" "$dir/ce-bf16-grads.safetensors" \
+      --grad-rtol 5e-2
+}
+check gpt2-ce-bf16 ce_bf16_trains
 # The WideResNet: fp32 within 1e-4; bf16 within wideresnet.test's bounds
 # (losses 2e-3; step-1 gradients 0.5, this network's sensitivity).
 check wideresnet-fp32 trains wideresnet fp32 1 1e-4 1e-4
