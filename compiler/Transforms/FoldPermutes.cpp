@@ -5,8 +5,8 @@
 // of a whole activation or gradient (the LM head's weight gradient
 // transposes a [tokens, vocab] tensor). oneDNN's matmul reads and writes
 // strided tensors nearly as fast as dense ones, so the copies next to a
-// matmul become its permutation attributes (mixed precision's casts between
-// them are moved out of the way first).
+// matmul become its permutation attributes (slapo-propagate-casts has moved
+// mixed precision's casts from between them).
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -95,30 +95,6 @@ void foldOperand(Operand &operand) {
   }
 }
 
-/// Moves `cast` before the permutes that alone feed it: mixed precision
-/// casts each product's operands, which puts the casts between the
-/// permutes and the products. Casting commutes with permuting.
-void hoistCast(CastOp cast) {
-  while (auto permute = cast.getInput().getDefiningOp<PermuteOp>()) {
-    if (!permute->hasOneUse())
-      return;
-    OpBuilder builder(permute);
-    ModulePathScope inModule(builder, cast);
-    Value source = permute.getInput();
-    auto type = source.getType().cast<RankedTensorType>().clone(
-        cast.getType().getElementType());
-    auto early = builder.create<CastOp>(cast.getLoc(), type, source);
-    // The phase of the permute, where it now runs.
-    if (Attribute phase = permute->getAttr(kPhaseAttrName))
-      early->setAttr(kPhaseAttrName, phase);
-    permute.getInputMutable().assign(early);
-    permute.getResult().setType(cast.getType());
-    cast.getResult().replaceAllUsesWith(permute.getResult());
-    cast.erase();
-    cast = early;
-  }
-}
-
 /// Folds the chain of permutes that alone read `matmul`'s result, returning
 /// the result's permutation.
 SmallVector<int64_t> foldResult(MatmulOp matmul) {
@@ -165,10 +141,6 @@ void foldMatmul(MatmulOp matmul) {
 
 struct FoldPermutesPass : impl::FoldPermutesBase<FoldPermutesPass> {
   void runOnOperation() override {
-    SmallVector<CastOp> casts;
-    getOperation().walk([&](CastOp cast) { casts.push_back(cast); });
-    for (CastOp cast : casts)
-      hoistCast(cast);
     // Collected first: folding erases the permutes after a matmul.
     SmallVector<MatmulOp> matmuls;
     getOperation().walk([&](MatmulOp matmul) { matmuls.push_back(matmul); });

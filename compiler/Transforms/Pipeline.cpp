@@ -92,6 +92,7 @@ static LogicalResult buildStagePipeline(OpPassManager &pm,
   pm.addPass(createOptimizer(optimizer));
   // Autodiff and the optimizer build one constant per use.
   pm.addPass(createCSE());
+  pm.addPass(createPropagateCasts());
   pm.addPass(createFoldPermutes());
   if (!options.checkpoint.empty() || options.memoryBudget) {
     // The pass's options refer to lists they do not own.

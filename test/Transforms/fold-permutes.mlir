@@ -93,22 +93,3 @@ func.func @key_gradient(%q: tensor<2x5x3x4xf32>, %ds: tensor<2x3x5x5xf32>) -> te
   return %gk : tensor<2x5x3x4xf32>
 }
 
-// -----
-
-// Mixed precision: the bf16 casts of the products' operands move before the
-// permutes that alone feed them (keeping the permutes' phase), which then
-// fold, k's two composed.
-// CHECK-LABEL: func.func @mixed_precision
-// CHECK-NEXT: %[[QB:.*]] = slapo.cast %arg0 : tensor<2x5x3x4xf32> -> tensor<2x5x3x4xbf16>
-// CHECK-NEXT: %[[KB:.*]] = slapo.cast %arg1 : tensor<2x5x3x4xf32> -> tensor<2x5x3x4xbf16>
-// CHECK-NEXT: %[[S:.*]] = slapo.matmul %[[QB]], %[[KB]] {lhs_permutation = array<i64: 0, 2, 1, 3>, rhs_permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x4xbf16>, tensor<2x5x3x4xbf16>) -> tensor<2x3x5x5xf32>
-// CHECK-NEXT: return %[[S]]
-func.func @mixed_precision(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>) -> tensor<2x3x5x5xf32> {
-  %qh = slapo.permute %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
-  %kh = slapo.permute %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
-  %kt = slapo.permute %kh {permutation = array<i64: 0, 1, 3, 2>, slapo.phase = "backward"} : tensor<2x3x5x4xf32> -> tensor<2x3x4x5xf32>
-  %qb = slapo.cast %qh : tensor<2x3x5x4xf32> -> tensor<2x3x5x4xbf16>
-  %kb = slapo.cast %kt : tensor<2x3x4x5xf32> -> tensor<2x3x4x5xbf16>
-  %s = slapo.matmul %qb, %kb : (tensor<2x3x5x4xbf16>, tensor<2x3x4x5xbf16>) -> tensor<2x3x5x5xf32>
-  return %s : tensor<2x3x5x5xf32>
-}

@@ -469,6 +469,29 @@ def RecognizeGelu : Pass<"slapo-recognize-gelu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::slapo::SlapoDialect"];
 }
 
+def PropagateCasts : Pass<"slapo-propagate-casts", "::mlir::ModuleOp"> {
+  let summary = "narrowing casts before layout ops, widening casts after them, round trips removed";
+  let description = [{
+    A `slapo.cast` to a type that its input's type holds exactly (f32 to
+    bf16) moves before the reshapes, permutes and broadcasts that alone
+    produce its input (a reshape that others read too is cloned), and
+    before slices when every slice of the tensor feeds only such casts
+    (the tensor is cast once). A cast to a type that holds its input's
+    exactly (bf16 to f32) moves after the reshape, permute or slice that
+    alone reads it, and after a concat of such casts only. A narrowing cast
+    of a widening cast's result is its input: both go where nothing else
+    reads the widened tensor. Layout ops then copy bf16 rather than f32,
+    casts of mixed precision meet the elementwise chains that compute
+    their inputs (for slapo-fuse-elementwise) and the bf16 operands of
+    slapo-fold-permutes' matmuls, and attention's bf16 results reach the
+    next product without a round trip. Exact: the same bits are computed.
+    Runs after slapo-autodiff and slapo-optimizer, before
+    slapo-fold-permutes; a cast moves only next to an op of the same phase,
+    microbatch, pipeline stage and recomputation.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+}
+
 def FoldPermutes : Pass<"slapo-fold-permutes", "::mlir::ModuleOp"> {
   let summary = "matmuls read and write permuted tensors in place of slapo.permute copies";
   let description = [{
@@ -480,9 +503,8 @@ def FoldPermutes : Pass<"slapo-fold-permutes", "::mlir::ModuleOp"> {
     dense rows or columns (the stored innermost dim is one of the tensor's
     last two dims), as oneDNN's fast kernels need; a result stored with the
     product's columns as its rows is computed as the transposed product,
-    rhs^T lhs^T. A slapo.cast whose input only a chain of permutes
-    produces (mixed precision's bf16 casts of the products' operands) is
-    first made before them, so that they fold too. Permutes left without
+    rhs^T lhs^T (mixed precision's bf16 casts of the products' operands are
+    moved before the permutes by slapo-propagate-casts). Permutes left without
     users are erased, so the transposes of the contractions' gradient rules
     and attention's head splits and merges cost no copy. Runs on every
     function, after slapo-autodiff (folded matmuls have no gradient rule)

@@ -1,0 +1,175 @@
+// RUN: slapo-opt --slapo-propagate-casts --split-input-file %s | FileCheck %s
+// RUN: slapo-opt --slapo-propagate-casts --slapo-fold-permutes --split-input-file %s | FileCheck %s --check-prefix=FOLD
+
+// A product's operand cast to bf16 behind a reshape: the cast moves before
+// it, where slapo-fuse-elementwise can join it to the chain computing x.
+// CHECK-LABEL: func.func @narrowing_before_reshape
+// CHECK-NEXT: %[[G:.*]] = slapo.gelu %arg0 <tanh> : tensor<2x3x4xf32>
+// CHECK-NEXT: %[[B:.*]] = slapo.cast %[[G]] {slapo.module = "mlp.c_proj"} : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+// CHECK-NEXT: %[[R:.*]] = slapo.reshape %[[B]] : tensor<2x3x4xbf16> -> tensor<6x4xbf16>
+// CHECK-NEXT: return %[[R]]
+func.func @narrowing_before_reshape(%x: tensor<2x3x4xf32>) -> tensor<6x4xbf16> {
+  %g = slapo.gelu %x <tanh> : tensor<2x3x4xf32>
+  %r = slapo.reshape %g : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %b = slapo.cast %r {slapo.module = "mlp.c_proj"} : tensor<6x4xf32> -> tensor<6x4xbf16>
+  return %b : tensor<6x4xbf16>
+}
+
+// -----
+
+// A reshape that others read too is cloned (a view costs nothing), the
+// cast placed before it and its other readers.
+// CHECK-LABEL: func.func @narrowing_before_shared_reshape
+// CHECK-NEXT: %[[B:.*]] = slapo.cast %arg0 : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+// CHECK-NEXT: %[[RB:.*]] = slapo.reshape %[[B]] : tensor<2x3x4xbf16> -> tensor<6x4xbf16>
+// CHECK-NEXT: %[[R:.*]] = slapo.reshape %arg0 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK-NEXT: %[[S:.*]] = slapo.sum %[[R]]
+// CHECK-NEXT: return %[[S]], %[[RB]]
+func.func @narrowing_before_shared_reshape(%x: tensor<2x3x4xf32>) -> (tensor<4xf32>, tensor<6x4xbf16>) {
+  %r = slapo.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %s = slapo.sum %r {dims = array<i64: 0>, keepdim = false} : tensor<6x4xf32> -> tensor<4xf32>
+  %b = slapo.cast %r : tensor<6x4xf32> -> tensor<6x4xbf16>
+  return %s, %b : tensor<4xf32>, tensor<6x4xbf16>
+}
+
+// -----
+
+// Attention's query, key and value: three slices of one tensor, each cast
+// to bf16 behind its reshape. The tensor is cast once and the slices copy
+// bf16.
+// CHECK-LABEL: func.func @narrowing_before_slices
+// CHECK-NEXT: %[[B:.*]] = slapo.cast %arg0 : tensor<2x3x12xf32> -> tensor<2x3x12xbf16>
+// CHECK-NEXT: %[[Q:.*]] = slapo.slice %[[B]] {dim = 2 : i64, end = 4 : i64, start = 0 : i64, step = 1 : i64} : tensor<2x3x12xbf16> -> tensor<2x3x4xbf16>
+// CHECK-NEXT: %[[K:.*]] = slapo.slice %[[B]] {dim = 2 : i64, end = 8 : i64, start = 4 : i64, step = 1 : i64} : tensor<2x3x12xbf16> -> tensor<2x3x4xbf16>
+// CHECK-NEXT: %[[V:.*]] = slapo.slice %[[B]] {dim = 2 : i64, end = 12 : i64, start = 8 : i64, step = 1 : i64} : tensor<2x3x12xbf16> -> tensor<2x3x4xbf16>
+// CHECK-NEXT: %[[QR:.*]] = slapo.reshape %[[Q]] : tensor<2x3x4xbf16> -> tensor<2x3x2x2xbf16>
+// CHECK-NEXT: %[[KR:.*]] = slapo.reshape %[[K]] : tensor<2x3x4xbf16> -> tensor<2x3x2x2xbf16>
+// CHECK-NEXT: %[[VR:.*]] = slapo.reshape %[[V]] : tensor<2x3x4xbf16> -> tensor<2x3x2x2xbf16>
+// CHECK-NEXT: return %[[QR]], %[[KR]], %[[VR]]
+func.func @narrowing_before_slices(%x: tensor<2x3x12xf32>) -> (tensor<2x3x2x2xbf16>, tensor<2x3x2x2xbf16>, tensor<2x3x2x2xbf16>) {
+  %q = slapo.slice %x {dim = 2 : i64, start = 0 : i64, end = 4 : i64, step = 1 : i64} : tensor<2x3x12xf32> -> tensor<2x3x4xf32>
+  %k = slapo.slice %x {dim = 2 : i64, start = 4 : i64, end = 8 : i64, step = 1 : i64} : tensor<2x3x12xf32> -> tensor<2x3x4xf32>
+  %v = slapo.slice %x {dim = 2 : i64, start = 8 : i64, end = 12 : i64, step = 1 : i64} : tensor<2x3x12xf32> -> tensor<2x3x4xf32>
+  %qr = slapo.reshape %q : tensor<2x3x4xf32> -> tensor<2x3x2x2xf32>
+  %kr = slapo.reshape %k : tensor<2x3x4xf32> -> tensor<2x3x2x2xf32>
+  %vr = slapo.reshape %v : tensor<2x3x4xf32> -> tensor<2x3x2x2xf32>
+  %qb = slapo.cast %qr : tensor<2x3x2x2xf32> -> tensor<2x3x2x2xbf16>
+  %kb = slapo.cast %kr : tensor<2x3x2x2xf32> -> tensor<2x3x2x2xbf16>
+  %vb = slapo.cast %vr : tensor<2x3x2x2xf32> -> tensor<2x3x2x2xbf16>
+  return %qb, %kb, %vb : tensor<2x3x2x2xbf16>, tensor<2x3x2x2xbf16>, tensor<2x3x2x2xbf16>
+}
+
+// -----
+
+// One slice is read in f32 too: casting the whole tensor would convert
+// elements no bf16 reader needs, so the casts stay after the slices.
+// CHECK-LABEL: func.func @slices_read_in_f32
+// CHECK-NEXT: %[[Q:.*]] = slapo.slice %arg0
+// CHECK-NEXT: %[[K:.*]] = slapo.slice %arg0
+// CHECK-NEXT: %[[QB:.*]] = slapo.cast %[[Q]] : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+// CHECK-NEXT: %[[KB:.*]] = slapo.cast %[[K]] : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+// CHECK-NEXT: return %[[QB]], %[[KB]], %[[K]]
+func.func @slices_read_in_f32(%x: tensor<2x3x8xf32>) -> (tensor<2x3x4xbf16>, tensor<2x3x4xbf16>, tensor<2x3x4xf32>) {
+  %q = slapo.slice %x {dim = 2 : i64, start = 0 : i64, end = 4 : i64, step = 1 : i64} : tensor<2x3x8xf32> -> tensor<2x3x4xf32>
+  %k = slapo.slice %x {dim = 2 : i64, start = 4 : i64, end = 8 : i64, step = 1 : i64} : tensor<2x3x8xf32> -> tensor<2x3x4xf32>
+  %qb = slapo.cast %q : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+  %kb = slapo.cast %k : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+  return %qb, %kb, %k : tensor<2x3x4xbf16>, tensor<2x3x4xbf16>, tensor<2x3x4xf32>
+}
+
+// -----
+
+// Attention's bf16 output widened, its heads merged and narrowed again for
+// the output projection: the round trip goes, the permute copies bf16.
+// CHECK-LABEL: func.func @round_trip
+// CHECK-NEXT: %[[P:.*]] = slapo.permute %arg0 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x3x4xbf16> -> tensor<2x3x2x4xbf16>
+// CHECK-NEXT: %[[R:.*]] = slapo.reshape %[[P]] : tensor<2x3x2x4xbf16> -> tensor<6x8xbf16>
+// CHECK-NEXT: return %[[R]]
+func.func @round_trip(%attention: tensor<2x2x3x4xbf16>) -> tensor<6x8xbf16> {
+  %w = slapo.cast %attention : tensor<2x2x3x4xbf16> -> tensor<2x2x3x4xf32>
+  %p = slapo.permute %w {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x3x4xf32> -> tensor<2x3x2x4xf32>
+  %r = slapo.reshape %p : tensor<2x3x2x4xf32> -> tensor<6x8xf32>
+  %b = slapo.cast %r : tensor<6x8xf32> -> tensor<6x8xbf16>
+  return %b : tensor<6x8xbf16>
+}
+
+// -----
+
+// The gradients of query, key and value (bf16) widened, their heads merged
+// and concatenated: one cast after the concat, whose bf16 the products read
+// directly; the bias gradient's sum reads the f32.
+// CHECK-LABEL: func.func @widening_after_concat
+// CHECK-NEXT: %[[QP:.*]] = slapo.permute %arg0 {permutation = array<i64: 0, 2, 1, 3>, slapo.phase = "backward"} : tensor<2x2x3x4xbf16> -> tensor<2x3x2x4xbf16>
+// CHECK-NEXT: %[[QR:.*]] = slapo.reshape %[[QP]] {slapo.phase = "backward"} : tensor<2x3x2x4xbf16> -> tensor<2x3x8xbf16>
+// CHECK-NEXT: %[[KP:.*]] = slapo.permute %arg1 {permutation = array<i64: 0, 2, 1, 3>, slapo.phase = "backward"} : tensor<2x2x3x4xbf16> -> tensor<2x3x2x4xbf16>
+// CHECK-NEXT: %[[KR:.*]] = slapo.reshape %[[KP]] {slapo.phase = "backward"} : tensor<2x3x2x4xbf16> -> tensor<2x3x8xbf16>
+// CHECK-NEXT: %[[C:.*]] = slapo.concat %[[QR]], %[[KR]] {dim = 2 : i64, slapo.phase = "backward"} : (tensor<2x3x8xbf16>, tensor<2x3x8xbf16>) -> tensor<2x3x16xbf16>
+// CHECK-NEXT: %[[F:.*]] = slapo.cast %[[C]] {slapo.module = "attn", slapo.phase = "backward"} : tensor<2x3x16xbf16> -> tensor<2x3x16xf32>
+// CHECK-NEXT: %[[S:.*]] = slapo.sum %[[F]]
+// CHECK-NEXT: return %[[S]], %[[C]]
+func.func @widening_after_concat(%dq: tensor<2x2x3x4xbf16>, %dk: tensor<2x2x3x4xbf16>) -> (tensor<16xf32>, tensor<2x3x16xbf16>) {
+  %qw = slapo.cast %dq {slapo.module = "attn", slapo.phase = "backward"} : tensor<2x2x3x4xbf16> -> tensor<2x2x3x4xf32>
+  %kw = slapo.cast %dk {slapo.module = "attn", slapo.phase = "backward"} : tensor<2x2x3x4xbf16> -> tensor<2x2x3x4xf32>
+  %qp = slapo.permute %qw {permutation = array<i64: 0, 2, 1, 3>, slapo.phase = "backward"} : tensor<2x2x3x4xf32> -> tensor<2x3x2x4xf32>
+  %qr = slapo.reshape %qp {slapo.phase = "backward"} : tensor<2x3x2x4xf32> -> tensor<2x3x8xf32>
+  %kp = slapo.permute %kw {permutation = array<i64: 0, 2, 1, 3>, slapo.phase = "backward"} : tensor<2x2x3x4xf32> -> tensor<2x3x2x4xf32>
+  %kr = slapo.reshape %kp {slapo.phase = "backward"} : tensor<2x3x2x4xf32> -> tensor<2x3x8xf32>
+  %c = slapo.concat %qr, %kr {dim = 2 : i64, slapo.phase = "backward"} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x16xf32>
+  %s = slapo.sum %c {dims = array<i64: 0, 1>, keepdim = false, slapo.phase = "backward"} : tensor<2x3x16xf32> -> tensor<16xf32>
+  %b = slapo.cast %c {slapo.phase = "backward"} : tensor<2x3x16xf32> -> tensor<2x3x16xbf16>
+  return %s, %b : tensor<16xf32>, tensor<2x3x16xbf16>
+}
+
+// -----
+
+// What must stay: f32 -> bf16 -> f32 rounds (the LM head's gradient as
+// autocast gives it); a permute read in f32 too would be copied twice; a
+// widening cast read twice would be cast twice; casts between bf16 and f16
+// (each holds values the other lacks) move nowhere; a cast does not move
+// into another phase.
+// CHECK-LABEL: func.func @stays
+// CHECK-NEXT: slapo.cast %arg0 : tensor<4x6xf32> -> tensor<4x6xbf16>
+// CHECK-NEXT: slapo.cast %{{.*}} : tensor<4x6xbf16> -> tensor<4x6xf32>
+// CHECK-NEXT: %[[P:.*]] = slapo.permute %arg0
+// CHECK-NEXT: slapo.cast %[[P]] : tensor<6x4xf32> -> tensor<6x4xbf16>
+// CHECK-NEXT: %[[W:.*]] = slapo.cast %arg1 : tensor<4x6xbf16> -> tensor<4x6xf32>
+// CHECK-NEXT: slapo.permute %[[W]]
+// CHECK-NEXT: slapo.reshape %[[W]]
+// CHECK-NEXT: %[[R:.*]] = slapo.reshape %arg1 : tensor<4x6xbf16> -> tensor<24xbf16>
+// CHECK-NEXT: slapo.cast %[[R]] : tensor<24xbf16> -> tensor<24xf16>
+// CHECK-NEXT: %[[F:.*]] = slapo.reshape %arg0 : tensor<4x6xf32> -> tensor<24xf32>
+// CHECK-NEXT: slapo.cast %[[F]] {slapo.phase = "backward"} : tensor<24xf32> -> tensor<24xbf16>
+func.func @stays(%x: tensor<4x6xf32>, %y: tensor<4x6xbf16>) -> (tensor<4x6xf32>, tensor<6x4xbf16>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<24xf32>, tensor<24xf16>, tensor<24xbf16>) {
+  %rounded = slapo.cast %x : tensor<4x6xf32> -> tensor<4x6xbf16>
+  %back = slapo.cast %rounded : tensor<4x6xbf16> -> tensor<4x6xf32>
+  %p = slapo.permute %x {permutation = array<i64: 1, 0>} : tensor<4x6xf32> -> tensor<6x4xf32>
+  %pb = slapo.cast %p : tensor<6x4xf32> -> tensor<6x4xbf16>
+  %w = slapo.cast %y : tensor<4x6xbf16> -> tensor<4x6xf32>
+  %wp = slapo.permute %w {permutation = array<i64: 1, 0>} : tensor<4x6xf32> -> tensor<6x4xf32>
+  %wr = slapo.reshape %w : tensor<4x6xf32> -> tensor<24xf32>
+  %yr = slapo.reshape %y : tensor<4x6xbf16> -> tensor<24xbf16>
+  %h = slapo.cast %yr : tensor<24xbf16> -> tensor<24xf16>
+  %xr = slapo.reshape %x : tensor<4x6xf32> -> tensor<24xf32>
+  %later = slapo.cast %xr {slapo.phase = "backward"} : tensor<24xf32> -> tensor<24xbf16>
+  return %back, %pb, %p, %wp, %wr, %h, %later : tensor<4x6xf32>, tensor<6x4xbf16>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<24xf32>, tensor<24xf16>, tensor<24xbf16>
+}
+
+// -----
+
+// The operands of a product, cast to bf16 behind the permutes that split
+// heads (and transpose k): the casts move first, then the permutes fold
+// into the matmul, k's two composed (slapo-fold-permutes).
+// FOLD-LABEL: func.func @fold_after_hoist
+// FOLD-NEXT: %[[QB:.*]] = slapo.cast %arg0 : tensor<2x5x3x4xf32> -> tensor<2x5x3x4xbf16>
+// FOLD-NEXT: %[[KB:.*]] = slapo.cast %arg1 : tensor<2x5x3x4xf32> -> tensor<2x5x3x4xbf16>
+// FOLD-NEXT: %[[S:.*]] = slapo.matmul %[[QB]], %[[KB]] {lhs_permutation = array<i64: 0, 2, 1, 3>, rhs_permutation = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x4xbf16>, tensor<2x5x3x4xbf16>) -> tensor<2x3x5x5xf32>
+// FOLD-NEXT: return %[[S]]
+func.func @fold_after_hoist(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>) -> tensor<2x3x5x5xf32> {
+  %qh = slapo.permute %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kh = slapo.permute %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kt = slapo.permute %kh {permutation = array<i64: 0, 1, 3, 2>} : tensor<2x3x5x4xf32> -> tensor<2x3x4x5xf32>
+  %qb = slapo.cast %qh : tensor<2x3x5x4xf32> -> tensor<2x3x5x4xbf16>
+  %kb = slapo.cast %kt : tensor<2x3x4x5xf32> -> tensor<2x3x4x5xbf16>
+  %s = slapo.matmul %qb, %kb : (tensor<2x3x5x4xbf16>, tensor<2x3x4x5xbf16>) -> tensor<2x3x5x5xf32>
+  return %s : tensor<2x3x5x5xf32>
+}
