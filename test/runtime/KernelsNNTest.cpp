@@ -487,6 +487,21 @@ std::vector<int8_t> usedWorkspace(int64_t bytes) {
 
 } // namespace
 
+TEST_CASE(
+    "an LM head's chunks: Liger's size and at least 2^23 logits in at most "
+    "16 chunks") {
+  // GPT-2 small at batch 16 x 1024: Liger's 66 chunks of 249 rows, the
+  // logits' bound 167 rows; the chunk count's bound decides, 16 of 1024.
+  CHECK(getLinearCrossEntropyChunkRows(16384, 768, 50257) == 1024);
+  // The CPU bench's head: Liger's 128 rows, 2^23 logits decide: 2 x 1024.
+  CHECK(getLinearCrossEntropyChunkRows(2048, 512, 8192) == 1024);
+  // Few classes per feature: Liger's 8 chunks decide.
+  CHECK(getLinearCrossEntropyChunkRows(1000000, 4096, 32000) == 125000);
+  // The rows split evenly: 2^23 logits are 2046 rows, so 2 chunks of 1051.
+  CHECK(getLinearCrossEntropyChunkRows(2101, 4, 4100) == 1051);
+  CHECK(getLinearCrossEntropyChunkRows(5, 4, 10) == 5);
+}
+
 TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
           "and gradients") {
   // 2101 rows of 4 features against 4100 classes: more logits than two
