@@ -162,29 +162,32 @@ static void registerLinearCrossEntropy(OpTable &table) {
       });
 }
 
-/// linear_log_sum_exp and its gradient with the [N, V] logits whole.
+/// linear_log_sum_exp and its gradient with the [N, V] logits whole, f32
+/// as linear_cross_entropy's: bf16 operands widened, G rounded to bf16 for
+/// the two products.
 static void registerLinearLogSumExp(OpTable &table) {
-  auto biasOf = [](mlir::Value bias, Operands x, size_t index) {
+  auto f32LogitsOf = [](mlir::Value bias, Operands x) {
     c10::optional<at::Tensor> value;
     if (bias)
-      value = x[index];
-    return value;
+      value = x[2];
+    return at::linear(x[0].to(at::kFloat), x[1].to(at::kFloat), value);
   };
-  add<LinearLogSumExpOp>(table, [=](LinearLogSumExpOp op, Operands x,
-                                    EvalContext &) {
-    return at::logsumexp(at::linear(x[0], x[1], biasOf(op.getBias(), x, 2)), 1);
-  });
+  add<LinearLogSumExpOp>(
+      table, [=](LinearLogSumExpOp op, Operands x, EvalContext &) {
+        return at::logsumexp(f32LogitsOf(op.getBias(), x), 1);
+      });
   table.try_emplace(
       LinearLogSumExpGradOp::getOperationName(),
       [=](mlir::Operation *operation, Operands x,
           llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
         auto op = llvm::cast<LinearLogSumExpGradOp>(operation);
         size_t rest = op.getBias() ? 3 : 2;
-        at::Tensor logits = at::linear(x[0], x[1], biasOf(op.getBias(), x, 2));
+        at::Tensor logits = f32LogitsOf(op.getBias(), x);
         at::Tensor scaled =
             at::exp(logits - x[rest].unsqueeze(1)) * x[rest + 1].unsqueeze(1);
-        results.push_back(at::matmul(scaled, x[1]));
-        results.push_back(at::matmul(scaled.t(), x[0]));
+        at::Tensor productGrads = scaled.to(x[0].scalar_type()).to(at::kFloat);
+        results.push_back(at::matmul(productGrads, x[1].to(at::kFloat)));
+        results.push_back(at::matmul(productGrads.t(), x[0].to(at::kFloat)));
         if (op.getBias())
           results.push_back(scaled.sum(0));
       });

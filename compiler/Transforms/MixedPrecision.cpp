@@ -10,7 +10,8 @@
 // tensor cores. An LM head replaced with its loss (replace("cross_entropy"))
 // takes bf16 hidden states and weight, as autocast's bf16 LM head does: its
 // kernel multiplies them in bf16 with f32 sums and keeps logits, loss and
-// gradients f32.
+// gradients f32; so does its vocabulary-parallel form under tensor
+// parallelism (linear_log_sum_exp).
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -52,15 +53,17 @@ void runInBf16(FlashAttentionOp attention) {
   result.replaceAllUsesExcept(widened, widened.getDefiningOp());
 }
 
-/// Makes `loss` (slapo.linear_cross_entropy) take its hidden states and
-/// weight in bf16; its results stay f32.
-void runProductsInBf16(LinearCrossEntropyOp loss) {
-  OpBuilder builder(loss);
-  ModulePathScope inModule(builder, loss);
-  TensorBuilder g(builder, loss.getLoc());
+/// Makes `lmHead` (slapo.linear_cross_entropy, or linear_log_sum_exp, its
+/// vocabulary-parallel part) take its hidden states and weight in bf16; its
+/// results stay f32. (The vocabulary-parallel target logit, a dot product
+/// per row, stays f32.)
+template <typename LmHeadOp> void runProductsInBf16(LmHeadOp lmHead) {
+  OpBuilder builder(lmHead);
+  ModulePathScope inModule(builder, lmHead);
+  TensorBuilder g(builder, lmHead.getLoc());
   Type bf16 = builder.getBF16Type();
-  loss.getHiddenMutable().assign(g.cast(loss.getHidden(), bf16));
-  loss.getWeightMutable().assign(g.cast(loss.getWeight(), bf16));
+  lmHead.getHiddenMutable().assign(g.cast(lmHead.getHidden(), bf16));
+  lmHead.getWeightMutable().assign(g.cast(lmHead.getWeight(), bf16));
 }
 
 struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
@@ -72,23 +75,27 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
       return signalPassFailure();
     SmallVector<Operation *> contractions;
     SmallVector<FlashAttentionOp> attentions;
-    SmallVector<LinearCrossEntropyOp> lmHeads;
+    SmallVector<Operation *> lmHeads;
     forward.walk([&](Operation *op) {
       if (!isa<LinearOp, MatmulOp, Conv2dOp, FlashAttentionOp,
-               LinearCrossEntropyOp>(op) ||
+               LinearCrossEntropyOp, LinearLogSumExpOp>(op) ||
           !elementTypeOf(op->getResult(0)).isF32())
         return;
       if (auto attention = dyn_cast<FlashAttentionOp>(op))
         attentions.push_back(attention);
-      else if (auto lmHead = dyn_cast<LinearCrossEntropyOp>(op))
-        lmHeads.push_back(lmHead);
+      else if (isa<LinearCrossEntropyOp, LinearLogSumExpOp>(op))
+        lmHeads.push_back(op);
       else
         contractions.push_back(op);
     });
     for (FlashAttentionOp attention : attentions)
       runInBf16(attention);
-    for (LinearCrossEntropyOp lmHead : lmHeads)
-      runProductsInBf16(lmHead);
+    for (Operation *lmHead : lmHeads) {
+      if (auto loss = dyn_cast<LinearCrossEntropyOp>(lmHead))
+        runProductsInBf16(loss);
+      else
+        runProductsInBf16(cast<LinearLogSumExpOp>(lmHead));
+    }
     for (Operation *op : contractions) {
       OpBuilder builder(op);
       ModulePathScope inModule(builder, op);

@@ -616,19 +616,19 @@ LogicalResult CrossEntropyGradOp::verify() {
 /// Checks the operands of an LM head's kernel (linear_cross_entropy,
 /// linear_log_sum_exp and its gradient): hidden [rows, features], weight
 /// [classes, features] of one element type and bias [classes] when given.
-/// Hidden and weight are f32, or bf16 where `bf16Operands` (linear_cross_
-/// entropy under precision="bf16": its products in bf16 as torch.autocast
-/// runs an LM head); every other float operand is f32, the compute type.
+/// Hidden and weight are f32, or bf16 (under precision="bf16": the products
+/// in bf16 as torch.autocast runs an LM head); every other float operand is
+/// f32, the compute type.
 static LogicalResult verifyLinearRows(Operation *op, Value hidden, Value weight,
-                                      Value bias, bool bf16Operands) {
+                                      Value bias) {
   if (failed(verifyRank(op, hidden, "hidden", 2)) ||
       failed(verifyRank(op, weight, "weight", 2)) ||
       failed(verifySameElementType(op, weight, "weight", hidden, "hidden")))
     return failure();
   Type operandType = tensorType(hidden).getElementType();
-  if (!operandType.isF32() && !(bf16Operands && operandType.isBF16()))
-    return op->emitOpError("hidden and weight must be f32")
-           << (bf16Operands ? " or bf16" : "") << ", got " << operandType;
+  if (!operandType.isF32() && !operandType.isBF16())
+    return op->emitOpError("hidden and weight must be f32 or bf16, got ")
+           << operandType;
   for (Value value : op->getOperands().drop_front(2))
     if (auto type = tensorType(value); type.getElementType().isa<FloatType>() &&
                                        !type.getElementType().isF32())
@@ -671,8 +671,7 @@ static LogicalResult verifyLinearRowsGrads(Operation *op, Value hidden,
 }
 
 LogicalResult LinearCrossEntropyOp::verify() {
-  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias(),
-                              /*bf16Operands=*/true)) ||
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())) ||
       failed(verifyRank(*this, getTarget(), "target", 1)))
     return failure();
   int64_t rows = tensorType(getHidden()).getDimSize(0);
@@ -691,16 +690,20 @@ LogicalResult LinearCrossEntropyOp::verify() {
 }
 
 LogicalResult LinearLogSumExpOp::verify() {
-  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias(),
-                              /*bf16Operands=*/false)))
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())))
     return failure();
-  return verifyShape(*this, getLogsumexp(), "logsumexp",
-                     {tensorType(getHidden()).getDimSize(0)}, "rows of hidden");
+  if (failed(verifyShape(*this, getLogsumexp(), "logsumexp",
+                         {tensorType(getHidden()).getDimSize(0)},
+                         "rows of hidden")))
+    return failure();
+  if (!tensorType(getLogsumexp()).getElementType().isF32())
+    return emitOpError("logsumexp must be f32, got ")
+           << getLogsumexp().getType();
+  return success();
 }
 
 LogicalResult LinearLogSumExpGradOp::verify() {
-  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias(),
-                              /*bf16Operands=*/false)))
+  if (failed(verifyLinearRows(*this, getHidden(), getWeight(), getBias())))
     return failure();
   int64_t rows = tensorType(getHidden()).getDimSize(0);
   if (failed(verifyShape(*this, getLogsumexp(), "logsumexp", {rows},

@@ -210,13 +210,22 @@ LinearLogSumExpOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   // The softmax times each row's gradient, a chunk of rows at a time,
   // recomputed from the saved log-sum-exp as flash attention's backward
   // recomputes its probabilities.
+  // The gradients are f32 (the log-sum-exp's type); bf16 operands get
+  // theirs rounded to bf16, as linear_cross_entropy's rule gives them.
   Value bias = getBias();
   Type biasType = bias ? bias.getType() : Type();
+  Type f32 = elementTypeOf(getLogsumexp());
+  auto f32Like = [&](Value value) {
+    return RankedTensorType::get(shapeOf(value), f32);
+  };
   auto grad = builder.create<LinearLogSumExpGradOp>(
-      getLoc(), getHidden().getType(), getWeight().getType(), biasType,
+      getLoc(), f32Like(getHidden()), f32Like(getWeight()), biasType,
       getHidden(), getWeight(), bias, getLogsumexp(), resultGrads[0]);
-  operandGrads.push_back(grad.getGradHidden());
-  operandGrads.push_back(grad.getGradWeight());
+  TensorBuilder g(builder, getLoc());
+  operandGrads.push_back(
+      g.cast(grad.getGradHidden(), elementTypeOf(getHidden())));
+  operandGrads.push_back(
+      g.cast(grad.getGradWeight(), elementTypeOf(getWeight())));
   if (bias)
     operandGrads.push_back(grad.getGradBias());
   return success();

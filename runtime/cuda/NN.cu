@@ -749,7 +749,7 @@ void linearCrossEntropy(Context &ctx, const Tensor &hidden,
                         int64_t ignoreIndex, Reduction reduction) {
   checkLinearRowsTypes("linearCrossEntropy", hidden, weight,
                        {&bias, &loss, &gradHidden, &gradWeight, &gradBias},
-                       /*bf16Operands=*/true, throwUnsupported);
+                       throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearCrossEntropy", LinearCrossEntropyKernel::CrossEntropy, hidden,
       weight, bias, workspace);
@@ -786,7 +786,7 @@ void linearLogSumExp(Context &ctx, const Tensor &hidden, const Tensor &weight,
                      const Tensor &bias, const Tensor &logsumexp,
                      const Tensor &workspace) {
   checkLinearRowsTypes("linearLogSumExp", hidden, weight, {&bias, &logsumexp},
-                       /*bf16Operands=*/false, throwUnsupported);
+                       throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearLogSumExp", LinearCrossEntropyKernel::LogSumExp, hidden, weight,
       bias, workspace);
@@ -809,7 +809,7 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
   checkLinearRowsTypes(
       "linearLogSumExpGrad", hidden, weight,
       {&bias, &logsumexp, &grad, &gradHidden, &gradWeight, &gradBias},
-      /*bf16Operands=*/false, throwUnsupported);
+      throwUnsupported);
   LinearCrossEntropyWorkspace layout = checkLinearCrossEntropyWorkspace(
       "linearLogSumExpGrad", LinearCrossEntropyKernel::LogSumExpGrad, hidden,
       weight, bias, workspace);

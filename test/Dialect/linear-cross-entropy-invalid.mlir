@@ -109,9 +109,25 @@ func.func @log_sum_exp_rows(%h: tensor<6x8xf32>, %w: tensor<16x8xf32>) {
 
 // -----
 
-func.func @log_sum_exp_bf16(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>) {
-  // expected-error @+1 {{hidden and weight must be f32, got 'bf16'}}
-  %l = slapo.linear_log_sum_exp %h, %w : (tensor<6x8xbf16>, tensor<16x8xbf16>) -> tensor<6xf32>
+func.func @log_sum_exp_f16(%h: tensor<6x8xf16>, %w: tensor<16x8xf16>) {
+  // expected-error @+1 {{hidden and weight must be f32 or bf16, got 'f16'}}
+  %l = slapo.linear_log_sum_exp %h, %w : (tensor<6x8xf16>, tensor<16x8xf16>) -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @log_sum_exp_bf16_result(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>) {
+  // expected-error @+1 {{logsumexp must be f32, got 'tensor<6xbf16>'}}
+  %l = slapo.linear_log_sum_exp %h, %w : (tensor<6x8xbf16>, tensor<16x8xbf16>) -> tensor<6xbf16>
+  return
+}
+
+// -----
+
+func.func @log_sum_exp_grad_bf16_gradient(%h: tensor<6x8xbf16>, %w: tensor<16x8xbf16>, %l: tensor<6xf32>, %g: tensor<6xf32>) {
+  // expected-error @+1 {{gradients must be f32, got 'tensor<16x8xbf16>'}}
+  %dh, %dw = slapo.linear_log_sum_exp_grad %h, %w logsumexp %l grad %g : (tensor<6x8xbf16>, tensor<16x8xbf16>, tensor<6xf32>, tensor<6xf32>) -> (tensor<6x8xf32>, tensor<16x8xbf16>)
   return
 }
 

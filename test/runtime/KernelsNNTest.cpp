@@ -485,6 +485,53 @@ std::vector<int8_t> usedWorkspace(int64_t bytes) {
   return std::vector<int8_t>(bytes, int8_t(-1));
 }
 
+/// `count` uniform values rounded to bf16: as bf16, and as the f32 values
+/// they are in `rounded`.
+std::vector<BFloat16> bf16Values(std::mt19937 &generator, int64_t count,
+                                 std::vector<float> &rounded) {
+  std::vector<BFloat16> halves(count);
+  rounded = uniformValues(generator, count);
+  for (int64_t i = 0; i < count; ++i) {
+    halves[i] = BFloat16::fromFloat(rounded[i]);
+    rounded[i] = halves[i].toFloat();
+  }
+  return halves;
+}
+
+/// Row `row`'s log-sum-exp (into `logSumExp`) of hidden x weight^T + bias
+/// in f64, and its softmax times `rowGrad`: the row of G that
+/// linearLogSumExpGrad multiplies.
+std::vector<double> naiveScaledSoftmaxRow(const std::vector<float> &hidden,
+                                          const std::vector<float> &weight,
+                                          const std::vector<float> &bias,
+                                          int64_t features, int64_t row,
+                                          double rowGrad, double &logSumExp) {
+  std::vector<double> line = naiveLogitRow(hidden, weight, bias, features, row);
+  double sum = 0;
+  for (double logit : line)
+    sum += std::exp(logit);
+  logSumExp = std::log(sum);
+  std::vector<double> scaled = naiveSoftmax(line, false);
+  for (double &g : scaled)
+    g *= rowGrad;
+  return scaled;
+}
+
+/// Checks the products of an LM head kernel's bf16-rounded gradient against
+/// f64 sums of the same rounded gradient, within 1e-4 of the largest
+/// element: the kernel's are f32 sums, and a rounding that the f32 and f64
+/// gradients straddle flips rarely and by little.
+void checkBf16Products(const char *name, const std::vector<float> &got,
+                       const std::vector<double> &wanted) {
+  double error = 0, largest = 0;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    error = std::max(error, std::abs(got[i] - wanted[i]));
+    largest = std::max(largest, std::abs(wanted[i]));
+  }
+  INFO(name << ": largest error " << error << " of " << largest);
+  CHECK(error <= largest * 1e-4);
+}
+
 } // namespace
 
 TEST_CASE(
@@ -602,18 +649,11 @@ TEST_CASE("a bf16 linear cross entropy multiplies in bf16 and keeps its "
   // rounded to bf16, as torch.autocast's backward does.
   const int64_t rows = 2101, features = 4, classes = 4100, ignore = -100;
   std::mt19937 generator(22);
-  auto bf16Values = [&](int64_t count, std::vector<float> &rounded) {
-    std::vector<BFloat16> halves(count);
-    rounded = uniformValues(generator, count);
-    for (int64_t i = 0; i < count; ++i) {
-      halves[i] = BFloat16::fromFloat(rounded[i]);
-      rounded[i] = halves[i].toFloat();
-    }
-    return halves;
-  };
   std::vector<float> hidden, weight, bias = uniformValues(generator, classes);
-  std::vector<BFloat16> hidden16 = bf16Values(rows * features, hidden),
-                        weight16 = bf16Values(classes * features, weight);
+  std::vector<BFloat16> hidden16 =
+                            bf16Values(generator, rows * features, hidden),
+                        weight16 =
+                            bf16Values(generator, classes * features, weight);
   std::uniform_int_distribution<int64_t> label(0, classes - 1);
   std::vector<int64_t> target(rows);
   for (int64_t &t : target)
@@ -666,22 +706,10 @@ TEST_CASE("a bf16 linear cross entropy multiplies in bf16 and keeps its "
       Tensor(workspace.data(), DType::I8, {bytes}), ignore, Reduction::Mean);
   CHECK(loss == Approx(expectedLoss).epsilon(1e-6));
   checkNear("grad_bias", gradBias, wantBias, 1e-6);
-  // Against the largest element: the products of the rounded gradient are
-  // f32 sums (a flip of a rounding the f32 and f64 gradients straddle is
-  // rare and small); without the rounding the label's term alone would be
-  // off by up to 2^-9 of the largest element.
-  auto checkProducts = [](const char *name, const std::vector<float> &got,
-                          const std::vector<double> &wanted) {
-    double error = 0, largest = 0;
-    for (size_t i = 0; i < wanted.size(); ++i) {
-      error = std::max(error, std::abs(got[i] - wanted[i]));
-      largest = std::max(largest, std::abs(wanted[i]));
-    }
-    INFO(name << ": largest error " << error << " of " << largest);
-    CHECK(error <= largest * 1e-4);
-  };
-  checkProducts("grad_hidden", gradHidden, wantHidden);
-  checkProducts("grad_weight", gradWeight, wantWeight);
+  // Without the rounding the label's term alone would be off by up to 2^-9
+  // of the largest element.
+  checkBf16Products("grad_hidden", gradHidden, wantHidden);
+  checkBf16Products("grad_weight", gradWeight, wantWeight);
 
   // bf16 gradients are refused: the kernel's results are f32.
   std::vector<BFloat16> gradHidden16(rows * features);
@@ -715,16 +743,11 @@ TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
       std::vector<double> wantLogSumExp(rows), wantHidden(rows * features),
           wantWeight(classes * features), wantBias(classes);
       for (int64_t r = 0; r < rows; ++r) {
-        std::vector<double> line =
-            naiveLogitRow(hidden, weight,
-                          withBias ? bias : std::vector<float>(), features, r);
-        double sum = 0;
-        for (double logit : line)
-          sum += std::exp(logit);
-        wantLogSumExp[r] = std::log(sum);
-        std::vector<double> softmax = naiveSoftmax(line, false);
+        std::vector<double> scaled = naiveScaledSoftmaxRow(
+            hidden, weight, withBias ? bias : std::vector<float>(), features, r,
+            grad[r], wantLogSumExp[r]);
         for (int64_t c = 0; c < classes; ++c) {
-          double g = softmax[c] * grad[r];
+          double g = scaled[c];
           wantBias[c] += g;
           for (int64_t f = 0; f < features; ++f) {
             wantHidden[r * features + f] += g * weight[c * features + f];
@@ -775,6 +798,106 @@ TEST_CASE("linear log-sum-exp and its gradient in chunks of rows equal the "
       else
         CHECK(gradBias == std::vector<float>(classes, -1));
     }
+}
+
+TEST_CASE("a bf16 linear log-sum-exp multiplies in bf16 and its gradient's "
+          "products take the scaled softmax rounded to bf16") {
+  // The vocabulary-parallel LM head under precision="bf16": bf16 hidden
+  // states and weight in linearCrossEntropy's two chunks; the log-sum-exp
+  // and the gradients f32. The gradients' products are checked against the
+  // f32 kernel's on the same (rounded) values, whose G is not rounded:
+  // apart by at most G's rounding (2^-8 of each |G| x |operand| term; the
+  // f32 and f64 G straddle roundings too often for a tighter check against
+  // f64), and apart somewhere.
+  const int64_t rows = 2101, features = 4, classes = 4100;
+  std::mt19937 generator(23);
+  std::vector<float> hidden, weight, bias = uniformValues(generator, classes),
+                                     grad = uniformValues(generator, rows);
+  std::vector<BFloat16> hidden16 =
+                            bf16Values(generator, rows * features, hidden),
+                        weight16 =
+                            bf16Values(generator, classes * features, weight);
+  std::vector<double> wantLogSumExp(rows), wantBias(classes),
+      roundingHidden(rows * features), roundingWeight(classes * features);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> scaled = naiveScaledSoftmaxRow(
+        hidden, weight, bias, features, r, grad[r], wantLogSumExp[r]);
+    for (int64_t c = 0; c < classes; ++c) {
+      double g = scaled[c];
+      wantBias[c] += g;
+      double rounding = std::abs(g) / 256;
+      for (int64_t f = 0; f < features; ++f) {
+        roundingHidden[r * features + f] +=
+            rounding * std::abs(weight[c * features + f]);
+        roundingWeight[c * features + f] +=
+            rounding * std::abs(hidden[r * features + f]);
+      }
+    }
+  }
+
+  Context ctx(2);
+  Tensor biasTensor(bias.data(), DType::F32, {classes});
+  Tensor gradTensor(grad.data(), DType::F32, {rows});
+  // dtype's log-sum-exp and gradients of the same values.
+  struct Results {
+    std::vector<float> logSumExp, gradHidden, gradWeight, gradBias;
+  };
+  auto run = [&](DType dtype) {
+    bool bf16 = dtype == DType::BF16;
+    Tensor hiddenTensor(bf16 ? (void *)hidden16.data() : hidden.data(), dtype,
+                        {rows, features});
+    Tensor weightTensor(bf16 ? (void *)weight16.data() : weight.data(), dtype,
+                        {classes, features});
+    Results results{std::vector<float>(rows, -1),
+                    std::vector<float>(rows * features, -1),
+                    std::vector<float>(classes * features, -1),
+                    std::vector<float>(classes, -1)};
+    Tensor logSumExpTensor(results.logSumExp.data(), DType::F32, {rows});
+    int64_t forwardBytes = getLinearCrossEntropyWorkspace(
+                               LinearCrossEntropyKernel::LogSumExp, rows,
+                               features, classes, true, int64_t(getSize(dtype)))
+                               .bytes;
+    int64_t backwardBytes =
+        getLinearCrossEntropyWorkspace(LinearCrossEntropyKernel::LogSumExpGrad,
+                                       rows, features, classes, true,
+                                       int64_t(getSize(dtype)))
+            .bytes;
+    // The bf16 gradient's workspace adds a chunk of bf16 gradient (1051 x
+    // 4100 x 2 bytes, 8618240 aligned) to the f32 chunk and the bias's f64
+    // sums.
+    CHECK(forwardBytes == 17236416);
+    CHECK(backwardBytes == 17236416 + (bf16 ? 8618240 : 0) + 32832);
+    std::vector<int8_t> forwardWorkspace = usedWorkspace(forwardBytes),
+                        backwardWorkspace = usedWorkspace(backwardBytes);
+    linearLogSumExp(ctx, hiddenTensor, weightTensor, biasTensor,
+                    logSumExpTensor,
+                    Tensor(forwardWorkspace.data(), DType::I8, {forwardBytes}));
+    linearLogSumExpGrad(
+        ctx, hiddenTensor, weightTensor, biasTensor, logSumExpTensor,
+        gradTensor,
+        Tensor(results.gradHidden.data(), DType::F32, {rows, features}),
+        Tensor(results.gradWeight.data(), DType::F32, {classes, features}),
+        Tensor(results.gradBias.data(), DType::F32, {classes}),
+        Tensor(backwardWorkspace.data(), DType::I8, {backwardBytes}));
+    return results;
+  };
+  Results bf16 = run(DType::BF16), f32 = run(DType::F32);
+  checkNear("logsumexp", bf16.logSumExp, wantLogSumExp, 1e-5);
+  checkNear("grad_bias", bf16.gradBias, wantBias, 1e-6);
+  auto checkRounded = [](const char *name, const std::vector<float> &got,
+                         const std::vector<float> &unrounded,
+                         const std::vector<double> &rounding) {
+    double largest = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO(name << "[" << i << "]: " << got[i] << " vs " << unrounded[i]);
+      CHECK(std::abs(got[i] - unrounded[i]) <= rounding[i] * 1.01 + 1e-9);
+      largest = std::max(largest, double(std::abs(got[i] - unrounded[i])));
+    }
+    INFO(name << ": no element differs from the unrounded G's products");
+    CHECK(largest > 0);
+  };
+  checkRounded("grad_hidden", bf16.gradHidden, f32.gradHidden, roundingHidden);
+  checkRounded("grad_weight", bf16.gradWeight, f32.gradWeight, roundingWeight);
 }
 
 TEST_CASE("linear cross entropy: a target out of range is an error naming "

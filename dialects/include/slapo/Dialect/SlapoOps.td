@@ -631,7 +631,10 @@ def Slapo_LinearLogSumExpOp : Slapo_Op<"linear_log_sum_exp",
     block of the classes. The kernel walks the rows in chunks as
     linear_cross_entropy's does; the ranks' log-sum-exps are combined by
     collectives in the IR. Its gradient (slapo.linear_log_sum_exp_grad)
-    recomputes the chunks' logits from `logsumexp`. f32 operands.
+    recomputes the chunks' logits from `logsumexp`. The log-sum-exp and the
+    bias are f32; hidden and weight are f32, or bf16 under
+    precision="bf16" (slapo-mixed-precision), where the products sum in f32,
+    as linear_cross_entropy's.
 
     ```mlir
     %lse = slapo.linear_log_sum_exp %h, %w : (tensor<62x32xf32>, tensor<64x32xf32>) -> tensor<62xf32>
@@ -654,7 +657,9 @@ def Slapo_LinearLogSumExpGradOp : Slapo_Op<"linear_log_sum_exp_grad",
     grad (the softmax scaled by each row's gradient): grad_hidden = G x
     weight, grad_weight = G^T x hidden, grad_bias = the column sums of G
     (present with `bias`). What slapo.linear_log_sum_exp's gradient rule
-    builds; only a chunk of G exists at a time.
+    builds; only a chunk of G exists at a time. The gradients are f32; with
+    bf16 hidden and weight the two products take G rounded to bf16, as
+    linear_cross_entropy's take the logits' gradient.
   }];
   let arguments = (ins Slapo_FloatTensor:$hidden, Slapo_FloatTensor:$weight,
                        Optional<Slapo_FloatTensor>:$bias,

@@ -26,18 +26,15 @@ namespace slapo::rt {
 
 /// Calls `throwUnsupported(kernel, dtype)`, the backend's, with the dtype of
 /// the first float tensor of an LM head kernel that is not what it takes:
-/// hidden and weight of one type, f32 or (`bf16Operands`) bf16, and every
+/// hidden and weight of one type, f32 or bf16, and every
 /// one of `others` (absent ones skipped: bias, loss, log-sum-exps,
 /// gradients) f32, the compute type.
 template <typename ThrowUnsupported>
 void checkLinearRowsTypes(const char *kernel, const Tensor &hidden,
                           const Tensor &weight,
                           std::initializer_list<const Tensor *> others,
-                          bool bf16Operands,
                           ThrowUnsupported throwUnsupported) {
-  bool operandsTaken = hidden.dtype == DType::F32 ||
-                       (bf16Operands && hidden.dtype == DType::BF16);
-  if (!operandsTaken)
+  if (hidden.dtype != DType::F32 && hidden.dtype != DType::BF16)
     throwUnsupported(kernel, hidden.dtype);
   if (weight.dtype != hidden.dtype)
     throwUnsupported(kernel, weight.dtype);
