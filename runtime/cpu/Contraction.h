@@ -11,6 +11,7 @@
 #ifndef SLAPO_RUNTIME_CPU_CONTRACTION_H
 #define SLAPO_RUNTIME_CPU_CONTRACTION_H
 
+#include "ContextImpl.h"
 #include "KernelSupport.h"
 
 #include "slapo/runtime/cpu/Kernels.h"
@@ -18,7 +19,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
-#include <memory>
+#include <iterator>
+#include <mutex>
 
 namespace slapo::rt::cpu::detail {
 
@@ -55,14 +57,13 @@ inline bool runsInF32(Context &ctx, const Tensor &operand) {
          ctx.getPaths().bf16Matmul == Bf16Matmul::F32Fallback;
 }
 
-/// `tensor` as f32: bf16 values widened into `storage`, a tensor of any other
-/// dtype (or none) as it is.
-inline Tensor widenToF32(Context &ctx, const Tensor &tensor,
-                         std::unique_ptr<float[]> &storage) {
+/// `tensor` as f32: bf16 values widened into the context's scratch `slot`, a
+/// tensor of any other dtype (or none) as it is.
+inline Tensor widenToF32(Context &ctx, const Tensor &tensor, Scratch slot) {
   if (!tensor || tensor.dtype != DType::BF16)
     return tensor;
-  storage.reset(new float[tensor.getNumElements()]);
-  Tensor widened(storage.get(), DType::F32, tensor.shape);
+  Tensor widened(ctx.getImpl().getScratch(slot, tensor.getNumElements()),
+                 DType::F32, tensor.shape);
   cast(ctx, tensor, widened);
   return widened;
 }
@@ -72,15 +73,20 @@ inline Tensor widenToF32(Context &ctx, const Tensor &tensor,
 template <size_t N, typename F>
 void contractInF32(Context &ctx, const std::array<Tensor, N> &operands,
                    const Tensor &out, F &&contract) {
-  std::unique_ptr<float[]> storage[N + 1];
+  constexpr Scratch kOperandSlots[] = {Scratch::WidenedOperand0,
+                                       Scratch::WidenedOperand1,
+                                       Scratch::WidenedOperand2};
+  static_assert(N <= std::size(kOperandSlots), "a scratch slot per operand");
+  Context::Impl &impl = ctx.getImpl();
+  std::lock_guard<std::mutex> lock(impl.scratchMutex);
   std::array<Tensor, N> widened;
   for (size_t i = 0; i < N; ++i)
-    widened[i] = widenToF32(ctx, operands[i], storage[i]);
+    widened[i] = widenToF32(ctx, operands[i], kOperandSlots[i]);
   Tensor result = out;
-  if (out.dtype != DType::F32) {
-    storage[N].reset(new float[out.getNumElements()]);
-    result = Tensor(storage[N].get(), DType::F32, out.shape);
-  }
+  if (out.dtype != DType::F32)
+    result =
+        Tensor(impl.getScratch(Scratch::WidenedResult, out.getNumElements()),
+               DType::F32, out.shape);
   contract(widened, result);
   if (result.data != out.data)
     cast(ctx, result, out);
