@@ -30,34 +30,25 @@ import subprocess
 import sys
 import time
 
+import generated_step
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def contractions(rank_dir):
     """{(kind, lhs, rhs, out, permutations): calls per step} of the generated code."""
-    with open(os.path.join(rank_dir, "step.cpp")) as f:
-        step = f.read()
-    with open(os.path.join(rank_dir, "blocks.cpp")) as f:
-        blocks = f.read()
-    runs = collections.Counter(re.findall(r"\b(\w+Block\d+)\(ctx", step))
     calls = collections.Counter()
-
-    def scan(text, times):
-        shapes = {name: tuple(int(d) for d in dims.split(",") if d.strip()) for name, dims in
-                  re.findall(r"Tensor (\w+) = view\(arena, [^,]+, DType::F32, \{([\d, ]*)\}\)",
-                             text)}
-        for kind, args in re.findall(r"\b(linear|matmul)\(ctx, ([^;]*)\);", text):
+    for text, times in generated_step.functions(rank_dir):
+        shapes = {name: shape for name, (dtype, shape) in generated_step.views(text).items()
+                  if dtype == "F32"}
+        for kind, args in generated_step.kernel_calls(text):
+            if kind not in ("linear", "matmul"):
+                continue
             names = re.findall(r"\b(t\d+_\w+|in\d+)\b", args)
             permutations = tuple(tuple(int(x) for x in p.split(",")) if p else None for p, _ in
                                  re.findall(r"\{([\d, ]+)\}\.data\(\)|(nullptr)", args))
             operands = (names[0], names[1], names[-1])
             calls[(kind, *(shapes[n] for n in operands), permutations or (None,) * 3)] += times
-
-    for function in re.split(r"\n(?=void )", blocks):
-        name = re.match(r"void (\w+)\(", function)
-        if name:
-            scan(function, runs[name.group(1)])
-    scan(step, 1)
     return calls
 
 
