@@ -63,7 +63,7 @@ void registerShapeOps(OpTable &table) {
   // rule), unlike PyTorch's dim=[] which reduces everything.
   add<SumOp>(table, [](SumOp op, Operands x, EvalContext &) {
     if (op.getDims().empty())
-      return x[0];
+      return x[0].to(scalarTypeOf(op.getType()));
     // Keep the element type: PyTorch would widen integer sums to int64.
     return at::sum(x[0], toVector(op.getDims()), op.getKeepdim(),
                    scalarTypeOf(op.getType()));

@@ -147,6 +147,10 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
         return false;
     } else if (!element.isF32() && !element.isF64()) {
       return false;
+    } else if (rowOp &&
+               tensorType(op->getOperand(0)).getElementType() != element) {
+      // A sum into a wider type (slapo-propagate-casts): not a loop's row.
+      return false;
     }
     // A loop draws a dropout's mask by the element's index, which is its
     // counter where the tensor is not split over tp ranks; and with the

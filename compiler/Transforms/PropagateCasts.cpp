@@ -25,8 +25,6 @@
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 
-#include "llvm/ADT/APFloat.h"
-
 namespace slapo {
 #define GEN_PASS_DEF_PROPAGATECASTS
 #include "slapo/Transforms/Passes.h.inc"
@@ -45,23 +43,6 @@ Type elementType(Value value) {
 RankedTensorType withElement(Value value, Type element) {
   return RankedTensorType::get(
       value.getType().cast<RankedTensorType>().getShape(), element);
-}
-
-/// Whether every value of float type `narrow` is a value of `wide`, which
-/// has more bits: bf16 and f16 in f32, any of them in f64 (bf16 and f16
-/// hold values the other lacks).
-bool holdsExactly(Type wide, Type narrow) {
-  auto w = wide.dyn_cast<FloatType>(), n = narrow.dyn_cast<FloatType>();
-  if (!w || !n || w.getWidth() <= n.getWidth())
-    return false;
-  const llvm::fltSemantics &ws = w.getFloatSemantics();
-  const llvm::fltSemantics &ns = n.getFloatSemantics();
-  return llvm::APFloat::semanticsPrecision(ws) >=
-             llvm::APFloat::semanticsPrecision(ns) &&
-         llvm::APFloat::semanticsMaxExponent(ws) >=
-             llvm::APFloat::semanticsMaxExponent(ns) &&
-         llvm::APFloat::semanticsMinExponent(ws) <=
-             llvm::APFloat::semanticsMinExponent(ns);
 }
 
 bool isNarrowing(CastOp cast) {
@@ -210,6 +191,25 @@ bool sinkWidening(CastOp cast) {
   return true;
 }
 
+/// sum(widen(x)) -> sum(x), summing x's elements into the wide type: the
+/// sum reads the narrow tensor (a bias gradient's bf16 rows) and adds the
+/// same values in the same order. Only sums over leading dims: a sum along
+/// the last dim is a row op of slapo-fuse-elementwise's loops, which take
+/// a row op's input in its result's type.
+bool foldIntoSums(CastOp widen) {
+  bool folded = false;
+  for (Operation *user : llvm::make_early_inc_range(widen->getUsers())) {
+    auto sum = dyn_cast<SumOp>(user);
+    if (!sum || sum.isAlongLastDim() || !runTogether(sum, widen))
+      continue;
+    sum.getInputMutable().assign(widen.getInput());
+    folded = true;
+  }
+  if (folded && widen->use_empty())
+    widen.erase();
+  return folded;
+}
+
 /// narrow(widen(x)) -> x where the wide type holds x's exactly.
 bool cancelRoundTrip(CastOp cast) {
   auto widen = cast.getInput().getDefiningOp<CastOp>();
@@ -238,8 +238,9 @@ struct PropagateCastsPass : impl::PropagateCastsBase<PropagateCastsPass> {
     for (CastOp cast : casts) {
       if (cancelRoundTrip(cast))
         return true;
-      if (isNarrowing(cast) ? hoistNarrowing(cast)
-                            : isWidening(cast) && sinkWidening(cast))
+      if (isNarrowing(cast)
+              ? hoistNarrowing(cast)
+              : isWidening(cast) && (sinkWidening(cast) || foldIntoSums(cast)))
         return true;
     }
     return false;

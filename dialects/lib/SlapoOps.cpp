@@ -120,6 +120,20 @@ static RankedTensorType tensorType(Value value) {
   return value.getType().cast<RankedTensorType>();
 }
 
+bool holdsExactly(Type wide, Type narrow) {
+  auto w = wide.dyn_cast<FloatType>(), n = narrow.dyn_cast<FloatType>();
+  if (!w || !n || w.getWidth() <= n.getWidth())
+    return false;
+  const llvm::fltSemantics &ws = w.getFloatSemantics();
+  const llvm::fltSemantics &ns = n.getFloatSemantics();
+  return llvm::APFloat::semanticsPrecision(ws) >=
+             llvm::APFloat::semanticsPrecision(ns) &&
+         llvm::APFloat::semanticsMaxExponent(ws) >=
+             llvm::APFloat::semanticsMaxExponent(ns) &&
+         llvm::APFloat::semanticsMinExponent(ws) <=
+             llvm::APFloat::semanticsMinExponent(ns);
+}
+
 std::string shapeString(ArrayRef<int64_t> shape) {
   std::string text = "[";
   llvm::raw_string_ostream os(text);
@@ -1002,10 +1016,24 @@ LogicalResult MaxPool2dGradOp::verify() {
 // Reductions.
 //===----------------------------------------------------------------------===//
 
+/// A reduction's dims and result shape; its result's element type is the
+/// input's, or for a sum (`widens`) a float type that holds the input's
+/// exactly (bf16 summed into f32, as slapo-propagate-casts folds a widening
+/// cast into the sum that reads it).
 static LogicalResult verifyReduction(Operation *op, Value input, Value result,
-                                     ArrayRef<int64_t> dims, bool keepdim) {
-  if (failed(verifySameElementType(op, input, "input", result, "result")))
+                                     ArrayRef<int64_t> dims, bool keepdim,
+                                     bool widens = false) {
+  Type from = tensorType(input).getElementType();
+  Type to = tensorType(result).getElementType();
+  if (widens && from != to) {
+    if (!holdsExactly(to, from))
+      return op->emitOpError("result element type ")
+             << to << " must be the input's, " << from
+             << ", or a float type that holds it exactly";
+  } else if (failed(
+                 verifySameElementType(op, input, "input", result, "result"))) {
     return failure();
+  }
   RankedTensorType inputType = tensorType(input);
   llvm::SmallSet<int64_t, 4> reduced;
   for (int64_t dim : dims) {
@@ -1030,7 +1058,10 @@ static LogicalResult verifyReduction(Operation *op, Value input, Value result,
     return verifyReduction(*this, getInput(), getResult(), getDims(),          \
                            getKeepdim());                                      \
   }
-SLAPO_REDUCE_VERIFIER(SumOp)
+LogicalResult SumOp::verify() {
+  return verifyReduction(*this, getInput(), getResult(), getDims(),
+                         getKeepdim(), /*widens=*/true);
+}
 SLAPO_REDUCE_VERIFIER(MeanOp)
 SLAPO_REDUCE_VERIFIER(MaxOp)
 #undef SLAPO_REDUCE_VERIFIER

@@ -11,12 +11,14 @@ namespace slapo {
 
 LogicalResult SumOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  // Every summed element gets the gradient of its sum.
+  // Every summed element gets the gradient of its sum, in the input's type
+  // (a sum into a wider type: the gradient of the widening).
   TensorBuilder g(builder, getLoc());
   RankedTensorType inputType = tensorType(getInput());
   Value grad =
       g.restoreReducedDims(singleResultGrad(resultGrads), inputType, getDims());
-  operandGrads.push_back(g.broadcastTo(grad, inputType.getShape()));
+  operandGrads.push_back(g.cast(g.broadcastTo(grad, inputType.getShape()),
+                                inputType.getElementType()));
   return success();
 }
 

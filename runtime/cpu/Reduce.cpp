@@ -23,7 +23,7 @@ namespace {
 /// Adjacent outputs a task accumulates together when the last dim is kept.
 constexpr int64_t kOutputBlock = 256;
 
-/// How one kind starts, folds in an element and finishes.
+/// How one kind starts, folds in an element and finishes, into T.
 template <ReduceKind Kind, typename T> struct Reducer {
   using Acc =
       std::conditional_t<Kind == ReduceKind::Max, Compute<T>, Accumulate<T>>;
@@ -41,11 +41,13 @@ template <ReduceKind Kind, typename T> struct Reducer {
     else
       return acc + value;
   }
-  /// The fold of a contiguous run, in the row order of cpu/ElementMath.h
-  /// (that of the fused loops' row reductions).
-  static Acc foldRun(const T *run, int64_t length) {
+  /// The fold of a contiguous run of T or of a type T holds exactly, in
+  /// the row order of cpu/ElementMath.h (that of the fused loops' row
+  /// reductions).
+  template <typename In> static Acc foldRun(const In *run, int64_t length) {
     return foldRow(
-        run, length, init(), [](T value) { return Acc(load(value)); }, combine);
+        run, length, init(), [](In value) { return Acc(load(value)); },
+        combine);
   }
   static T finish(Acc acc, int64_t count) {
     if constexpr (Kind == ReduceKind::Mean)
@@ -119,8 +121,10 @@ struct Odometer {
   }
 };
 
-template <ReduceKind Kind, typename T>
-void reduceGroups(Context &ctx, const T *in, T *out, const Groups &groups,
+/// Reduces `in` into `out`, of the input's type T or of a type T holds
+/// exactly: the same folds in the same order either way.
+template <ReduceKind Kind, typename In, typename T>
+void reduceGroups(Context &ctx, const In *in, T *out, const Groups &groups,
                   int64_t count) {
   using R = Reducer<Kind, T>;
   using Acc = typename R::Acc;
@@ -154,7 +158,7 @@ void reduceGroups(Context &ctx, const T *in, T *out, const Groups &groups,
     parallelFor(ctx, kept.total, grainFor(count),
                 [&](int64_t begin, int64_t end) {
                   for (int64_t o = begin; o < end; ++o) {
-                    const T *base = in + kept.offsetOf(o);
+                    const In *base = in + kept.offsetOf(o);
                     Acc acc = R::init();
                     reduced.forEach([&](int64_t offset) {
                       acc = R::combine(acc, R::foldRun(base + offset, length));
@@ -174,12 +178,12 @@ void reduceGroups(Context &ctx, const T *in, T *out, const Groups &groups,
                   int64_t o = task / blocks;
                   int64_t first = task % blocks * kOutputBlock;
                   int64_t width = std::min(kOutputBlock, length - first);
-                  const T *base = in + kept.offsetOf(o) + first;
+                  const In *base = in + kept.offsetOf(o) + first;
                   std::fill(acc, acc + width, R::init());
                   reduced.forEach([&](int64_t offset) {
-                    const T *run = base + offset;
+                    const In *run = base + offset;
                     for (int64_t j = 0; j < width; ++j)
-                      acc[j] = R::combine(acc[j], load(run[j]));
+                      acc[j] = R::combine(acc[j], Acc(load(run[j])));
                   });
                   T *y = out + o * length + first;
                   for (int64_t j = 0; j < width; ++j)
@@ -205,6 +209,23 @@ void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
       count *= input.shape.dims[d];
   if (out.getNumElements() == 0)
     return;
+  if (out.dtype != input.dtype) {
+    // slapo.sum into a float type that holds the input's exactly (a bf16
+    // bias gradient summed into f32): the result type's sums.
+    if (kind != ReduceKind::Sum)
+      throwUnsupported("reduce", out.dtype);
+    return dispatch(TypeList<BFloat16, Half, float>(), input.dtype, "reduce",
+                    [&](auto inTag) {
+                      using In = typename decltype(inTag)::type;
+                      dispatch(TypeList<float, double>(), out.dtype, "reduce",
+                               [&](auto outTag) {
+                                 using T = typename decltype(outTag)::type;
+                                 reduceGroups<ReduceKind::Sum>(
+                                     ctx, input.as<In>(), out.as<T>(), groups,
+                                     count);
+                               });
+                    });
+  }
   dispatch(AllTypes(), input.dtype, "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *in = input.as<T>();

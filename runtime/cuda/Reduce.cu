@@ -24,7 +24,8 @@ using namespace detail;
 
 namespace {
 
-/// How one kind starts, folds in an element and finishes.
+/// How one kind starts, folds in an element and finishes, into T (the
+/// kernels read the input's type, T or one T holds exactly).
 template <ReduceKind Kind, typename T> struct Reducer {
   using Acc =
       std::conditional_t<Kind == ReduceKind::Max, Compute<T>, Accumulate<T>>;
@@ -62,11 +63,11 @@ __device__ inline void getSplitRange(int64_t length, int splits, int split,
 /// elements at the reduced layout's offsets, `Threads` threads (a warp or
 /// the block) per output. With several splits (blockIdx.y), each writes
 /// its partial result to partials[split][o] instead of the output.
-template <int Threads, ReduceKind Kind, typename T, typename Index>
+template <int Threads, ReduceKind Kind, typename In, typename T, typename Index>
 __global__ void
 reduceRowsKernel(int64_t outputs, int64_t length, int splits,
                  DeviceLayout<Index, 1> kept, DeviceLayout<Index, 1> reduced,
-                 const T *in, T *out, typename Reducer<Kind, T>::Acc *partials,
+                 const In *in, T *out, typename Reducer<Kind, T>::Acc *partials,
                  int64_t count) {
   using R = Reducer<Kind, T>;
   using Acc = typename R::Acc;
@@ -88,7 +89,7 @@ reduceRowsKernel(int64_t outputs, int64_t length, int splits,
       for (int64_t r = begin + lane; r < end; r += Threads) {
         Index offset[1];
         reduced.getOffsets(static_cast<Index>(r), offset);
-        acc = R::combine(acc, load(in[base[0] + offset[0]]));
+        acc = R::combine(acc, Acc(load(in[base[0] + offset[0]])));
       }
     }
     if constexpr (Threads == 32)
@@ -109,10 +110,10 @@ constexpr int kColumnTile = 32, kColumnSlices = 8;
 /// out[o, k] reduces in[o, r, k] over r: threadIdx.x picks k (coalesced),
 /// threadIdx.y a slice of r, and the slices combine in shared memory. With
 /// several splits (blockIdx.y) each writes partials[split][o * inner + k].
-template <ReduceKind Kind, typename T>
+template <ReduceKind Kind, typename In, typename T>
 __global__ void
 reduceColumnsKernel(int64_t outer, int64_t length, int64_t inner, int splits,
-                    const T *in, T *out,
+                    const In *in, T *out,
                     typename Reducer<Kind, T>::Acc *partials, int64_t count) {
   using R = Reducer<Kind, T>;
   using Acc = typename R::Acc;
@@ -126,7 +127,7 @@ reduceColumnsKernel(int64_t outer, int64_t length, int64_t inner, int splits,
     Acc acc = R::init();
     if (k < inner)
       for (int64_t r = begin + threadIdx.y; r < end; r += kColumnSlices)
-        acc = R::combine(acc, load(in[(o * length + r) * inner + k]));
+        acc = R::combine(acc, Acc(load(in[(o * length + r) * inner + k])));
     shared[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && k < inner) {
@@ -209,8 +210,8 @@ int getSplits(Context &ctx, int64_t blocks, int64_t length, int64_t minimum) {
       std::clamp<int64_t>(std::min(byWork, byGrid), 1, 65535));
 }
 
-template <ReduceKind Kind, typename T>
-void reduceGroups(Context &ctx, const Groups &groups, const T *in, T *out,
+template <ReduceKind Kind, typename In, typename T>
+void reduceGroups(Context &ctx, const Groups &groups, const In *in, T *out,
                   int64_t outputs, int64_t count) {
   using Acc = typename Reducer<Kind, T>::Acc;
   cudaStream_t stream = ctx.getStream();
@@ -239,7 +240,7 @@ void reduceGroups(Context &ctx, const Groups &groups, const T *in, T *out,
     int splits = getSplits(ctx, blocks, length, kColumnSlices * 16);
     Acc *partials = splits > 1 ? getPartials(splits) : nullptr;
     dim3 grid(getGridSize(ctx, blocks, 1), splits);
-    reduceColumnsKernel<Kind, T>
+    reduceColumnsKernel<Kind, In, T>
         <<<grid, dim3(kColumnTile, kColumnSlices), 0, stream>>>(
             outer, length, inner, splits, in, out, partials, count);
     checkLaunch("reduce");
@@ -260,11 +261,12 @@ void reduceGroups(Context &ctx, const Groups &groups, const T *in, T *out,
     using Index = typename decltype(indexTag)::type;
     DeviceLayout<Index, 1> keptLayout(kept), reducedLayout(reduced);
     if (perBlock)
-      reduceRowsKernel<kBlockSize, Kind, T><<<grid, kBlockSize, 0, stream>>>(
-          outputs, length, splits, keptLayout, reducedLayout, in, out, partials,
-          count);
+      reduceRowsKernel<kBlockSize, Kind, In, T>
+          <<<grid, kBlockSize, 0, stream>>>(outputs, length, splits, keptLayout,
+                                            reducedLayout, in, out, partials,
+                                            count);
     else
-      reduceRowsKernel<32, Kind, T><<<grid, kBlockSize, 0, stream>>>(
+      reduceRowsKernel<32, Kind, In, T><<<grid, kBlockSize, 0, stream>>>(
           outputs, length, splits, keptLayout, reducedLayout, in, out, partials,
           count);
     checkLaunch("reduce");
@@ -307,6 +309,23 @@ void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
   int64_t outputs = out.getNumElements();
   if (outputs == 0)
     return;
+  if (out.dtype != input.dtype) {
+    // slapo.sum into a float type that holds the input's exactly (a bf16
+    // bias gradient summed into f32): the result type's sums.
+    if (kind != ReduceKind::Sum)
+      throwUnsupported("reduce", out.dtype);
+    return dispatch(TypeList<__nv_bfloat16, __half, float>(), input.dtype,
+                    "reduce", [&](auto inTag) {
+                      using In = typename decltype(inTag)::type;
+                      dispatch(TypeList<float, double>(), out.dtype, "reduce",
+                               [&](auto outTag) {
+                                 using T = typename decltype(outTag)::type;
+                                 reduceGroups<ReduceKind::Sum>(
+                                     ctx, groups, input.as<In>(), out.as<T>(),
+                                     outputs, count);
+                               });
+                    });
+  }
   dispatch(AllTypes(), input.dtype, "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *in = input.as<T>();

@@ -114,3 +114,29 @@ func.func @cumsum_bool(%x: tensor<4xi1>) {
   %0 = slapo.cumsum %x {dim = 0 : i64} : tensor<4xi1>
   return
 }
+
+// -----
+
+// A sum may widen (slapo-propagate-casts folds a widening cast into it), but
+// only into a float type that holds the input's exactly.
+func.func @sum_narrows(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{result element type 'bf16' must be the input's, 'f32', or a float type that holds it exactly}}
+  %0 = slapo.sum %x {dims = array<i64: 0>, keepdim = false} : tensor<2x3xf32> -> tensor<3xbf16>
+  return
+}
+
+// -----
+
+func.func @sum_bf16_into_f16(%x: tensor<2x3xbf16>) {
+  // expected-error @+1 {{result element type 'f16' must be the input's, 'bf16', or a float type that holds it exactly}}
+  %0 = slapo.sum %x {dims = array<i64: 0>, keepdim = false} : tensor<2x3xbf16> -> tensor<3xf16>
+  return
+}
+
+// -----
+
+func.func @sum_integers_into_f32(%x: tensor<2x3xi32>) {
+  // expected-error @+1 {{result element type 'f32' must be the input's, 'i32', or a float type that holds it exactly}}
+  %0 = slapo.sum %x {dims = array<i64: 0>, keepdim = false} : tensor<2x3xi32> -> tensor<3xf32>
+  return
+}

@@ -97,15 +97,15 @@ func.func @round_trip(%attention: tensor<2x2x3x4xbf16>) -> tensor<6x8xbf16> {
 
 // The gradients of query, key and value (bf16) widened, their heads merged
 // and concatenated: one cast after the concat, whose bf16 the products read
-// directly; the bias gradient's sum reads the f32.
+// directly, and which the bias gradient's sum then takes in: it sums the
+// bf16 concat into f32.
 // CHECK-LABEL: func.func @widening_after_concat
 // CHECK-NEXT: %[[QP:.*]] = slapo.permute %arg0 {permutation = array<i64: 0, 2, 1, 3>, slapo.phase = "backward"} : tensor<2x2x3x4xbf16> -> tensor<2x3x2x4xbf16>
 // CHECK-NEXT: %[[QR:.*]] = slapo.reshape %[[QP]] {slapo.phase = "backward"} : tensor<2x3x2x4xbf16> -> tensor<2x3x8xbf16>
 // CHECK-NEXT: %[[KP:.*]] = slapo.permute %arg1 {permutation = array<i64: 0, 2, 1, 3>, slapo.phase = "backward"} : tensor<2x2x3x4xbf16> -> tensor<2x3x2x4xbf16>
 // CHECK-NEXT: %[[KR:.*]] = slapo.reshape %[[KP]] {slapo.phase = "backward"} : tensor<2x3x2x4xbf16> -> tensor<2x3x8xbf16>
 // CHECK-NEXT: %[[C:.*]] = slapo.concat %[[QR]], %[[KR]] {dim = 2 : i64, slapo.phase = "backward"} : (tensor<2x3x8xbf16>, tensor<2x3x8xbf16>) -> tensor<2x3x16xbf16>
-// CHECK-NEXT: %[[F:.*]] = slapo.cast %[[C]] {slapo.module = "attn", slapo.phase = "backward"} : tensor<2x3x16xbf16> -> tensor<2x3x16xf32>
-// CHECK-NEXT: %[[S:.*]] = slapo.sum %[[F]]
+// CHECK-NEXT: %[[S:.*]] = slapo.sum %[[C]] {dims = array<i64: 0, 1>, keepdim = false, slapo.phase = "backward"} : tensor<2x3x16xbf16> -> tensor<16xf32>
 // CHECK-NEXT: return %[[S]], %[[C]]
 func.func @widening_after_concat(%dq: tensor<2x2x3x4xbf16>, %dk: tensor<2x2x3x4xbf16>) -> (tensor<16xf32>, tensor<2x3x16xbf16>) {
   %qw = slapo.cast %dq {slapo.module = "attn", slapo.phase = "backward"} : tensor<2x2x3x4xbf16> -> tensor<2x2x3x4xf32>
@@ -118,6 +118,26 @@ func.func @widening_after_concat(%dq: tensor<2x2x3x4xbf16>, %dk: tensor<2x2x3x4x
   %s = slapo.sum %c {dims = array<i64: 0, 1>, keepdim = false, slapo.phase = "backward"} : tensor<2x3x16xf32> -> tensor<16xf32>
   %b = slapo.cast %c {slapo.phase = "backward"} : tensor<2x3x16xf32> -> tensor<2x3x16xbf16>
   return %s, %b : tensor<16xf32>, tensor<2x3x16xbf16>
+}
+
+// -----
+
+// A bias gradient's column sum of a widened tensor sums the bf16 one into
+// f32; a sum along the last dim (a row of slapo-fuse-elementwise's loops)
+// keeps reading the f32 cast.
+// CHECK-LABEL: func.func @sums_of_widened
+// CHECK-NEXT: %[[W:.*]] = slapo.cast %arg0 : tensor<6x4xbf16> -> tensor<6x4xf32>
+// CHECK-NEXT: %[[C:.*]] = slapo.sum %arg0 {dims = array<i64: 0>, keepdim = false} : tensor<6x4xbf16> -> tensor<4xf32>
+// CHECK-NEXT: %[[R:.*]] = slapo.sum %[[W]] {dims = array<i64: 1>, keepdim = true} : tensor<6x4xf32> -> tensor<6x1xf32>
+// CHECK-NEXT: %[[O:.*]] = slapo.sum %arg1 {dims = array<i64: 0>, keepdim = false} : tensor<6x4xbf16> -> tensor<4xf32>
+// CHECK-NEXT: return %[[C]], %[[R]], %[[O]]
+func.func @sums_of_widened(%g: tensor<6x4xbf16>, %h: tensor<6x4xbf16>) -> (tensor<4xf32>, tensor<6x1xf32>, tensor<4xf32>) {
+  %w = slapo.cast %g : tensor<6x4xbf16> -> tensor<6x4xf32>
+  %c = slapo.sum %w {dims = array<i64: 0>, keepdim = false} : tensor<6x4xf32> -> tensor<4xf32>
+  %r = slapo.sum %w {dims = array<i64: 1>, keepdim = true} : tensor<6x4xf32> -> tensor<6x1xf32>
+  %v = slapo.cast %h : tensor<6x4xbf16> -> tensor<6x4xf32>
+  %o = slapo.sum %v {dims = array<i64: 0>, keepdim = false} : tensor<6x4xf32> -> tensor<4xf32>
+  return %c, %r, %o : tensor<4xf32>, tensor<6x1xf32>, tensor<4xf32>
 }
 
 // -----

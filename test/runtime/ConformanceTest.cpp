@@ -1520,6 +1520,26 @@ void addReductions(CaseList &cases) {
             },
             withAbsolute(c.shape.rank == 1 ? 1e-2 : 1e-4));
       }
+  // Sums into a type that holds the input's (slapo-propagate-casts' bias
+  // gradients: bf16 rows summed into f32), in both kernels' layouts.
+  const std::pair<DType, DType> widenings[] = {{DType::BF16, DType::F32},
+                                               {DType::F16, DType::F32},
+                                               {DType::F32, DType::F64}};
+  for (auto [from, to] : widenings)
+    for (const ReduceCase &c : {shapes[0], shapes[2], shapes[3]}) {
+      Shape outShape;
+      for (int d = 0; d < c.shape.rank; ++d)
+        if (!(c.mask >> d & 1u))
+          outShape.dims[outShape.rank++] = c.shape.dims[d];
+      cases.addKernel(
+          std::string("reduce Sum ") + describe(from, c.shape) + " into " +
+              getName(to) + " " + c.name,
+          {random(from, c.shape, 171, -1, 1)}, to, outShape,
+          [mask = c.mask](auto &ctx, auto &in, const Tensor &out) {
+            reduce(ctx, ReduceKind::Sum, in[0], out, mask);
+          },
+          withAbsolute(1e-4));
+    }
 }
 
 void addRunningSums(CaseList &cases) {

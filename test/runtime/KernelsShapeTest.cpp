@@ -121,6 +121,64 @@ TEST_CASE("reduce of integers, bf16 and NaN") {
   CHECK(std::isnan(max));
 }
 
+TEST_CASE("a bf16 or f16 sum into f32 or f64 equals the sum of the widened "
+          "tensor") {
+  // What slapo-propagate-casts makes of sum(cast(x)): the same values added
+  // in the same order, in every layout (one run, runs per output, columns).
+  Context ctx(2);
+  const int64_t rows = 300, columns = 517;
+  std::vector<float> wide(rows * columns);
+  std::vector<BFloat16> bf16(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) {
+    bf16[i] = BFloat16::fromFloat(std::sin(float(i)) * 3);
+    wide[i] = bf16[i].toFloat();
+  }
+  // The same values in f16 (bf16's 8 bits of mantissa fit f16's 11, and
+  // these magnitudes its range).
+  std::vector<uint16_t> f16(wide.size());
+  cast(ctx, Tensor(wide.data(), DType::F32, {rows, columns}),
+       Tensor(f16.data(), DType::F16, {rows, columns}));
+  struct Layout {
+    uint32_t mask;
+    Shape out;
+  };
+  for (Layout layout :
+       {Layout{0b01, {columns}}, Layout{0b10, {rows}}, Layout{0b11, {}}}) {
+    INFO("dim mask " << layout.mask);
+    int64_t outputs = layout.out.rank ? layout.out.dims[0] : 1;
+    std::vector<float> fromWide(outputs), fromBf16(outputs, -1),
+        fromF16(outputs, -1);
+    reduce(ctx, ReduceKind::Sum,
+           Tensor(wide.data(), DType::F32, {rows, columns}),
+           Tensor(fromWide.data(), DType::F32, layout.out), layout.mask);
+    reduce(ctx, ReduceKind::Sum,
+           Tensor(bf16.data(), DType::BF16, {rows, columns}),
+           Tensor(fromBf16.data(), DType::F32, layout.out), layout.mask);
+    reduce(ctx, ReduceKind::Sum,
+           Tensor(f16.data(), DType::F16, {rows, columns}),
+           Tensor(fromF16.data(), DType::F32, layout.out), layout.mask);
+    CHECK(fromBf16 == fromWide);
+    CHECK(fromF16 == fromWide);
+    std::vector<double> intoF64(outputs);
+    reduce(ctx, ReduceKind::Sum,
+           Tensor(wide.data(), DType::F32, {rows, columns}),
+           Tensor(intoF64.data(), DType::F64, layout.out), layout.mask);
+    for (int64_t o = 0; o < outputs; ++o)
+      CHECK(float(intoF64[o]) == fromWide[o]);
+  }
+  // Only sums widen, and only to a type that holds the input's.
+  std::vector<float> out(columns);
+  CHECK_THROWS_WITH(reduce(ctx, ReduceKind::Max,
+                           Tensor(bf16.data(), DType::BF16, {rows, columns}),
+                           Tensor(out.data(), DType::F32, {columns}), 0b01),
+                    Catch::Contains("reduce"));
+  std::vector<BFloat16> narrow(columns);
+  CHECK_THROWS_WITH(reduce(ctx, ReduceKind::Sum,
+                           Tensor(wide.data(), DType::F32, {rows, columns}),
+                           Tensor(narrow.data(), DType::BF16, {columns}), 0b01),
+                    Catch::Contains("reduce"));
+}
+
 TEST_CASE("cumsum along a dim, forward and from the end") {
   Context ctx(2);
   // in[i][j][k] = 12 i + 4 j + k, shape [2, 3, 4], summed along dim 1.

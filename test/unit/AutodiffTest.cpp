@@ -477,6 +477,11 @@ std::vector<RuleCase> ruleCases() {
        "%y = slapo.sum %a {dims = array<i64: 0, 2>, keepdim = false} : "
        "tensor<2x3x4xf32> -> tensor<3xf32>",
        "tensor<3xf32>"},
+      {"sum into a type that holds the input's (f32 into f64)",
+       {{"a", "tensor<2x3x4xf32>"}},
+       "%y = slapo.sum %a {dims = array<i64: 0, 2>, keepdim = false} : "
+       "tensor<2x3x4xf32> -> tensor<3xf64>",
+       "tensor<3xf64>"},
       {"sum keepdim",
        {{"a", "tensor<2x3x4xf32>"}},
        "%y = slapo.sum %a {dims = array<i64: 1>, keepdim = true} : "

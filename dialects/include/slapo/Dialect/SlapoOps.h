@@ -44,6 +44,11 @@ constexpr llvm::StringLiteral kWeightsAttrName = "slapo.weights";
 /// A shape as `[4, 16]` (a dynamic size as `?`), for diagnostics.
 std::string shapeString(llvm::ArrayRef<int64_t> shape);
 
+/// Whether float type `wide` has more bits than `narrow` and holds every
+/// value of it: bf16 and f16 in f32, any of them in f64 (bf16 and f16 each
+/// hold values the other lacks).
+bool holdsExactly(mlir::Type wide, mlir::Type narrow);
+
 /// The shape PyTorch broadcasting gives two shapes, or failure if they do not
 /// broadcast.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
