@@ -83,14 +83,17 @@ bool isUnaryLayout(Operation *op) {
 }
 
 /// cast(slice(x)) -> slice(cast(x)) where every reader of x is a slice that
-/// only casts to this one's type read: x is cast once and each slice copies
-/// the narrow type. (Casting x for one slice of several would convert the
-/// others' elements too.)
+/// only casts to this one's type read, and the slices take as many elements
+/// as x has (attention's query, key and value): x is cast once and each
+/// slice copies the narrow type. (Casting x for one slice of several would
+/// convert the others' elements too; casting x for slices of part of it,
+/// elements nobody reads.)
 bool hoistAboveSlices(CastOp cast, SliceOp slice) {
   Type narrow = elementType(cast.getResult());
   Value source = slice.getInput();
   SmallVector<CastOp> casts;
   Operation *firstSlice = nullptr;
+  int64_t sliced = 0;
   for (Operation *user : source.getUsers()) {
     if (!isa<SliceOp>(user) || !runTogether(user, cast))
       return false;
@@ -103,7 +106,11 @@ bool hoistAboveSlices(CastOp cast, SliceOp slice) {
     }
     if (!firstSlice || user->isBeforeInBlock(firstSlice))
       firstSlice = user;
+    sliced +=
+        user->getResult(0).getType().cast<RankedTensorType>().getNumElements();
   }
+  if (sliced < source.getType().cast<RankedTensorType>().getNumElements())
+    return false;
   CastOp early = createCast(firstSlice, source, narrow, cast);
   for (Operation *user : llvm::make_early_inc_range(source.getUsers())) {
     if (user == early)

@@ -79,6 +79,24 @@ func.func @slices_read_in_f32(%x: tensor<2x3x8xf32>) -> (tensor<2x3x4xbf16>, ten
 
 // -----
 
+// Slices of half the tensor: casting all of it would convert elements
+// nobody reads, so each slice keeps its cast.
+// CHECK-LABEL: func.func @slices_of_part
+// CHECK-NEXT: %[[A:.*]] = slapo.slice %arg0
+// CHECK-NEXT: %[[B:.*]] = slapo.slice %arg0
+// CHECK-NEXT: %[[AB:.*]] = slapo.cast %[[A]] : tensor<2x3x2xf32> -> tensor<2x3x2xbf16>
+// CHECK-NEXT: %[[BB:.*]] = slapo.cast %[[B]] : tensor<2x3x2xf32> -> tensor<2x3x2xbf16>
+// CHECK-NEXT: return %[[AB]], %[[BB]]
+func.func @slices_of_part(%x: tensor<2x3x8xf32>) -> (tensor<2x3x2xbf16>, tensor<2x3x2xbf16>) {
+  %a = slapo.slice %x {dim = 2 : i64, start = 0 : i64, end = 2 : i64, step = 1 : i64} : tensor<2x3x8xf32> -> tensor<2x3x2xf32>
+  %b = slapo.slice %x {dim = 2 : i64, start = 4 : i64, end = 6 : i64, step = 1 : i64} : tensor<2x3x8xf32> -> tensor<2x3x2xf32>
+  %ab = slapo.cast %a : tensor<2x3x2xf32> -> tensor<2x3x2xbf16>
+  %bb = slapo.cast %b : tensor<2x3x2xf32> -> tensor<2x3x2xbf16>
+  return %ab, %bb : tensor<2x3x2xbf16>, tensor<2x3x2xbf16>
+}
+
+// -----
+
 // Attention's bf16 output widened, its heads merged and narrowed again for
 // the output projection: the round trip goes, the permute copies bf16.
 // CHECK-LABEL: func.func @round_trip
