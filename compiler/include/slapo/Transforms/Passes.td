@@ -475,19 +475,22 @@ def PropagateCasts : Pass<"slapo-propagate-casts", "::mlir::ModuleOp"> {
     A `slapo.cast` to a type that its input's type holds exactly (f32 to
     bf16) moves before the reshapes, permutes and broadcasts that alone
     produce its input (a reshape that others read too is cloned), and
-    before slices when every slice of the tensor feeds only such casts
-    (the tensor is cast once). A cast to a type that holds its input's
-    exactly (bf16 to f32) moves after the reshape, permute or slice that
-    alone reads it, and after a concat of such casts only. A narrowing cast
-    of a widening cast's result is its input: both go where nothing else
-    reads the widened tensor. Layout ops then copy bf16 rather than f32,
-    casts of mixed precision meet the elementwise chains that compute
-    their inputs (for slapo-fuse-elementwise) and the bf16 operands of
-    slapo-fold-permutes' matmuls, and attention's bf16 results reach the
-    next product without a round trip. Exact: the same bits are computed.
-    Runs after slapo-autodiff and slapo-optimizer, before
-    slapo-fold-permutes; a cast moves only next to an op of the same phase,
-    microbatch, pipeline stage and recomputation.
+    before slices when every slice of the tensor feeds only such casts and
+    the slices take all its elements (the tensor is cast once). A cast to a
+    type that holds its input's exactly (bf16 to f32) moves after the
+    reshape, permute or slice that alone reads it, and after a concat of
+    such casts only; a `slapo.sum` that reads it, unless a row reduction of
+    slapo-fuse-elementwise's loops (along the last dim, keepdim), sums its
+    input into the wide type instead. A narrowing cast of a widening cast's
+    result is its input: both go where nothing else reads the widened
+    tensor. Layout ops then copy bf16 rather than f32, casts of mixed
+    precision meet the elementwise chains that compute their inputs (for
+    slapo-fuse-elementwise) and the bf16 operands of slapo-fold-permutes'
+    matmuls, and attention's bf16 results reach the next product without a
+    round trip. Exact: the same bits are computed. Runs after
+    slapo-autodiff and slapo-optimizer, before slapo-fold-permutes; a cast
+    moves only next to an op of the same phase, microbatch, pipeline stage
+    and recomputation.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
 }
