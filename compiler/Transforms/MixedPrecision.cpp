@@ -20,6 +20,8 @@
 #include "slapo/Dialect/SlapoOps.h"
 #include "slapo/Dialect/TensorBuilder.h"
 
+#include "llvm/ADT/TypeSwitch.h"
+
 namespace slapo {
 #define GEN_PASS_DEF_MIXEDPRECISION
 #include "slapo/Transforms/Passes.h.inc"
@@ -90,12 +92,10 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
     });
     for (FlashAttentionOp attention : attentions)
       runInBf16(attention);
-    for (Operation *lmHead : lmHeads) {
-      if (auto loss = dyn_cast<LinearCrossEntropyOp>(lmHead))
-        runProductsInBf16(loss);
-      else
-        runProductsInBf16(cast<LinearLogSumExpOp>(lmHead));
-    }
+    for (Operation *lmHead : lmHeads)
+      llvm::TypeSwitch<Operation *>(lmHead)
+          .Case<LinearCrossEntropyOp, LinearLogSumExpOp>(
+              [](auto op) { runProductsInBf16(op); });
     for (Operation *op : contractions) {
       OpBuilder builder(op);
       ModulePathScope inModule(builder, op);

@@ -24,6 +24,7 @@
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
 
 namespace slapo {
 #define GEN_PASS_DEF_PROPAGATECASTS
@@ -35,24 +36,19 @@ using namespace mlir;
 namespace slapo {
 namespace {
 
-Type elementType(Value value) {
-  return value.getType().cast<RankedTensorType>().getElementType();
-}
-
 /// `value`'s tensor type with `element` as its element type.
 RankedTensorType withElement(Value value, Type element) {
-  return RankedTensorType::get(
-      value.getType().cast<RankedTensorType>().getShape(), element);
+  return RankedTensorType::get(shapeOf(value), element);
 }
 
 bool isNarrowing(CastOp cast) {
-  return holdsExactly(elementType(cast.getInput()),
-                      elementType(cast.getResult()));
+  return holdsExactly(elementTypeOf(cast.getInput()),
+                      elementTypeOf(cast.getResult()));
 }
 
 bool isWidening(CastOp cast) {
-  return holdsExactly(elementType(cast.getResult()),
-                      elementType(cast.getInput()));
+  return holdsExactly(elementTypeOf(cast.getResult()),
+                      elementTypeOf(cast.getInput()));
 }
 
 /// Whether `a` and `b` run in the same part of the step (phase, microbatch,
@@ -89,7 +85,7 @@ bool isUnaryLayout(Operation *op) {
 /// convert the others' elements too; casting x for slices of part of it,
 /// elements nobody reads.)
 bool hoistAboveSlices(CastOp cast, SliceOp slice) {
-  Type narrow = elementType(cast.getResult());
+  Type narrow = elementTypeOf(cast.getResult());
   Value source = slice.getInput();
   SmallVector<CastOp> casts;
   Operation *firstSlice = nullptr;
@@ -106,10 +102,9 @@ bool hoistAboveSlices(CastOp cast, SliceOp slice) {
     }
     if (!firstSlice || user->isBeforeInBlock(firstSlice))
       firstSlice = user;
-    sliced +=
-        user->getResult(0).getType().cast<RankedTensorType>().getNumElements();
+    sliced += tensorType(user->getResult(0)).getNumElements();
   }
-  if (sliced < source.getType().cast<RankedTensorType>().getNumElements())
+  if (sliced < tensorType(source).getNumElements())
     return false;
   CastOp early = createCast(firstSlice, source, narrow, cast);
   for (Operation *user : llvm::make_early_inc_range(source.getUsers())) {
@@ -135,7 +130,7 @@ bool hoistNarrowing(CastOp cast) {
     return false;
   if (auto slice = dyn_cast<SliceOp>(layout))
     return hoistAboveSlices(cast, slice);
-  Type narrow = elementType(cast.getResult());
+  Type narrow = elementTypeOf(cast.getResult());
   Value source = layout->getOperand(0);
   if (layout->hasOneUse()) {
     CastOp early = createCast(layout, source, narrow, cast);
@@ -170,7 +165,7 @@ bool sinkWidening(CastOp cast) {
   Operation *layout = *cast->getUsers().begin();
   if (!runTogether(layout, cast))
     return false;
-  Type narrow = elementType(cast.getInput());
+  Type narrow = elementTypeOf(cast.getInput());
   SmallVector<CastOp> casts;
   if (isa<ReshapeOp, PermuteOp, SliceOp>(layout)) {
     casts.push_back(cast);
@@ -178,7 +173,7 @@ bool sinkWidening(CastOp cast) {
     for (Value operand : layout->getOperands()) {
       auto other = operand.getDefiningOp<CastOp>();
       if (!other || !other->hasOneUse() || !isWidening(other) ||
-          elementType(other.getInput()) != narrow ||
+          elementTypeOf(other.getInput()) != narrow ||
           other.getType() != cast.getType() || !runTogether(other, cast))
         return false;
       casts.push_back(other);
@@ -187,7 +182,7 @@ bool sinkWidening(CastOp cast) {
     return false;
   }
   Value result = layout->getResult(0);
-  Type wide = elementType(result);
+  Type wide = elementTypeOf(result);
   result.setType(withElement(result, narrow));
   CastOp late = createCast(layout->getNextNode(), result, wide, cast);
   result.replaceAllUsesExcept(late, late);
