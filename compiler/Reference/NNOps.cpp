@@ -67,6 +67,30 @@ at::Tensor attentionDropout(OpT op, const at::Tensor &scores) {
                      /*train=*/true);
 }
 
+/// The operands `x` of a flash_attention or its gradient with query, key,
+/// value (and the gradient's result and grad) as [B, H, rows, size], which
+/// the formulas read: transposed from the [B, rows, H, size] of `bshd`.
+template <typename OpT>
+std::vector<at::Tensor> headsMajorOperands(OpT op, Operands x) {
+  std::vector<at::Tensor> operands(x.begin(), x.end());
+  if (!op.getBshd())
+    return operands;
+  llvm::SmallVector<mlir::Value> stored = {op.getQuery(), op.getKey(),
+                                           op.getValue()};
+  if constexpr (std::is_same_v<OpT, FlashAttentionGradOp>)
+    stored.append({op.getResult(), op.getGrad()});
+  for (mlir::OpOperand &operand : op->getOpOperands())
+    if (llvm::is_contained(stored, operand.get()))
+      operands[operand.getOperandNumber()] =
+          operands[operand.getOperandNumber()].transpose(1, 2);
+  return operands;
+}
+
+/// A [B, H, rows, size] result of the formulas as `op` stores it.
+template <typename OpT> at::Tensor toStored(OpT op, const at::Tensor &result) {
+  return op.getBshd() ? result.transpose(1, 2).contiguous() : result;
+}
+
 } // namespace
 
 /// flash_attention as the formulas of its description, the probabilities
@@ -76,23 +100,27 @@ at::Tensor attentionDropout(OpT op, const at::Tensor &scores) {
 static void registerAttentionOps(OpTable &table) {
   table.try_emplace(
       FlashAttentionOp::getOperationName(),
-      [](mlir::Operation *operation, Operands x,
+      [](mlir::Operation *operation, Operands given,
          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
         auto op = llvm::cast<FlashAttentionOp>(operation);
+        std::vector<at::Tensor> operands = headsMajorOperands(op, given);
+        Operands x = operands;
         at::ScalarType compute = scalarTypeOf(op.getLogsumexp().getType());
         at::Tensor scores = attentionScores(op, x, compute);
         at::Tensor p = at::softmax(scores, -1);
         if (at::Tensor factor = attentionDropout(op, scores); factor.defined())
           p = p * factor;
-        results.push_back(
-            at::matmul(p, x[2].to(compute)).to(x[0].scalar_type()));
+        results.push_back(toStored(
+            op, at::matmul(p, x[2].to(compute)).to(x[0].scalar_type())));
         results.push_back(at::logsumexp(scores, -1));
       });
   table.try_emplace(
       FlashAttentionGradOp::getOperationName(),
-      [](mlir::Operation *operation, Operands x,
+      [](mlir::Operation *operation, Operands given,
          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
         auto op = llvm::cast<FlashAttentionGradOp>(operation);
+        std::vector<at::Tensor> operands = headsMajorOperands(op, given);
+        Operands x = operands;
         size_t next = 3 + (op.getKeep() ? 1 : 0) + (op.getBias() ? 1 : 0);
         const at::Tensor &lse = x[next + 1];
         at::ScalarType compute = lse.scalar_type();
@@ -110,14 +138,15 @@ static void registerAttentionOps(OpTable &table) {
         if (op.getKeep())
           dScores = at::where(x[3], dScores, at::zeros({}, dScores.options()));
         double scale = op.getScale().convertToDouble();
-        at::ScalarType operands = x[0].scalar_type();
-        results.push_back(
-            (at::matmul(dScores, x[1].to(compute)) * scale).to(operands));
-        results.push_back(
+        at::ScalarType stored = x[0].scalar_type();
+        results.push_back(toStored(
+            op, (at::matmul(dScores, x[1].to(compute)) * scale).to(stored)));
+        results.push_back(toStored(
+            op,
             (at::matmul(dScores.transpose(-1, -2), x[0].to(compute)) * scale)
-                .to(operands));
-        results.push_back(
-            at::matmul(dropped.transpose(-1, -2), grad).to(operands));
+                .to(stored)));
+        results.push_back(toStored(
+            op, at::matmul(dropped.transpose(-1, -2), grad).to(stored)));
       });
 }
 
@@ -218,7 +247,9 @@ void registerNNOps(OpTable &table) {
     at::Tensor normalized =
         x[0] * at::rsqrt(x[0].pow(2).mean(-1, /*keepdim=*/true) +
                          op.getEps().convertToDouble());
-    return op.getWeight() ? x[1] * normalized : normalized;
+    // Rounded once to a narrower result type (bf16 rows of an f32 norm).
+    return (op.getWeight() ? x[1] * normalized : normalized)
+        .to(scalarTypeOf(op.getResult().getType()));
   });
 
   add<Conv2dOp>(table, [](Conv2dOp op, Operands x, EvalContext &) {
@@ -296,7 +327,8 @@ void registerNNOps(OpTable &table) {
     if (op.getBias())
       bias = x[next++];
     return at::layer_norm(input, normalized, weight, bias,
-                          op.getEps().convertToDouble());
+                          op.getEps().convertToDouble())
+        .to(scalarTypeOf(op.getResult().getType()));
   });
 
   // layer_norm_grad as the formulas of its description (not autograd's), so
@@ -306,7 +338,9 @@ void registerNNOps(OpTable &table) {
       [](mlir::Operation *operation, Operands x,
          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
         auto op = llvm::cast<LayerNormGradOp>(operation);
-        const at::Tensor &grad = x[0], &input = x[1];
+        const at::Tensor &input = x[1];
+        // A narrower grad (bf16 rows of an f32 norm) is widened exactly.
+        at::Tensor grad = x[0].to(input.scalar_type());
         int64_t rank = input.dim();
         int64_t first = rank - static_cast<int64_t>(op.getNormalizedRank());
         std::vector<int64_t> rowDims, leadingDims;
@@ -333,7 +367,8 @@ void registerNNOps(OpTable &table) {
       [](mlir::Operation *operation, Operands x,
          llvm::SmallVectorImpl<at::Tensor> &results, EvalContext &) {
         auto op = llvm::cast<RmsNormGradOp>(operation);
-        const at::Tensor &grad = x[0], &input = x[1];
+        const at::Tensor &input = x[1];
+        at::Tensor grad = x[0].to(input.scalar_type());
         at::Tensor rstd = at::rsqrt(input.pow(2).mean(-1, /*keepdim=*/true) +
                                     op.getEps().convertToDouble());
         at::Tensor xhat = input * rstd;

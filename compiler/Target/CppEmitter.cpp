@@ -690,6 +690,10 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                          doubleLiteral(p->convertToDouble()), *draw)
         .str();
   };
+  auto attentionLayout = [](auto attention) {
+    return attention.getBshd() ? "AttentionLayout::Bshd"
+                               : "AttentionLayout::Bhsd";
+  };
   auto reduce = [&](StringRef kind, ArrayRef<int64_t> dims) -> std::string {
     return llvm::formatv("reduce(ctx, ReduceKind::{0}, {1}, {2}, "
                          "{3}u)",
@@ -910,14 +914,14 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
           return failure();
         return llvm::formatv(
                    "flashAttention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                   "{7}, {8}{9})",
+                   "{7}, {8}, {9}{10})",
                    use(attention.getQuery()), use(attention.getKey()),
                    use(attention.getValue()), optional(attention.getKeep()),
                    optional(attention.getBias()), use(attention.getResult()),
                    use(attention.getLogsumexp()),
                    doubleLiteral(attention.getScale().convertToDouble()),
                    doubleLiteral(attention.getMaskedScore().convertToDouble()),
-                   *dropout)
+                   attentionLayout(attention), *dropout)
             .str();
       })
       .Case([&](FlashAttentionGradOp grad) -> Call {
@@ -926,7 +930,7 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
           return failure();
         return llvm::formatv(
                    "flashAttentionGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
-                   "{6}, {7}, {8}, {9}, {10}, {11}, {12}{13})",
+                   "{6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}{14})",
                    use(grad.getQuery()), use(grad.getKey()),
                    use(grad.getValue()), optional(grad.getKeep()),
                    optional(grad.getBias()), use(grad.getResult()),
@@ -935,7 +939,7 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    use(grad.getGradValue()),
                    doubleLiteral(grad.getScale().convertToDouble()),
                    doubleLiteral(grad.getMaskedScore().convertToDouble()),
-                   *dropout)
+                   attentionLayout(grad), *dropout)
             .str();
       })
       .Case([&](SumOp sum) { return reduce("Sum", sum.getDims()); })

@@ -6,13 +6,18 @@
 // transposes a [tokens, vocab] tensor). oneDNN's matmul reads and writes
 // strided tensors nearly as fast as dense ones, so the copies next to a
 // matmul become its permutation attributes (slapo-propagate-casts has moved
-// mixed precision's casts from between them).
+// mixed precision's casts from between them), and the flash attention
+// kernels read and write the heads in the projections' token-major layout,
+// so the head splits and merges around them become their `bshd`.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
+#include "slapo/Dialect/TensorBuilder.h"
+
+#include "llvm/ADT/SetVector.h"
 
 namespace slapo {
 #define GEN_PASS_DEF_FOLDPERMUTES
@@ -139,8 +144,111 @@ void foldMatmul(MatmulOp matmul) {
   matmul.setResultPermutationAttr(toAttr(context, order));
 }
 
+/// The permute between [B, H, T, D] and [B, T, H, D] (its own inverse): a
+/// head split's or merge's, and their gradients'.
+bool isHeadsSwap(Operation *op) {
+  auto permute = dyn_cast_or_null<PermuteOp>(op);
+  return permute && permute.getPermutation() == ArrayRef<int64_t>({0, 2, 1, 3});
+}
+
+/// The operands of a flash_attention or its gradient that `bshd` stores
+/// token-major, and its results that it does.
+struct StoredValues {
+  SmallVector<OpOperand *> operands;
+  SmallVector<Value> results;
+};
+
+StoredValues getStoredValues(Operation *op) {
+  StoredValues stored;
+  if (auto attention = dyn_cast<FlashAttentionOp>(op)) {
+    for (OpOperand &operand : attention->getOpOperands().take_front(3))
+      stored.operands.push_back(&operand);
+    stored.results.push_back(attention.getResult());
+  } else {
+    auto grad = cast<FlashAttentionGradOp>(op);
+    for (MutableOperandRange range :
+         {grad.getQueryMutable(), grad.getKeyMutable(), grad.getValueMutable(),
+          grad.getResultMutable(), grad.getGradMutable()})
+      stored.operands.push_back(
+          &op->getOpOperand(OperandRange(range).getBeginOperandIndex()));
+    llvm::append_range(stored.results, grad.getResults());
+  }
+  return stored;
+}
+
+/// The heads-major attentions (flash_attention and its gradient) that can
+/// all store their heads token-major with no copy: each reads its query,
+/// key and value (the gradient also the result and its grad) through a
+/// head swap or from another one's stored result, and each stored result
+/// is read by head swaps and such attentions alone. Where one cannot, those
+/// it shares a tensor with cannot either, and so on.
+llvm::SetVector<Operation *> getFoldableAttentions(ModuleOp module) {
+  llvm::SetVector<Operation *> foldable;
+  module.walk([&](Operation *op) {
+    if (auto attention = dyn_cast<FlashAttentionOp>(op);
+        attention && !attention.getBshd())
+      foldable.insert(op);
+    if (auto grad = dyn_cast<FlashAttentionGradOp>(op); grad && !grad.getBshd())
+      foldable.insert(op);
+  });
+  auto readsStored = [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    return isHeadsSwap(user) ||
+           (foldable.contains(user) &&
+            llvm::is_contained(getStoredValues(user).operands, &use));
+  };
+  auto storesHeads = [&](Operation *op) {
+    StoredValues stored = getStoredValues(op);
+    for (OpOperand *operand : stored.operands) {
+      Operation *def = operand->get().getDefiningOp();
+      if (!isHeadsSwap(def) && !foldable.contains(def))
+        return false;
+    }
+    for (Value result : stored.results)
+      if (!llvm::all_of(result.getUses(), readsStored))
+        return false;
+    return true;
+  };
+  while (true) {
+    SmallVector<Operation *> failing;
+    llvm::copy_if(foldable, std::back_inserter(failing),
+                  [&](Operation *op) { return !storesHeads(op); });
+    if (failing.empty())
+      return foldable;
+    for (Operation *op : failing)
+      foldable.remove(op);
+  }
+}
+
+/// Gives `attentions` (getFoldableAttentions's) the token-major layout: the
+/// head swaps after their results go, and they read the swaps' inputs.
+void foldHeadSwaps(ArrayRef<Operation *> attentions) {
+  for (Operation *op : attentions) {
+    for (Value result : getStoredValues(op).results) {
+      auto type = tensorType(result);
+      result.setType(type.clone(swapHeadsAndRows(type.getShape(), true)));
+      for (Operation *user : llvm::make_early_inc_range(result.getUsers()))
+        if (isHeadsSwap(user)) {
+          user->getResult(0).replaceAllUsesWith(result);
+          user->erase();
+        }
+    }
+  }
+  for (Operation *op : attentions) {
+    for (OpOperand *operand : getStoredValues(op).operands)
+      if (auto permute = operand->get().getDefiningOp<PermuteOp>();
+          isHeadsSwap(permute))
+        operand->set(permute.getInput());
+    if (auto attention = dyn_cast<FlashAttentionOp>(op))
+      attention.setBshd(true);
+    else
+      cast<FlashAttentionGradOp>(op).setBshd(true);
+  }
+}
+
 struct FoldPermutesPass : impl::FoldPermutesBase<FoldPermutesPass> {
   void runOnOperation() override {
+    foldHeadSwaps(getFoldableAttentions(getOperation()).getArrayRef());
     // Collected first: folding erases the permutes after a matmul.
     SmallVector<MatmulOp> matmuls;
     getOperation().walk([&](MatmulOp matmul) { matmuls.push_back(matmul); });

@@ -193,23 +193,58 @@ bool sinkWidening(CastOp cast) {
   return true;
 }
 
-/// sum(widen(x)) -> sum(x), summing x's elements into the wide type: the
-/// sum reads the narrow tensor (a bias gradient's bf16 rows) and adds the
-/// same values in the same order. Only sums over leading dims: a sum along
-/// the last dim is a row op of slapo-fuse-elementwise's loops, which take
-/// a row op's input in its result's type.
-bool foldIntoSums(CastOp widen) {
+/// The operand of `user` that may read a narrower tensor than `widen`'s
+/// result in its place, the same values widened inside the op, or null: a
+/// sum's input (summed into the wide type: a bias gradient's bf16 rows),
+/// unless a sum along the last dim (a row op of slapo-fuse-elementwise's
+/// loops, which take a row op's input in its result's type); a norm
+/// gradient's grad (the bf16 input gradient of the product after a norm).
+OpOperand *getWideningReader(Operation *user, CastOp widen) {
+  if (!runTogether(user, widen))
+    return nullptr;
+  if (auto sum = dyn_cast<SumOp>(user); sum && !sum.isAlongLastDim())
+    return &sum->getOpOperand(0);
+  if (isa<LayerNormGradOp, RmsNormGradOp>(user) &&
+      user->getOperand(0) == widen.getResult())
+    return &user->getOpOperand(0);
+  return nullptr;
+}
+
+/// reader(widen(x)) -> reader(x) for getWideningReader's readers: they
+/// read the narrow tensor and compute with the same values.
+bool foldIntoReaders(CastOp widen) {
   bool folded = false;
   for (Operation *user : llvm::make_early_inc_range(widen->getUsers())) {
-    auto sum = dyn_cast<SumOp>(user);
-    if (!sum || sum.isAlongLastDim() || !runTogether(sum, widen))
-      continue;
-    sum.getInputMutable().assign(widen.getInput());
-    folded = true;
+    if (OpOperand *operand = getWideningReader(user, widen)) {
+      operand->set(widen.getInput());
+      folded = true;
+    }
   }
   if (folded && widen->use_empty())
     widen.erase();
   return folded;
+}
+
+/// narrow(norm(x)) -> norm(x) with narrow rows, where the narrowing casts
+/// are all that read the norm's result: the norm computes its rows in x's
+/// type and rounds them once, as the cast rounds them (the layer norms'
+/// bf16 outputs for the next product).
+bool foldIntoNorm(CastOp narrow) {
+  Operation *norm = narrow.getInput().getDefiningOp();
+  if (!isa_and_nonnull<LayerNormOp, RmsNormOp>(norm) ||
+      !runTogether(norm, narrow))
+    return false;
+  Value rows = norm->getResult(0);
+  for (Operation *user : rows.getUsers())
+    if (user->getResultTypes() != narrow->getResultTypes() ||
+        !isa<CastOp>(user))
+      return false;
+  rows.setType(narrow.getType());
+  for (Operation *user : llvm::make_early_inc_range(rows.getUsers())) {
+    user->getResult(0).replaceAllUsesWith(rows);
+    user->erase();
+  }
+  return true;
 }
 
 /// narrow(widen(x)) -> x where the wide type holds x's exactly.
@@ -240,9 +275,9 @@ struct PropagateCastsPass : impl::PropagateCastsBase<PropagateCastsPass> {
     for (CastOp cast : casts) {
       if (cancelRoundTrip(cast))
         return true;
-      if (isNarrowing(cast)
-              ? hoistNarrowing(cast)
-              : isWidening(cast) && (sinkWidening(cast) || foldIntoSums(cast)))
+      if (isNarrowing(cast) ? hoistNarrowing(cast) || foldIntoNorm(cast)
+                            : isWidening(cast) &&
+                                  (sinkWidening(cast) || foldIntoReaders(cast)))
         return true;
     }
     return false;

@@ -76,7 +76,7 @@ struct AttentionProducts {
 };
 
 AttentionProducts getAttentionProducts(FlashAttentionOp op) {
-  int64_t keys = getShape(op.getKey()).end()[-2];
+  int64_t keys = swapHeadsAndRows(getShape(op.getKey()), op.getBshd())[2];
   return {2 * getNumElements(op.getQuery()) * keys,
           2 * getNumElements(op.getResult()) * keys};
 }

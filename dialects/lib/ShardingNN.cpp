@@ -353,6 +353,14 @@ LogicalResult FlashAttentionOp::propagateSharding(ShardingContext &context) {
   // split alike along one of those (heads, under Megatron's tensor
   // parallelism) give each rank its part of the result. The masks are
   // replicated and broadcast along that dim.
+  // Token-major attentions come later (slapo-fold-permutes makes them,
+  // after the split is propagated): their results would be split along
+  // other dims (the heads are dim 2 of the result, 1 of the log-sum-exp).
+  if (getBshd())
+    return context.error(*this)
+           << "'flash_attention' with bshd operands has no sharding rule: "
+              "split the heads-major attention that slapo-fold-permutes "
+              "makes bshd after tensor parallelism is propagated";
   Sharding sharding = context.getSharding(getQuery());
   for (Value operand : {getQuery(), getKey(), getValue()}) {
     Sharding other = context.getSharding(operand);

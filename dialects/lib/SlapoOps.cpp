@@ -498,15 +498,27 @@ LogicalResult EmbeddingOp::verify() {
   return success();
 }
 
-/// What the norms and their gradients check alike: `same` (the result, the
-/// gradients of the input) of the input's type, `affine` (the weight, the
-/// bias, their gradients; null where absent) of the input's trailing `rank`
-/// dims (`dims` names them in messages) and the input's element type.
+/// What the norms and their gradients check alike: `rows` (the norm's
+/// result, the gradient's grad) of the input's shape and its element type
+/// or a narrower one the input's holds exactly (an f32 norm's bf16 rows:
+/// computed in f32 and rounded once, or read and widened), `same` (the
+/// input's gradient) of the input's type, `affine` (the weight, the bias,
+/// their gradients; null where absent) of the input's trailing `rank` dims
+/// (`dims` names them in messages) and the input's element type.
 static LogicalResult
 verifyNormOperands(Operation *op, Value input, int64_t rank, StringRef dims,
+                   std::pair<Value, const char *> rows,
                    ArrayRef<std::pair<Value, const char *>> same,
                    ArrayRef<std::pair<Value, const char *>> affine) {
   RankedTensorType type = tensorType(input);
+  RankedTensorType rowsType = tensorType(rows.first);
+  if (rowsType.getShape() != type.getShape() ||
+      (rowsType.getElementType() != type.getElementType() &&
+       !holdsExactly(type.getElementType(), rowsType.getElementType())))
+    return op->emitOpError(rows.second)
+           << " type " << rowsType << " is neither the input type " << type
+           << " nor of its shape with a narrower element type that "
+           << type.getElementType() << " holds exactly";
   for (auto [value, name] : same)
     if (value.getType() != type)
       return op->emitOpError(name) << " type " << value.getType()
@@ -526,6 +538,7 @@ verifyNormOperands(Operation *op, Value input, int64_t rank, StringRef dims,
 /// the operands (verifyNormOperands), eps positive.
 static LogicalResult
 verifyLayerNorm(Operation *op, Value input, int64_t rank, double eps,
+                std::pair<Value, const char *> rows,
                 ArrayRef<std::pair<Value, const char *>> same,
                 ArrayRef<std::pair<Value, const char *>> affine) {
   RankedTensorType type = tensorType(input);
@@ -533,7 +546,7 @@ verifyLayerNorm(Operation *op, Value input, int64_t rank, double eps,
     return op->emitOpError("normalized_rank ")
            << rank << " is not in [1, " << type.getRank()
            << "] for input shape " << shapeString(type.getShape());
-  if (failed(verifyNormOperands(op, input, rank, "normalized shape", same,
+  if (failed(verifyNormOperands(op, input, rank, "normalized shape", rows, same,
                                 affine)))
     return failure();
   if (!(eps > 0) || !std::isfinite(eps))
@@ -544,14 +557,14 @@ verifyLayerNorm(Operation *op, Value input, int64_t rank, double eps,
 
 LogicalResult LayerNormOp::verify() {
   return verifyLayerNorm(*this, getInput(), getNormalizedRank(),
-                         getEps().convertToDouble(), {{getResult(), "result"}},
-                         {{getWeight(), "weight"}, {getBias(), "bias"}});
+                         getEps().convertToDouble(), {getResult(), "result"},
+                         {}, {{getWeight(), "weight"}, {getBias(), "bias"}});
 }
 
 LogicalResult LayerNormGradOp::verify() {
   return verifyLayerNorm(*this, getInput(), getNormalizedRank(),
-                         getEps().convertToDouble(),
-                         {{getGrad(), "grad"}, {getGradInput(), "grad_input"}},
+                         getEps().convertToDouble(), {getGrad(), "grad"},
+                         {{getGradInput(), "grad_input"}},
                          {{getWeight(), "weight"},
                           {getGradWeight(), "grad_weight"},
                           {getGradBias(), "grad_bias"}});
@@ -562,10 +575,11 @@ LogicalResult LayerNormGradOp::verify() {
 /// modules may add none).
 static LogicalResult
 verifyRmsNorm(Operation *op, Value input, double eps,
+              std::pair<Value, const char *> rows,
               ArrayRef<std::pair<Value, const char *>> same,
               ArrayRef<std::pair<Value, const char *>> affine) {
   if (failed(verifyRank(op, input, "input", 1, /*atLeast=*/true)) ||
-      failed(verifyNormOperands(op, input, 1, "last dim", same, affine)))
+      failed(verifyNormOperands(op, input, 1, "last dim", rows, same, affine)))
     return failure();
   if (!(eps >= 0) || !std::isfinite(eps))
     return op->emitOpError("eps must be non-negative and finite, got ")
@@ -575,13 +589,13 @@ verifyRmsNorm(Operation *op, Value input, double eps,
 
 LogicalResult RmsNormOp::verify() {
   return verifyRmsNorm(*this, getInput(), getEps().convertToDouble(),
-                       {{getResult(), "result"}}, {{getWeight(), "weight"}});
+                       {getResult(), "result"}, {}, {{getWeight(), "weight"}});
 }
 
 LogicalResult RmsNormGradOp::verify() {
   return verifyRmsNorm(
-      *this, getInput(), getEps().convertToDouble(),
-      {{getGrad(), "grad"}, {getGradInput(), "grad_input"}},
+      *this, getInput(), getEps().convertToDouble(), {getGrad(), "grad"},
+      {{getGradInput(), "grad_input"}},
       {{getWeight(), "weight"}, {getGradWeight(), "grad_weight"}});
 }
 
@@ -728,12 +742,20 @@ LogicalResult LinearLogSumExpGradOp::verify() {
                                getGradHidden(), getGradWeight(), getGradBias());
 }
 
+SmallVector<int64_t> swapHeadsAndRows(ArrayRef<int64_t> shape, bool bshd) {
+  SmallVector<int64_t> swapped(shape);
+  if (bshd)
+    std::swap(swapped[1], swapped[2]);
+  return swapped;
+}
+
 /// Checks the operands flash_attention and its gradient share: query
-/// [B, H, T, D], key [B, H, S, D], value [B, H, S, E] of one element type,
-/// and masks that broadcast to the scores [B, H, T, S]; sets `scores`.
+/// [B, H, T, D], key [B, H, S, D], value [B, H, S, E] of one element type
+/// (each stored [B, T or S, H, *] with `bshd`), and masks that broadcast to
+/// the scores [B, H, T, S]; sets `scores`.
 static LogicalResult verifyAttentionOperands(Operation *op, Value query,
                                              Value key, Value value, Value keep,
-                                             Value bias,
+                                             Value bias, bool bshd,
                                              SmallVectorImpl<int64_t> &scores) {
   if (failed(verifyRank(op, query, "query", 4)) ||
       failed(verifyRank(op, key, "key", 4)) ||
@@ -741,12 +763,14 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value query,
       failed(verifySameElementType(op, query, "query", key, "key")) ||
       failed(verifySameElementType(op, query, "query", value, "value")))
     return failure();
-  ArrayRef<int64_t> q = tensorType(query).getShape();
-  ArrayRef<int64_t> k = tensorType(key).getShape();
-  ArrayRef<int64_t> v = tensorType(value).getShape();
-  if (failed(verifyShape(op, key, "key", {q[0], q[1], k[2], q[3]},
+  SmallVector<int64_t> q = swapHeadsAndRows(tensorType(query).getShape(), bshd);
+  SmallVector<int64_t> k = swapHeadsAndRows(tensorType(key).getShape(), bshd);
+  SmallVector<int64_t> v = swapHeadsAndRows(tensorType(value).getShape(), bshd);
+  if (failed(verifyShape(op, key, "key",
+                         swapHeadsAndRows({q[0], q[1], k[2], q[3]}, bshd),
                          "query's batch, heads and head size")) ||
-      failed(verifyShape(op, value, "value", {q[0], q[1], k[2], v[3]},
+      failed(verifyShape(op, value, "value",
+                         swapHeadsAndRows({q[0], q[1], k[2], v[3]}, bshd),
                          "key's batch, heads and length")))
     return failure();
   scores.assign({q[0], q[1], q[2], k[2]});
@@ -818,13 +842,15 @@ static LogicalResult verifyLogSumExpType(Operation *op, Value query,
 LogicalResult FlashAttentionOp::verify() {
   SmallVector<int64_t> scores;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
-                                     getKeep(), getBias(), scores)) ||
+                                     getKeep(), getBias(), getBshd(),
+                                     scores)) ||
       failed(verifyAttentionDropout(*this, scores)))
     return failure();
-  ArrayRef<int64_t> v = tensorType(getValue()).getShape();
-  if (failed(verifyShape(*this, getResult(), "result",
-                         {scores[0], scores[1], scores[2], v[3]},
-                         "query's rows of value's width")) ||
+  int64_t width = tensorType(getValue()).getShape()[3];
+  if (failed(verifyShape(
+          *this, getResult(), "result",
+          swapHeadsAndRows({scores[0], scores[1], scores[2], width}, getBshd()),
+          "query's rows of value's width")) ||
       failed(verifyShape(*this, getLogsumexp(), "logsumexp",
                          {scores[0], scores[1], scores[2]}, "query's rows")) ||
       failed(verifySameElementType(*this, getQuery(), "query", getResult(),
@@ -836,11 +862,13 @@ LogicalResult FlashAttentionOp::verify() {
 LogicalResult FlashAttentionGradOp::verify() {
   SmallVector<int64_t> scores;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
-                                     getKeep(), getBias(), scores)) ||
+                                     getKeep(), getBias(), getBshd(),
+                                     scores)) ||
       failed(verifyAttentionDropout(*this, scores)))
     return failure();
-  ArrayRef<int64_t> v = tensorType(getValue()).getShape();
-  SmallVector<int64_t> rows = {scores[0], scores[1], scores[2], v[3]};
+  int64_t width = tensorType(getValue()).getShape()[3];
+  SmallVector<int64_t> rows =
+      swapHeadsAndRows({scores[0], scores[1], scores[2], width}, getBshd());
   if (failed(verifyShape(*this, getResult(), "result", rows,
                          "query's rows of value's width")) ||
       failed(verifyShape(*this, getGrad(), "grad", rows, "result's shape")) ||

@@ -246,7 +246,7 @@ LogicalResult FlashAttentionOp::buildVjp(OpBuilder &builder,
       getQuery(), getKey(), getValue(), getKeep(), getBias(), getResult(),
       getLogsumexp(), resultGrads[0], getScaleAttr(), getMaskedScoreAttr(),
       getStep(), getDropoutPAttr(), getDropoutStreamAttr(), getForkRngAttr(),
-      getShardAxisAttr(), getShardChunksAttr());
+      getShardAxisAttr(), getShardChunksAttr(), getBshdAttr());
   operandGrads.append(grad.getResults().begin(), grad.getResults().end());
   for (Value noGradient : {getKeep(), getBias(), getStep()})
     if (noGradient)

@@ -12,6 +12,12 @@
 // dropout is drawn inside the tiles, element by element as dropout() draws
 // it, and drawn again by the backward: no mask is stored either.
 //
+// Either AttentionLayout only moves the heads' rows (AttentionGeometry's
+// headStart and rowStride): the arithmetic and its order are the same, and
+// so are the bits. The loops read the rows they reuse from dense copies in
+// scratch (packRows, transposeTile), so that Bshd's strided rows cost them no
+// more than Bhsd's.
+//
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
 #include "KernelVariant.h"
@@ -38,15 +44,30 @@ constexpr int64_t kQueryBlock = 32;
 constexpr int64_t kKeyTile = 64;
 
 /// Rows [first, first + count) of a head's keys or values (`rows`, `size`
-/// elements each) transposed into `transposed` [size][kKeyTile] in the
-/// compute type: the loops over a tile's keys then read contiguous memory
-/// and vectorize, where a dot product per key would be a sequential sum.
+/// elements each, `stride` apart) transposed into `transposed`
+/// [size][kKeyTile] in the compute type: the loops over a tile's keys then
+/// read contiguous memory and vectorize, where a dot product per key would
+/// be a sequential sum.
 template <typename T, typename C>
-void transposeTile(const T *rows, int64_t size, int64_t first, int64_t count,
-                   C *transposed) {
+void transposeTile(const T *rows, int64_t size, int64_t stride, int64_t first,
+                   int64_t count, C *transposed) {
   for (int64_t j = 0; j < count; ++j)
     for (int64_t d = 0; d < size; ++d)
-      transposed[d * kKeyTile + j] = load(rows[(first + j) * size + d]);
+      transposed[d * kKeyTile + j] = load(rows[(first + j) * stride + d]);
+}
+
+/// Rows [first, first + count) of `rows` (`size` elements each, `stride`
+/// apart) copied into `packed` [count][size] in the compute type, for the
+/// loops that read them many times: rows a power-of-two stride apart
+/// (Bshd's, H * D elements) fall into a few L1 sets and evict each other,
+/// and 16-bit elements would be converted at every read. load() is exact,
+/// so the sums are those of the rows read in place.
+template <typename T, typename C>
+void packRows(const T *rows, int64_t size, int64_t stride, int64_t first,
+              int64_t count, C *packed) {
+  for (int64_t j = 0; j < count; ++j)
+    for (int64_t d = 0; d < size; ++d)
+      packed[j * size + d] = load(rows[(first + j) * stride + d]);
 }
 
 /// A vector of 32 bytes of C (an AVX2 register: wider ones GCC spills to
@@ -115,12 +136,12 @@ void addWeightedRows(C *out, int64_t columns, int64_t count, Weight weight,
 /// into `scores`. Each score sums its products in the order of the head's
 /// dims, as a dot product per key would.
 template <typename T, typename C>
-void scoreRow(const AttentionGeometry &g, const T *q, const C *keysT,
+void scoreRow(const AttentionGeometry &g, const C *q, const C *keysT,
               int64_t first, int64_t count, const bool *keepRow,
               const T *biasRow, C scale, C maskedScore, C *scores) {
   std::fill(scores, scores + count, C(0));
   addWeightedRows(
-      scores, count, g.headSize, [&](int64_t d) { return load(q[d]); },
+      scores, count, g.headSize, [&](int64_t d) { return q[d]; },
       [&](int64_t d) { return keysT + d * kKeyTile; });
   for (int64_t j = 0; j < count; ++j) {
     C score = scores[j] * scale;
@@ -131,6 +152,14 @@ void scoreRow(const AttentionGeometry &g, const T *q, const C *keysT,
       score += load(biasRow[s * g.biasStrides[3]]);
     scores[j] = score;
   }
+}
+
+/// Row 0 of head (b, h) of `tensor`, of `count` rows of `size` elements per
+/// head; its next rows are g.rowStride(size) apart.
+template <typename T>
+T *headRows(const AttentionGeometry &g, const Tensor &tensor, int64_t b,
+            int64_t h, int64_t count, int64_t size) {
+  return tensor.as<T>() + g.headStart(b, h, count, size);
 }
 
 /// The masks' rows for query row t of head (b, h), or null.
@@ -155,10 +184,15 @@ MaskRows maskRows(const AttentionGeometry &g, const Tensor &keep,
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
-                    double maskedScore, const AttentionDropout &dropout) {
+                    double maskedScore, AttentionLayout layout,
+                    const AttentionDropout &dropout) {
   checkLogSumExpType("flashAttention", query, logsumexp);
-  AttentionGeometry g(query, key, value, keep, bias, dropout);
-  int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock;
+  AttentionGeometry g(query, key, value, keep, bias, layout, dropout);
+  // Query, key and out rows `headStride` apart, value rows `valueStride`.
+  int64_t headStride = g.rowStride(g.headSize),
+          valueStride = g.rowStride(g.valueSize);
+  int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock,
+          tiles = (g.keys + kKeyTile - 1) / kKeyTile;
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
@@ -166,27 +200,44 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
         ctx, g.batch * g.heads * blocks, 1, [&](int64_t begin, int64_t end) {
           std::vector<C> scores(kKeyTile), sums(kQueryBlock * g.valueSize);
           std::vector<C> maxima(kQueryBlock), totals(kQueryBlock);
-          std::vector<C> keysT(g.headSize * kKeyTile);
+          // The block's query rows (packRows). The head's keys, transposed
+          // tile by tile (transposeTile), and values (packRows), packed
+          // where the thread's tasks reach a new head: they are
+          // consecutive, so the blocks of a head share them.
+          std::vector<C> queries(kQueryBlock * g.headSize),
+              keysT(tiles * kKeyTile * g.headSize),
+              values(g.keys * g.valueSize);
+          int64_t packedHead = -1;
           for (int64_t task = begin; task < end; ++task) {
             int64_t head = task / blocks, block = task % blocks;
             int64_t b = head / g.heads, h = head % g.heads;
             int64_t first = block * kQueryBlock;
             int64_t count = std::min(kQueryBlock, g.rows - first);
-            const T *q = query.as<T>() + (head * g.rows + first) * g.headSize;
-            const T *k = key.as<T>() + head * g.keys * g.headSize;
-            const T *v = value.as<T>() + head * g.keys * g.valueSize;
+            packRows(headRows<T>(g, query, b, h, g.rows, g.headSize),
+                     g.headSize, headStride, first, count, queries.data());
+            if (head != packedHead) {
+              const T *k = headRows<T>(g, key, b, h, g.keys, g.headSize);
+              for (int64_t tile = 0; tile < g.keys; tile += kKeyTile)
+                transposeTile(k, g.headSize, headStride, tile,
+                              std::min(kKeyTile, g.keys - tile),
+                              keysT.data() + tile * g.headSize);
+              packRows(headRows<T>(g, value, b, h, g.keys, g.valueSize),
+                       g.valueSize, valueStride, 0, g.keys, values.data());
+              packedHead = head;
+            }
             std::fill(maxima.begin(), maxima.end(),
                       -std::numeric_limits<C>::infinity());
             std::fill(totals.begin(), totals.end(), C(0));
             std::fill(sums.begin(), sums.end(), C(0));
             for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
               int64_t width = std::min(kKeyTile, g.keys - tile);
-              transposeTile(k, g.headSize, tile, width, keysT.data());
+              const C *tileKeysT = keysT.data() + tile * g.headSize;
+              const C *tileValues = values.data() + tile * g.valueSize;
               for (int64_t i = 0; i < count; ++i) {
                 MaskRows masks =
                     maskRows(g, keep, bias, sizeof(T), b, h, first + i);
-                scoreRow(g, q + i * g.headSize, keysT.data(), tile, width,
-                         masks.keep, static_cast<const T *>(masks.bias),
+                scoreRow(g, queries.data() + i * g.headSize, tileKeysT, tile,
+                         width, masks.keep, static_cast<const T *>(masks.bias),
                          C(scale), C(maskedScore), scores.data());
                 C maximum =
                     maxPropagatingNaN(maxRow(scores.data(), width), maxima[i]);
@@ -220,17 +271,18 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                 addWeightedRows(
                     sum, g.valueSize, width,
                     [&](int64_t j) { return scores[j]; },
-                    [&](int64_t j) { return v + (tile + j) * g.valueSize; });
+                    [&](int64_t j) { return tileValues + j * g.valueSize; });
                 maxima[i] = maximum;
                 totals[i] = total;
               }
             }
-            T *o = out.as<T>() + (head * g.rows + first) * g.valueSize;
+            T *o = headRows<T>(g, out, b, h, g.rows, g.valueSize) +
+                   first * valueStride;
             C *lse = logsumexp.as<C>() + head * g.rows + first;
             for (int64_t i = 0; i < count; ++i) {
               C inverse = C(1) / totals[i];
               for (int64_t e = 0; e < g.valueSize; ++e)
-                o[i * g.valueSize + e] =
+                o[i * valueStride + e] =
                     store<T>(sums[i * g.valueSize + e] * inverse);
               lse[i] = maxima[i] + std::log(totals[i]);
             }
@@ -245,9 +297,14 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &logsumexp, const Tensor &grad,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
-                        double maskedScore, const AttentionDropout &dropout) {
+                        double maskedScore, AttentionLayout layout,
+                        const AttentionDropout &dropout) {
   checkLogSumExpType("flashAttentionGrad", query, logsumexp);
-  AttentionGeometry g(query, key, value, keep, bias, dropout);
+  AttentionGeometry g(query, key, value, keep, bias, layout, dropout);
+  // Query, key and their gradients' rows `headStride` apart; value, out and
+  // theirs `valueStride`.
+  int64_t headStride = g.rowStride(g.headSize),
+          valueStride = g.rowStride(g.valueSize);
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
@@ -261,20 +318,28 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
           valuesT(g.valueSize * kKeyTile);
       std::vector<C> dq(g.rows * g.headSize), dk(g.keys * g.headSize),
           dv(g.keys * g.valueSize);
+      // The head's query, key and out-gradient rows (packRows): each is
+      // read for every tile or block.
+      std::vector<C> queries(g.rows * g.headSize), keys(g.keys * g.headSize),
+          grads(g.rows * g.valueSize);
       for (int64_t head = begin; head < end; ++head) {
         int64_t b = head / g.heads, h = head % g.heads;
-        const T *q = query.as<T>() + head * g.rows * g.headSize;
-        const T *k = key.as<T>() + head * g.keys * g.headSize;
-        const T *v = value.as<T>() + head * g.keys * g.valueSize;
-        const T *o = out.as<T>() + head * g.rows * g.valueSize;
-        const T *dO = grad.as<T>() + head * g.rows * g.valueSize;
+        packRows(headRows<T>(g, query, b, h, g.rows, g.headSize), g.headSize,
+                 headStride, 0, g.rows, queries.data());
+        packRows(headRows<T>(g, key, b, h, g.keys, g.headSize), g.headSize,
+                 headStride, 0, g.keys, keys.data());
+        packRows(headRows<T>(g, grad, b, h, g.rows, g.valueSize), g.valueSize,
+                 valueStride, 0, g.rows, grads.data());
+        const C *q = queries.data(), *k = keys.data(), *dO = grads.data();
+        const T *v = headRows<T>(g, value, b, h, g.keys, g.valueSize);
+        const T *o = headRows<T>(g, out, b, h, g.rows, g.valueSize);
         const C *lse = logsumexp.as<C>() + head * g.rows;
         // rowsum(grad * out): the softmax's sum(grad * p) per row, as
         // FlashAttention-2 computes it without the probabilities.
         for (int64_t t = 0; t < g.rows; ++t) {
           C dot = 0;
           for (int64_t e = 0; e < g.valueSize; ++e)
-            dot += load(dO[t * g.valueSize + e]) * load(o[t * g.valueSize + e]);
+            dot += dO[t * g.valueSize + e] * load(o[t * valueStride + e]);
           rowDots[t] = dot;
         }
         std::fill(dq.begin(), dq.end(), C(0));
@@ -282,14 +347,15 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
         std::fill(dv.begin(), dv.end(), C(0));
         for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
           int64_t width = std::min(kKeyTile, g.keys - tile);
-          transposeTile(k, g.headSize, tile, width, keysT.data());
-          transposeTile(v, g.valueSize, tile, width, valuesT.data());
+          transposeTile(k, g.headSize, g.headSize, tile, width, keysT.data());
+          transposeTile(v, g.valueSize, valueStride, tile, width,
+                        valuesT.data());
           for (int64_t first = 0; first < g.rows; first += kQueryBlock) {
             int64_t count = std::min(kQueryBlock, g.rows - first);
             for (int64_t i = 0; i < count; ++i) {
               int64_t t = first + i;
               MaskRows masks = maskRows(g, keep, bias, sizeof(T), b, h, t);
-              const T *dORow = dO + t * g.valueSize;
+              const C *dORow = dO + t * g.valueSize;
               scoreRow(g, q + t * g.headSize, keysT.data(), tile, width,
                        masks.keep, static_cast<const T *>(masks.bias), C(scale),
                        C(maskedScore), scores.data());
@@ -303,7 +369,7 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
               std::fill(dScores, dScores + width, C(0));
               addWeightedRows(
                   dScores, width, g.valueSize,
-                  [&](int64_t e) { return load(dORow[e]); },
+                  [&](int64_t e) { return dORow[e]; },
                   [&](int64_t e) { return valuesT.data() + e * kKeyTile; });
               uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
               for (int64_t j = 0; j < width; ++j) {
@@ -345,15 +411,18 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
             }
           }
         }
-        auto write = [](const std::vector<C> &from, const Tensor &to,
-                        int64_t offset) {
-          T *target = to.as<T>() + offset;
-          for (size_t i = 0; i < from.size(); ++i)
-            target[i] = store<T>(from[i]);
+        // The head's dense [count][size] sums into its rows of `to`.
+        auto write = [&](const std::vector<C> &from, const Tensor &to,
+                         int64_t count, int64_t size) {
+          T *target = headRows<T>(g, to, b, h, count, size);
+          int64_t stride = g.rowStride(size);
+          for (int64_t r = 0; r < count; ++r)
+            for (int64_t c = 0; c < size; ++c)
+              target[r * stride + c] = store<T>(from[r * size + c]);
         };
-        write(dq, gradQuery, head * g.rows * g.headSize);
-        write(dk, gradKey, head * g.keys * g.headSize);
-        write(dv, gradValue, head * g.keys * g.valueSize);
+        write(dq, gradQuery, g.rows, g.headSize);
+        write(dk, gradKey, g.keys, g.headSize);
+        write(dv, gradValue, g.keys, g.valueSize);
       }
     });
   });

@@ -150,9 +150,10 @@ void linearLogSumExpGrad(Context &ctx, const Tensor &hidden,
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
-                    double maskedScore, const AttentionDropout &dropout) {
+                    double maskedScore, AttentionLayout layout,
+                    const AttentionDropout &dropout) {
   SLAPO_CPU_DISPATCH(flashAttention, query, key, value, keep, bias, out,
-                     logsumexp, scale, maskedScore, dropout);
+                     logsumexp, scale, maskedScore, layout, dropout);
 }
 
 void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
@@ -161,10 +162,11 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &logsumexp, const Tensor &grad,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
-                        double maskedScore, const AttentionDropout &dropout) {
+                        double maskedScore, AttentionLayout layout,
+                        const AttentionDropout &dropout) {
   SLAPO_CPU_DISPATCH(flashAttentionGrad, query, key, value, keep, bias, out,
                      logsumexp, grad, gradQuery, gradKey, gradValue, scale,
-                     maskedScore, dropout);
+                     maskedScore, layout, dropout);
 }
 
 void reduce(Context &ctx, ReduceKind kind, const Tensor &input,

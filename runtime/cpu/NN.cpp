@@ -93,25 +93,56 @@ RowMoments<C> getRowMoments(const T *x, int64_t size, double eps) {
   return {C(mean), C(1.0 / std::sqrt(squares / size + eps))};
 }
 
+/// Calls `body(TypeTag<T>(), TypeTag<N>())` for the float type T of a
+/// norm's `input` and the type N of its `narrowed` operand (out or grad):
+/// T itself, or a narrower float, which T holds exactly (the compiler's
+/// holdsExactly, by which it folds a cast into the norm). Throws naming both
+/// dtypes otherwise.
+template <typename F>
+void dispatchNarrowed(const char *kernel, const char *operand,
+                      const Tensor &input, const Tensor &narrowed, F &&body) {
+  if (narrowed.dtype == input.dtype)
+    return dispatch(FloatTypes(), input.dtype, kernel,
+                    [&](auto tag) { body(tag, tag); });
+  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+    dispatch(AllTypes(), narrowed.dtype, kernel, [&](auto narrowTag) {
+      using T = typename decltype(tag)::type;
+      using N = typename decltype(narrowTag)::type;
+      if constexpr (kIsFloat<N> && sizeof(N) < sizeof(T))
+        body(tag, narrowTag);
+      else
+        throw Error(std::string("the CPU kernel '") + kernel +
+                    "' does not support " + operand + " " +
+                    getName(narrowed.dtype) + " with input " +
+                    getName(input.dtype) + " (" + operand +
+                    " must be the input's dtype or a narrower float)");
+    });
+  });
+}
+
 /// Normalizes the rows of `size` elements of `input` into `out`: (x -
 /// center) * rstd, then times the weight and plus the bias where given (a
-/// center of 0 subtracts nothing, exactly).
+/// center of 0 subtracts nothing, exactly). Into an `out` narrower than
+/// the input (f32 or f64, its own compute type), store<> rounds each
+/// element straight from the value the input's dtype would have held, as
+/// the cast kernel rounds it: the same bits.
 template <bool Rms>
 void normalizeRows(Context &ctx, const char *kernel, const Tensor &input,
                    const Tensor &weight, const Tensor &bias, const Tensor &out,
                    int64_t size, double eps) {
   int64_t rows = size ? input.getNumElements() / size : 0;
-  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+  dispatchNarrowed(kernel, "out", input, out, [&](auto tag, auto outTag) {
     using T = typename decltype(tag)::type;
+    using Out = typename decltype(outTag)::type;
     using C = Compute<T>;
     const T *in = input.as<T>();
     const T *gamma = weight.as<T>();
     const T *beta = bias.as<T>();
-    T *result = out.as<T>();
+    Out *result = out.as<Out>();
     parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         const T *x = in + row * size;
-        T *y = result + row * size;
+        Out *y = result + row * size;
         auto [center, rstd] = getRowMoments<Rms, C>(x, size, eps);
         for (int64_t i = 0; i < size; ++i) {
           C value = (load(x[i]) - center) * rstd;
@@ -119,7 +150,7 @@ void normalizeRows(Context &ctx, const char *kernel, const Tensor &input,
             value *= load(gamma[i]);
           if (beta)
             value += load(beta[i]);
-          y[i] = store<T>(value);
+          y[i] = store<Out>(value);
         }
       }
     });
@@ -128,18 +159,21 @@ void normalizeRows(Context &ctx, const char *kernel, const Tensor &input,
 
 /// The gradients of normalizeRows<Rms> (the formulas: the descriptions of
 /// slapo.layer_norm_grad and slapo.rms_norm_grad, the RMS norm's without
-/// the mean of the scaled gradient). Null gradients are not computed.
+/// the mean of the scaled gradient). Null gradients are not computed. A
+/// `grad` narrower than the input is widened exactly to the compute type
+/// as it is read: the bits of the grad cast to the input's dtype first.
 template <bool Rms>
 void normalizeRowsGrad(Context &ctx, const char *kernel, const Tensor &grad,
                        const Tensor &input, const Tensor &weight,
                        const Tensor &gradInput, const Tensor &gradWeight,
                        const Tensor &gradBias, int64_t size, double eps) {
   int64_t rows = size ? input.getNumElements() / size : 0;
-  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+  dispatchNarrowed(kernel, "grad", input, grad, [&](auto tag, auto gradTag) {
     using T = typename decltype(tag)::type;
+    using G = typename decltype(gradTag)::type;
     using C = Compute<T>;
     const T *in = input.as<T>();
-    const T *dy = grad.as<T>();
+    const G *dy = grad.as<G>();
     const T *gamma = weight.as<T>();
     std::vector<RowMoments<C>> moments(rows);
     // The input's gradient, row by row: the moments, the row means of the
@@ -147,20 +181,20 @@ void normalizeRowsGrad(Context &ctx, const char *kernel, const Tensor &grad,
     parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         const T *x = in + row * size;
-        const T *g = dy + row * size;
+        const G *g = dy + row * size;
         T *dx = gradInput.as<T>() + row * size;
         moments[row] = getRowMoments<Rms, C>(x, size, eps);
         auto [center, rstd] = moments[row];
         double sum = 0, projection = 0;
         for (int64_t i = 0; i < size; ++i) {
-          C scaled = gamma ? C(load(g[i]) * load(gamma[i])) : C(load(g[i]));
+          C scaled = gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
           if constexpr (!Rms)
             sum += scaled;
           projection += scaled * ((load(x[i]) - center) * rstd);
         }
         C meanScaled = C(sum / size), meanProjection = C(projection / size);
         for (int64_t i = 0; i < size; ++i) {
-          C scaled = gamma ? C(load(g[i]) * load(gamma[i])) : C(load(g[i]));
+          C scaled = gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
           C normalized = (load(x[i]) - center) * rstd;
           dx[i] = store<T>(rstd *
                            (scaled - meanScaled - normalized * meanProjection));
@@ -176,11 +210,12 @@ void normalizeRowsGrad(Context &ctx, const char *kernel, const Tensor &grad,
       std::vector<double> weightSums(end - begin), biasSums(end - begin);
       for (int64_t row = 0; row < rows; ++row) {
         const T *x = in + row * size;
-        const T *g = dy + row * size;
+        const G *g = dy + row * size;
         auto [center, rstd] = moments[row];
         for (int64_t i = begin; i < end; ++i) {
-          weightSums[i - begin] += load(g[i]) * ((load(x[i]) - center) * rstd);
-          biasSums[i - begin] += load(g[i]);
+          weightSums[i - begin] +=
+              C(load(g[i])) * ((load(x[i]) - center) * rstd);
+          biasSums[i - begin] += C(load(g[i]));
         }
       }
       for (int64_t i = begin; i < end; ++i) {

@@ -22,6 +22,10 @@
 // An attention dropout is drawn inside the tiles, element by element as the
 // dropout kernel draws it, by the forward and again by both backward passes.
 //
+// Either AttentionLayout only moves the heads' rows in global memory
+// (loadTile and the writes, through getRowOffset): the shared tiles, the
+// sums and their order are the same.
+//
 // 16-bit attentions without dropout run as cuDNN's fused attention instead
 // (CudnnAttention.cpp), which uses the tensor cores; these kernels run what
 // cuDNN does not: f32, dropout, and what cuDNN refuses.
@@ -95,36 +99,6 @@ template <typename C> struct KeyTiles {
   }
 };
 
-/// Rows [first, first + count) of a row-major [*, width] matrix into shared
-/// rows of `stride`, zeros in the rows from count to `tileRows`.
-template <typename T, typename C>
-__device__ void loadTile(const T *from, int64_t first, int count,
-                         int64_t width, int tileRows, int stride, C *to) {
-  for (int64_t i = threadIdx.x; i < tileRows * width; i += blockDim.x) {
-    int64_t r = i / width, c = i % width;
-    to[r * stride + c] = r < count ? load(from[(first + r) * width + c]) : C(0);
-  }
-}
-
-/// Keys and values [first, first + width) of `head` into `tiles`.
-template <typename T, typename C>
-__device__ void loadKeyTiles(const AttentionOperands<T> &a, int64_t head,
-                             int64_t first, int width, KeyTiles<C> &tiles) {
-  const AttentionGeometry &g = a.geometry;
-  loadTile(a.key + head * g.keys * g.headSize, first, width, g.headSize,
-           kKeys, tiles.keyStride, tiles.key);
-  loadTile(a.value + head * g.keys * g.valueSize, first, width, g.valueSize,
-           kKeys, tiles.valueStride, tiles.value);
-}
-
-/// The kernel's shared-memory buffers, as `Shared` carves them.
-template <template <typename> class Shared, typename C>
-__device__ Shared<C> carveShared(const AttentionGeometry &g) {
-  extern __shared__ __align__(16) unsigned char sharedBytes[];
-  SharedCarver<C> carver{reinterpret_cast<C *>(sharedBytes)};
-  return Shared<C>(g, carver);
-}
-
 /// Where a block works: head (b, h) of batch * heads, and `count` rows or
 /// keys from `first`, blocks taking `step` each of a head's `length`
 /// (`perHead` blocks).
@@ -138,6 +112,52 @@ struct BlockPlace {
         first(blockIdx.x % perHead * step),
         count(clampCount(length - first, step)) {}
 };
+
+/// Where element i of the block's head's rows from `first` is, counting
+/// them dense (`size` elements each, as shared memory holds them), in a
+/// tensor of `length` rows of `size` elements per head in g's layout.
+__device__ int64_t getRowOffset(const AttentionGeometry &g,
+                                const BlockPlace &place, int64_t length,
+                                int64_t size, int64_t first, int64_t i) {
+  return g.headStart(place.b, place.h, length, size) +
+         (first + i / size) * g.rowStride(size) + i % size;
+}
+
+/// Rows [first, first + count) of the block's head of `from` (`length` rows
+/// of `width` elements per head) into shared rows of `stride`, zeros in the
+/// rows from count to `tileRows`.
+template <typename T, typename C>
+__device__ void loadTile(const AttentionGeometry &g, const BlockPlace &place,
+                         const T *from, int64_t length, int64_t first,
+                         int count, int64_t width, int tileRows, int stride,
+                         C *to) {
+  const T *rows = from + getRowOffset(g, place, length, width, first, 0);
+  int64_t rowStride = g.rowStride(width);
+  for (int64_t i = threadIdx.x; i < tileRows * width; i += blockDim.x) {
+    int64_t r = i / width, c = i % width;
+    to[r * stride + c] = r < count ? load(rows[r * rowStride + c]) : C(0);
+  }
+}
+
+/// Keys and values [first, first + width) of the block's head into `tiles`.
+template <typename T, typename C>
+__device__ void loadKeyTiles(const AttentionOperands<T> &a,
+                             const BlockPlace &place, int64_t first, int width,
+                             KeyTiles<C> &tiles) {
+  const AttentionGeometry &g = a.geometry;
+  loadTile(g, place, a.key, g.keys, first, width, g.headSize, kKeys,
+           tiles.keyStride, tiles.key);
+  loadTile(g, place, a.value, g.keys, first, width, g.valueSize, kKeys,
+           tiles.valueStride, tiles.value);
+}
+
+/// The kernel's shared-memory buffers, as `Shared` carves them.
+template <template <typename> class Shared, typename C>
+__device__ Shared<C> carveShared(const AttentionGeometry &g) {
+  extern __shared__ __align__(16) unsigned char sharedBytes[];
+  SharedCarver<C> carver{reinterpret_cast<C *>(sharedBytes)};
+  return Shared<C>(g, carver);
+}
 
 /// The score of row `r` of the shared query block (row t of head (b, h))
 /// against key `j` of the tile (key s): q . k * scale, maskedScore where
@@ -209,8 +229,7 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
   int64_t D = g.headSize, E = g.valueSize;
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
-  loadTile(a.query + head * g.rows * D, first, rows, D, kRows, int(D),
-           sh.query);
+  loadTile(g, place, a.query, g.rows, first, rows, D, kRows, int(D), sh.query);
   for (int64_t i = threadIdx.x; i < kRows * E; i += blockDim.x)
     sh.sums[i] = 0;
   if (threadIdx.x < kRows) {
@@ -220,7 +239,7 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
   for (int64_t tile = 0; tile < g.keys; tile += kKeys) {
     int width = clampCount(g.keys - tile, kKeys);
     __syncthreads(); // the previous tile's readers are done
-    loadKeyTiles(a, head, tile, width, sh.tiles);
+    loadKeyTiles(a, place, tile, width, sh.tiles);
     __syncthreads();
     for (int i = threadIdx.x; i < kRows * kKeys; i += blockDim.x) {
       int r = i / kKeys, j = i % kKeys;
@@ -271,9 +290,9 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
     }
   }
   __syncthreads();
-  T *o = out + (head * g.rows + first) * E;
   for (int64_t i = threadIdx.x; i < rows * E; i += blockDim.x)
-    o[i] = store<T>(sh.sums[i] * (C(1) / sh.totals[i / E]));
+    out[getRowOffset(g, place, g.rows, E, first, i)] =
+        store<T>(sh.sums[i] * (C(1) / sh.totals[i / E]));
   if (threadIdx.x < rows)
     logsumexp[head * g.rows + first + threadIdx.x] =
         sh.maxima[threadIdx.x] + log(sh.totals[threadIdx.x]);
@@ -308,29 +327,32 @@ template <typename T> struct GradOperands {
   const T *grad;
 };
 
-/// Loads query rows [first, first + rows) of `head` into `block`, with
-/// their log-sum-exp and rowsum(grad * out): the softmax's sum(grad * p)
-/// per row, as FlashAttention-2 computes it without the probabilities.
+/// Loads query rows [first, first + rows) of the block's head into
+/// `block`, with their log-sum-exp and rowsum(grad * out): the softmax's
+/// sum(grad * p) per row, as FlashAttention-2 computes it without the
+/// probabilities.
 template <typename T, typename C>
 __device__ void loadQueryBlock(const AttentionOperands<T> &a,
-                               const GradOperands<T> &go, int64_t head,
-                               int64_t first, int rows, QueryBlock<C> &block) {
+                               const GradOperands<T> &go,
+                               const BlockPlace &place, int64_t first, int rows,
+                               QueryBlock<C> &block) {
   const AttentionGeometry &g = a.geometry;
   int64_t D = g.headSize, E = g.valueSize;
-  loadTile(a.query + head * g.rows * D, first, rows, D, kRows, int(D),
+  loadTile(g, place, a.query, g.rows, first, rows, D, kRows, int(D),
            block.query);
-  loadTile(go.grad + head * g.rows * E, first, rows, E, kRows, int(E),
+  loadTile(g, place, go.grad, g.rows, first, rows, E, kRows, int(E),
            block.grad);
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int r = warp; r < kRows; r += kWarps) {
-    int64_t t = head * g.rows + first + r;
+    int64_t row = getRowOffset(g, place, g.rows, E, first + r, 0);
     C dot = 0;
     for (int64_t e = lane; r < rows && e < E; e += 32)
-      dot += load(go.grad[t * E + e]) * load(go.out[t * E + e]);
+      dot += load(go.grad[row + e]) * load(go.out[row + e]);
     dot = warpReduce(dot, Add());
     if (lane == 0) {
       block.rowDots[r] = dot;
-      block.logsumexp[r] = r < rows ? go.logsumexp[t] : C(0);
+      block.logsumexp[r] =
+          r < rows ? go.logsumexp[place.head * g.rows + first + r] : C(0);
     }
   }
 }
@@ -403,11 +425,11 @@ __global__ void flashAttentionKeyGradKernel(AttentionOperands<T> a,
   const AttentionGeometry &g = a.geometry;
   KeyGradShared<C> sh = carveShared<KeyGradShared, C>(g);
   BlockPlace place(g, tiles, kKeys, g.keys);
-  int64_t head = place.head, tile = place.first;
+  int64_t tile = place.first;
   int width = place.count;
   int64_t D = g.headSize, E = g.valueSize;
 
-  loadKeyTiles(a, head, tile, width, sh.tiles);
+  loadKeyTiles(a, place, tile, width, sh.tiles);
   for (int64_t i = threadIdx.x; i < kKeys * D; i += blockDim.x)
     sh.keyGrads[i] = 0;
   for (int64_t i = threadIdx.x; i < kKeys * E; i += blockDim.x)
@@ -415,7 +437,7 @@ __global__ void flashAttentionKeyGradKernel(AttentionOperands<T> a,
   for (int64_t first = 0; first < g.rows; first += kRows) {
     int rows = clampCount(g.rows - first, kRows);
     __syncthreads(); // the previous rows' readers are done
-    loadQueryBlock(a, go, head, first, rows, sh.block);
+    loadQueryBlock(a, go, place, first, rows, sh.block);
     __syncthreads();
     scoreTileGrads(a, place.b, place.h, first, rows, tile, width, sh.tiles,
                    sh.block);
@@ -437,9 +459,11 @@ __global__ void flashAttentionKeyGradKernel(AttentionOperands<T> a,
   }
   // Each thread writes the elements it summed: no barrier needed.
   for (int64_t i = threadIdx.x; i < width * D; i += blockDim.x)
-    gradKey[(head * g.keys + tile) * D + i] = store<T>(sh.keyGrads[i]);
+    gradKey[getRowOffset(g, place, g.keys, D, tile, i)] =
+        store<T>(sh.keyGrads[i]);
   for (int64_t i = threadIdx.x; i < width * E; i += blockDim.x)
-    gradValue[(head * g.keys + tile) * E + i] = store<T>(sh.valueGrads[i]);
+    gradValue[getRowOffset(g, place, g.keys, E, tile, i)] =
+        store<T>(sh.valueGrads[i]);
 }
 
 template <typename C> struct QueryGradShared {
@@ -465,17 +489,17 @@ __global__ void flashAttentionQueryGradKernel(AttentionOperands<T> a,
   const AttentionGeometry &g = a.geometry;
   QueryGradShared<C> sh = carveShared<QueryGradShared, C>(g);
   BlockPlace place(g, blocks, kRows, g.rows);
-  int64_t head = place.head, first = place.first;
+  int64_t first = place.first;
   int rows = place.count;
   int64_t D = g.headSize;
 
-  loadQueryBlock(a, go, head, first, rows, sh.block);
+  loadQueryBlock(a, go, place, first, rows, sh.block);
   for (int64_t i = threadIdx.x; i < kRows * D; i += blockDim.x)
     sh.queryGrads[i] = 0;
   for (int64_t tile = 0; tile < g.keys; tile += kKeys) {
     int width = clampCount(g.keys - tile, kKeys);
     __syncthreads(); // the previous tile's readers are done
-    loadKeyTiles(a, head, tile, width, sh.tiles);
+    loadKeyTiles(a, place, tile, width, sh.tiles);
     __syncthreads();
     scoreTileGrads(a, place.b, place.h, first, rows, tile, width, sh.tiles,
                    sh.block);
@@ -490,7 +514,8 @@ __global__ void flashAttentionQueryGradKernel(AttentionOperands<T> a,
     }
   }
   for (int64_t i = threadIdx.x; i < rows * D; i += blockDim.x)
-    gradQuery[(head * g.rows + first) * D + i] = store<T>(sh.queryGrads[i]);
+    gradQuery[getRowOffset(g, place, g.rows, D, first, i)] =
+        store<T>(sh.queryGrads[i]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -539,11 +564,12 @@ void launchTiled(Context &ctx, const char *name, Kernel kernel, int64_t blocks,
 }
 
 template <typename T>
-AttentionOperands<T>
-getOperands(const Tensor &query, const Tensor &key, const Tensor &value,
-            const Tensor &keep, const Tensor &bias, double scale,
-            double maskedScore, const AttentionDropout &dropout) {
-  return {AttentionGeometry(query, key, value, keep, bias, dropout),
+AttentionOperands<T> getOperands(const Tensor &query, const Tensor &key,
+                                 const Tensor &value, const Tensor &keep,
+                                 const Tensor &bias, double scale,
+                                 double maskedScore, AttentionLayout layout,
+                                 const AttentionDropout &dropout) {
+  return {AttentionGeometry(query, key, value, keep, bias, layout, dropout),
           query.as<T>(),
           key.as<T>(),
           value.as<T>(),
@@ -617,15 +643,16 @@ void checkCausalKeep(Context &ctx, const Tensor &keep) {
 void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &value, const Tensor &keep, const Tensor &bias,
                     const Tensor &out, const Tensor &logsumexp, double scale,
-                    double maskedScore, const AttentionDropout &dropout) {
+                    double maskedScore, AttentionLayout layout,
+                    const AttentionDropout &dropout) {
   checkLogSumExpType("flashAttention", query, logsumexp);
   if (runCudnnAttention(ctx, query, key, value, keep, bias, out, logsumexp,
-                        scale, maskedScore, dropout))
+                        scale, maskedScore, layout, dropout))
     return;
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    AttentionOperands<T> a = getOperands<T>(query, key, value, keep, bias,
-                                            scale, maskedScore, dropout);
+    AttentionOperands<T> a = getOperands<T>(
+        query, key, value, keep, bias, scale, maskedScore, layout, dropout);
     const AttentionGeometry &g = a.geometry;
     int64_t blocks = ceilDiv(g.rows, kRows);
     launchTiled(ctx, "flashAttention", flashAttentionKernel<T>,
@@ -641,17 +668,18 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &logsumexp, const Tensor &grad,
                         const Tensor &gradQuery, const Tensor &gradKey,
                         const Tensor &gradValue, double scale,
-                        double maskedScore, const AttentionDropout &dropout) {
+                        double maskedScore, AttentionLayout layout,
+                        const AttentionDropout &dropout) {
   checkLogSumExpType("flashAttentionGrad", query, logsumexp);
-  if (runCudnnAttentionGrad(ctx, query, key, value, keep, bias, out,
-                            logsumexp, grad, gradQuery, gradKey, gradValue,
-                            scale, maskedScore, dropout))
+  if (runCudnnAttentionGrad(ctx, query, key, value, keep, bias, out, logsumexp,
+                            grad, gradQuery, gradKey, gradValue, scale,
+                            maskedScore, layout, dropout))
     return;
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
-    AttentionOperands<T> a = getOperands<T>(query, key, value, keep, bias,
-                                            scale, maskedScore, dropout);
+    AttentionOperands<T> a = getOperands<T>(
+        query, key, value, keep, bias, scale, maskedScore, layout, dropout);
     GradOperands<T> go{out.as<T>(), logsumexp.as<C>(), grad.as<T>()};
     const AttentionGeometry &g = a.geometry;
     int64_t tiles = ceilDiv(g.keys, kKeys), blocks = ceilDiv(g.rows, kRows);

@@ -26,6 +26,10 @@
 // scores in natural log, in f32, [B, H, T, 1]: the op's logsumexp, which is
 // f32 (the compute type) for 16-bit operands, so cuDNN writes it and reads
 // it back in place.
+// Query, key, value, out and their gradients are given to cuDNN as [B, H,
+// T, D] with the strides of the attention's layout (Bshd: [T * H * D, D,
+// H * D, 1]), so that token-major operands need no copy; the stats and the
+// bias stay contiguous.
 // The backward asks for cuDNN's deterministic algorithm (the same bits on
 // every run, as the rest of the runtime) and takes the other one, saying so
 // once, where cuDNN has none.
@@ -96,14 +100,19 @@ AttentionPlans &getPlans(Context &ctx) {
   return *plans;
 }
 
-std::vector<int64_t> getContiguousStrides(const std::vector<int64_t> &dims) {
+/// A tensor as cuDNN's graphs take it: its dims and their strides.
+struct Strided {
+  std::vector<int64_t> dims, strides;
+};
+
+Strided getContiguous(const std::vector<int64_t> &dims) {
   std::vector<int64_t> strides(dims.size());
   int64_t stride = 1;
   for (size_t d = dims.size(); d-- > 0;) {
     strides[d] = stride;
     stride *= dims[d];
   }
-  return strides;
+  return {dims, strides};
 }
 
 /// What an attention's graphs depend on.
@@ -122,8 +131,13 @@ struct Config {
   /// is only validated, without a GPU; 0: the current GPU's.
   int smVersion = 0;
 
-  std::vector<int64_t> getDims(int64_t length, int64_t width) const {
-    return {g.batch, g.heads, length, width};
+  /// Query, key, value, out or a gradient of theirs: [B, H, length,
+  /// width] in the attention's layout.
+  Strided getHeads(int64_t length, int64_t width) const {
+    Strided heads = getContiguous({g.batch, g.heads, length, width});
+    if (g.layout == AttentionLayout::Bshd)
+      heads.strides = {length * g.heads * width, width, g.heads * width, 1};
+    return heads;
   }
   std::vector<int64_t> getBiasDims() const {
     return {biasBatch, biasHeads, g.rows, g.keys};
@@ -132,9 +146,10 @@ struct Config {
   std::vector<int64_t> getKey(Pass pass) const {
     int64_t scaleBits;
     std::memcpy(&scaleBits, &scale, sizeof(scale));
-    return {int64_t(pass), int64_t(dtype), g.batch,     g.heads, g.rows,
-            g.keys,        g.headSize,     g.valueSize, causal,  biased,
-            biasBatch,     biasHeads,      scaleBits,   aligned};
+    return {
+        int64_t(pass), int64_t(dtype), int64_t(g.layout), g.batch,     g.heads,
+        g.rows,        g.keys,         g.headSize,        g.valueSize, causal,
+        biased,        biasBatch,      biasHeads,         scaleBits,   aligned};
   }
 
   /// "bf16 attention of query [2, 3, 37, 24] and key [2, 3, 37, 24] ...".
@@ -144,6 +159,8 @@ struct Config {
         Shape({g.batch, g.heads, g.rows, g.headSize}).str() + ", key " +
         Shape({g.batch, g.heads, g.keys, g.headSize}).str() + " and value " +
         Shape({g.batch, g.heads, g.keys, g.valueSize}).str();
+    if (g.layout == AttentionLayout::Bshd)
+      text += ", stored [B, T, H, D]";
     if (causal)
       text += ", causal";
     if (biased)
@@ -182,17 +199,16 @@ bool isCausalKeep(Context &ctx, const Tensor &keep,
 
 /// The configuration cuDNN would run the attention as; none where cuDNN's
 /// attention does not apply (f32 or f64, an attention dropout).
-std::optional<Config> getConfig(Context &ctx,
-                                std::initializer_list<const Tensor *> operands,
-                                const Tensor &query, const Tensor &key,
-                                const Tensor &value, const Tensor &keep,
-                                const Tensor &bias, double scale,
-                                const AttentionDropout &dropout) {
+std::optional<Config>
+getConfig(Context &ctx, std::initializer_list<const Tensor *> operands,
+          const Tensor &query, const Tensor &key, const Tensor &value,
+          const Tensor &keep, const Tensor &bias, double scale,
+          AttentionLayout layout, const AttentionDropout &dropout) {
   if (dropout.p > 0 ||
       (query.dtype != DType::BF16 && query.dtype != DType::F16))
     return std::nullopt;
-  Config c{AttentionGeometry(query, key, value, keep, bias), query.dtype,
-           scale};
+  Config c{AttentionGeometry(query, key, value, keep, bias, layout),
+           query.dtype, scale};
   const AttentionGeometry &g = c.g;
   c.causal = keep && isCausalKeep(ctx, keep, g);
   c.biased = bias || (keep && !c.causal);
@@ -211,20 +227,23 @@ std::optional<Config> getConfig(Context &ctx,
   return c;
 }
 
-std::shared_ptr<fe::graph::Tensor_attributes>
-addInput(fe::graph::Graph &graph, const char *name, Uid uid,
-         const std::vector<int64_t> &dims) {
+std::shared_ptr<fe::graph::Tensor_attributes> addInput(fe::graph::Graph &graph,
+                                                       const char *name,
+                                                       Uid uid,
+                                                       const Strided &tensor) {
   return graph.tensor(fe::graph::Tensor_attributes()
                           .set_name(name)
                           .set_uid(uid)
-                          .set_dim(dims)
-                          .set_stride(getContiguousStrides(dims)));
+                          .set_dim(tensor.dims)
+                          .set_stride(tensor.strides));
 }
 
 void setOutput(const std::shared_ptr<fe::graph::Tensor_attributes> &tensor,
-               Uid uid, const std::vector<int64_t> &dims) {
-  tensor->set_output(true).set_uid(uid).set_dim(dims).set_stride(
-      getContiguousStrides(dims));
+               Uid uid, const Strided &strided) {
+  tensor->set_output(true)
+      .set_uid(uid)
+      .set_dim(strided.dims)
+      .set_stride(strided.strides);
 }
 
 std::shared_ptr<fe::graph::Graph> makeGraph(const Config &c) {
@@ -248,28 +267,30 @@ void setScaleAndMasks(const Config &c, fe::graph::Graph &graph,
   if (c.causal)
     attributes.set_causal_mask(true);
   if (c.biased)
-    attributes.set_bias(addInput(graph, "bias", kBias, c.getBiasDims()));
+    attributes.set_bias(
+        addInput(graph, "bias", kBias, getContiguous(c.getBiasDims())));
 }
 
-/// The f32 log-sum-exp, [B, H, T, 1].
-std::vector<int64_t> getStatsDims(const AttentionGeometry &g) {
-  return {g.batch, g.heads, g.rows, 1};
+/// The f32 log-sum-exp, [B, H, T, 1] in every layout.
+Strided getStats(const AttentionGeometry &g) {
+  return getContiguous({g.batch, g.heads, g.rows, 1});
 }
 
 std::shared_ptr<fe::graph::Graph> makeForward(const Config &c) {
   std::shared_ptr<fe::graph::Graph> graph = makeGraph(c);
   const AttentionGeometry &g = c.g;
-  auto query = addInput(*graph, "query", kQuery, c.getDims(g.rows, g.headSize));
-  auto key = addInput(*graph, "key", kKey, c.getDims(g.keys, g.headSize));
+  auto query =
+      addInput(*graph, "query", kQuery, c.getHeads(g.rows, g.headSize));
+  auto key = addInput(*graph, "key", kKey, c.getHeads(g.keys, g.headSize));
   auto value =
-      addInput(*graph, "value", kValue, c.getDims(g.keys, g.valueSize));
+      addInput(*graph, "value", kValue, c.getHeads(g.keys, g.valueSize));
   auto attributes = fe::graph::SDPA_attributes()
                         .set_name("flash_attention")
                         .set_generate_stats(true);
   setScaleAndMasks(c, *graph, attributes);
   auto [out, stats] = graph->sdpa(query, key, value, attributes);
-  setOutput(out, kOut, c.getDims(g.rows, g.valueSize));
-  setOutput(stats, kStats, getStatsDims(g));
+  setOutput(out, kOut, c.getHeads(g.rows, g.valueSize));
+  setOutput(stats, kStats, getStats(g));
   stats->set_data_type(fe::DataType_t::FLOAT);
   return graph;
 }
@@ -278,14 +299,15 @@ std::shared_ptr<fe::graph::Graph> makeBackward(const Config &c,
                                                bool deterministic) {
   std::shared_ptr<fe::graph::Graph> graph = makeGraph(c);
   const AttentionGeometry &g = c.g;
-  std::vector<int64_t> outDims = c.getDims(g.rows, g.valueSize);
-  auto query = addInput(*graph, "query", kQuery, c.getDims(g.rows, g.headSize));
-  auto key = addInput(*graph, "key", kKey, c.getDims(g.keys, g.headSize));
+  Strided outs = c.getHeads(g.rows, g.valueSize);
+  auto query =
+      addInput(*graph, "query", kQuery, c.getHeads(g.rows, g.headSize));
+  auto key = addInput(*graph, "key", kKey, c.getHeads(g.keys, g.headSize));
   auto value =
-      addInput(*graph, "value", kValue, c.getDims(g.keys, g.valueSize));
-  auto out = addInput(*graph, "out", kOut, outDims);
-  auto grad = addInput(*graph, "grad", kGrad, outDims);
-  auto stats = addInput(*graph, "stats", kStats, getStatsDims(g));
+      addInput(*graph, "value", kValue, c.getHeads(g.keys, g.valueSize));
+  auto out = addInput(*graph, "out", kOut, outs);
+  auto grad = addInput(*graph, "grad", kGrad, outs);
+  auto stats = addInput(*graph, "stats", kStats, getStats(g));
   stats->set_data_type(fe::DataType_t::FLOAT);
   auto attributes = fe::graph::SDPA_backward_attributes()
                         .set_name("flash_attention_grad")
@@ -293,9 +315,9 @@ std::shared_ptr<fe::graph::Graph> makeBackward(const Config &c,
   setScaleAndMasks(c, *graph, attributes);
   auto [gradQuery, gradKey, gradValue] =
       graph->sdpa_backward(query, key, value, out, grad, stats, attributes);
-  setOutput(gradQuery, kGradQuery, c.getDims(g.rows, g.headSize));
-  setOutput(gradKey, kGradKey, c.getDims(g.keys, g.headSize));
-  setOutput(gradValue, kGradValue, c.getDims(g.keys, g.valueSize));
+  setOutput(gradQuery, kGradQuery, c.getHeads(g.rows, g.headSize));
+  setOutput(gradKey, kGradKey, c.getHeads(g.keys, g.headSize));
+  setOutput(gradValue, kGradValue, c.getHeads(g.keys, g.valueSize));
   return graph;
 }
 
@@ -375,14 +397,13 @@ struct Prepared {
 
 /// The configuration and graph of `pass` of the attention of `operands` (the
 /// tensors cuDNN reads and writes); none where cuDNN does not run it.
-std::optional<Prepared> prepare(Context &ctx, Pass pass,
-                                std::initializer_list<const Tensor *> operands,
-                                const Tensor &query, const Tensor &key,
-                                const Tensor &value, const Tensor &keep,
-                                const Tensor &bias, double scale,
-                                const AttentionDropout &dropout) {
-  std::optional<Config> c =
-      getConfig(ctx, operands, query, key, value, keep, bias, scale, dropout);
+std::optional<Prepared>
+prepare(Context &ctx, Pass pass, std::initializer_list<const Tensor *> operands,
+        const Tensor &query, const Tensor &key, const Tensor &value,
+        const Tensor &keep, const Tensor &bias, double scale,
+        AttentionLayout layout, const AttentionDropout &dropout) {
+  std::optional<Config> c = getConfig(ctx, operands, query, key, value, keep,
+                                      bias, scale, layout, dropout);
   if (!c)
     return std::nullopt;
   const AttentionPlans::Graph &graph = getGraph(ctx, *c, pass);
@@ -409,6 +430,14 @@ void addBias(Context &ctx, const Config &c, const Tensor &keep,
   pack[kBias] = combined.data;
 }
 
+/// The shape of an operand [batch, heads, length, width] stored in
+/// `layout`.
+Shape getStoredShape(AttentionLayout layout, int64_t batch, int64_t heads,
+                     int64_t length, int64_t width) {
+  return layout == AttentionLayout::Bhsd ? Shape{batch, heads, length, width}
+                                         : Shape{batch, length, heads, width};
+}
+
 void execute(Context &ctx, const AttentionPlans::Graph &graph,
              std::unordered_map<int64_t, void *> &pack) {
   Context::Impl &impl = ctx.getImpl();
@@ -428,10 +457,11 @@ bool runCudnnAttention(Context &ctx, const Tensor &query, const Tensor &key,
                        const Tensor &value, const Tensor &keep,
                        const Tensor &bias, const Tensor &out,
                        const Tensor &logsumexp, double scale,
-                       double maskedScore, const AttentionDropout &dropout) {
+                       double maskedScore, AttentionLayout layout,
+                       const AttentionDropout &dropout) {
   std::optional<Prepared> prepared =
       prepare(ctx, Pass::Forward, {&query, &key, &value, &out}, query, key,
-              value, keep, bias, scale, dropout);
+              value, keep, bias, scale, layout, dropout);
   if (!prepared)
     return false;
   std::unordered_map<int64_t, void *> pack = {{kQuery, query.data},
@@ -450,12 +480,12 @@ bool runCudnnAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                            const Tensor &logsumexp, const Tensor &grad,
                            const Tensor &gradQuery, const Tensor &gradKey,
                            const Tensor &gradValue, double scale,
-                           double maskedScore,
+                           double maskedScore, AttentionLayout layout,
                            const AttentionDropout &dropout) {
   std::optional<Prepared> prepared = prepare(
       ctx, Pass::Backward,
       {&query, &key, &value, &out, &grad, &gradQuery, &gradKey, &gradValue},
-      query, key, value, keep, bias, scale, dropout);
+      query, key, value, keep, bias, scale, layout, dropout);
   if (!prepared)
     return false;
   std::unordered_map<int64_t, void *> pack = {
@@ -473,13 +503,16 @@ std::string validateCudnnAttention(DType dtype,
                                    const std::array<int64_t, 6> &sizes,
                                    bool causal, int64_t biasBatch,
                                    int64_t biasHeads, bool backward,
-                                   int smVersion) {
+                                   int smVersion, AttentionLayout layout) {
   auto [batch, heads, rows, keys, headSize, valueSize] = sizes;
-  Tensor query(nullptr, dtype, {batch, heads, rows, headSize});
-  Tensor key(nullptr, dtype, {batch, heads, keys, headSize});
-  Tensor value(nullptr, dtype, {batch, heads, keys, valueSize});
-  Config c{AttentionGeometry(query, key, value, Tensor(), Tensor()), dtype,
-           1 / std::sqrt(double(headSize))};
+  Tensor query(nullptr, dtype,
+               getStoredShape(layout, batch, heads, rows, headSize));
+  Tensor key(nullptr, dtype,
+             getStoredShape(layout, batch, heads, keys, headSize));
+  Tensor value(nullptr, dtype,
+               getStoredShape(layout, batch, heads, keys, valueSize));
+  Config c{AttentionGeometry(query, key, value, Tensor(), Tensor(), layout),
+           dtype, 1 / std::sqrt(double(headSize))};
   c.causal = causal;
   c.biased = biasBatch > 0;
   c.biasBatch = biasBatch;

@@ -31,7 +31,8 @@ bool runCudnnAttention(Context &ctx, const Tensor &query, const Tensor &key,
                        const Tensor &value, const Tensor &keep,
                        const Tensor &bias, const Tensor &out,
                        const Tensor &logsumexp, double scale,
-                       double maskedScore, const AttentionDropout &dropout);
+                       double maskedScore, AttentionLayout layout,
+                       const AttentionDropout &dropout);
 
 /// flashAttentionGrad's counterpart of runCudnnAttention.
 bool runCudnnAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
@@ -40,20 +41,21 @@ bool runCudnnAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                            const Tensor &logsumexp, const Tensor &grad,
                            const Tensor &gradQuery, const Tensor &gradKey,
                            const Tensor &gradValue, double scale,
-                           double maskedScore, const AttentionDropout &dropout);
+                           double maskedScore, AttentionLayout layout,
+                           const AttentionDropout &dropout);
 
 /// What cuDNN's frontend says of the graph of the forward or the backward
 /// of a `dtype` attention of `sizes` (batch, heads, rows, keys, head size,
 /// value size) with cuDNN's causal mask or not and a bias of [biasBatch,
-/// biasHeads, rows, keys] (biasBatch 0: none), validated without a GPU for
-/// one of compute capability `smVersion` (90: Hopper): the empty string
-/// where it is valid, else the frontend's reason. What the tests check of
-/// the graphs where no GPU builds and runs them.
+/// biasHeads, rows, keys] (biasBatch 0: none), its operands in `layout`,
+/// validated without a GPU for one of compute capability `smVersion` (90:
+/// Hopper): the empty string where it is valid, else the frontend's reason.
+/// What the tests check of the graphs where no GPU builds and runs them.
 std::string validateCudnnAttention(DType dtype,
                                    const std::array<int64_t, 6> &sizes,
                                    bool causal, int64_t biasBatch,
                                    int64_t biasHeads, bool backward,
-                                   int smVersion);
+                                   int smVersion, AttentionLayout layout);
 
 /// How many forwards and backwards ran through cuDNN in `ctx` so far: what
 /// the conformance test checks to know that a case tested cuDNN's path.

@@ -185,17 +185,19 @@ __device__ RowMoments<Compute<T>> getRowMoments(const T *x, int64_t size,
 /// One block per row. Layer norm: the mean, then the biased variance about
 /// it (two passes, as on the CPU), then the normalized row. RMS norm
 /// (`Rms`): the mean of the squares, then the scaled row (a mean of 0
-/// subtracts nothing, exactly).
-template <bool Rms, typename T>
-__global__ void normKernel(int64_t rows, int64_t size, double eps,
-                           const T *in, const T *gamma, const T *beta,
-                           T *out) {
+/// subtracts nothing, exactly). Into an `out` narrower than the input (f32
+/// or f64, its own compute type), store<> rounds each element straight from
+/// the value the input's dtype would have held, as the cast kernel rounds
+/// it: the same bits.
+template <bool Rms, typename T, typename Out>
+__global__ void normKernel(int64_t rows, int64_t size, double eps, const T *in,
+                           const T *gamma, const T *beta, Out *out) {
   using C = Compute<T>;
   using A = Accumulate<T>;
   __shared__ A shared[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *x = in + row * size;
-    T *y = out + row * size;
+    Out *y = out + row * size;
     auto [center, rstd] = getRowMoments<Rms>(x, size, eps, shared);
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
       C value = (load(x[i]) - center) * rstd;
@@ -203,7 +205,7 @@ __global__ void normKernel(int64_t rows, int64_t size, double eps,
         value *= load(gamma[i]);
       if (beta)
         value += load(beta[i]);
-      y[i] = store<T>(value);
+      y[i] = store<Out>(value);
     }
   }
 }
@@ -211,21 +213,23 @@ __global__ void normKernel(int64_t rows, int64_t size, double eps,
 /// The input's gradient of a layer norm (RMS norm: `Rms`), one block per row
 /// (the formulas: slapo.layer_norm_grad's and slapo.rms_norm_grad's
 /// descriptions, the RMS norm's without the mean of the scaled gradient);
-/// each row's moments are kept in `moments` for the column sums.
-template <bool Rms, typename T>
+/// each row's moments are kept in `moments` for the column sums. A grad
+/// `dy` narrower than the input is widened exactly to the compute type as
+/// it is read: the bits of the grad cast to the input's dtype first.
+template <bool Rms, typename T, typename G>
 __global__ void normGradKernel(int64_t rows, int64_t size, double eps,
-                               const T *in, const T *dy, const T *gamma, T *dx,
+                               const T *in, const G *dy, const T *gamma, T *dx,
                                RowMoments<Compute<T>> *moments) {
   using C = Compute<T>;
   using A = Accumulate<T>;
   __shared__ A shared[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *x = in + row * size;
-    const T *g = dy + row * size;
+    const G *g = dy + row * size;
     T *d = dx + row * size;
     RowMoments<C> m = getRowMoments<Rms>(x, size, eps, shared);
     auto scaledAt = [&](int64_t i) {
-      return gamma ? C(load(g[i]) * load(gamma[i])) : C(load(g[i]));
+      return gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
     };
     A sum = 0, projection = 0;
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
@@ -249,10 +253,10 @@ __global__ void normGradKernel(int64_t rows, int64_t size, double eps,
 }
 
 /// The weight's and the bias's gradients of a norm: one thread per column,
-/// summing its rows in order.
-template <typename T>
+/// summing its rows in order (of `dy` widened as normGradKernel widens it).
+template <typename T, typename G>
 __global__ void normAffineGradKernel(int64_t rows, int64_t size, const T *in,
-                                     const T *dy,
+                                     const G *dy,
                                      const RowMoments<Compute<T>> *moments,
                                      T *dgamma, T *dbeta) {
   using A = Accumulate<T>;
@@ -273,6 +277,33 @@ __global__ void normAffineGradKernel(int64_t rows, int64_t size, const T *in,
   }
 }
 
+/// Calls `body(TypeTag<T>(), TypeTag<N>())` for the float type T of a
+/// norm's `input` and the type N of its `narrowed` operand (out or grad):
+/// T itself, or a narrower float, which T holds exactly (the compiler's
+/// holdsExactly, by which it folds a cast into the norm). Throws naming both
+/// dtypes otherwise.
+template <typename F>
+void dispatchNarrowed(const char *kernel, const char *operand,
+                      const Tensor &input, const Tensor &narrowed, F &&body) {
+  if (narrowed.dtype == input.dtype)
+    return dispatch(FloatTypes(), input.dtype, kernel,
+                    [&](auto tag) { body(tag, tag); });
+  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+    dispatch(AllTypes(), narrowed.dtype, kernel, [&](auto narrowTag) {
+      using T = typename decltype(tag)::type;
+      using N = typename decltype(narrowTag)::type;
+      if constexpr (kIsFloat<N> && sizeof(N) < sizeof(T))
+        body(tag, narrowTag);
+      else
+        throw Error(std::string("the CUDA kernel '") + kernel +
+                    "' does not support " + operand + " " +
+                    getName(narrowed.dtype) + " with input " +
+                    getName(input.dtype) + " (" + operand +
+                    " must be the input's dtype or a narrower float)");
+    });
+  });
+}
+
 /// Normalizes the rows of `size` elements of `input` into `out`.
 template <bool Rms>
 void launchNorm(Context &ctx, const char *kernel, const Tensor &input,
@@ -281,12 +312,13 @@ void launchNorm(Context &ctx, const char *kernel, const Tensor &input,
   int64_t rows = size ? input.getNumElements() / size : 0;
   if (rows == 0)
     return;
-  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+  dispatchNarrowed(kernel, "out", input, out, [&](auto tag, auto outTag) {
     using T = typename decltype(tag)::type;
+    using Out = typename decltype(outTag)::type;
     normKernel<Rms><<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0,
                       ctx.getStream()>>>(rows, size, eps, input.as<T>(),
                                          weight.as<T>(), bias.as<T>(),
-                                         out.as<T>());
+                                         out.as<Out>());
     checkLaunch(kernel);
   });
 }
@@ -302,20 +334,21 @@ void launchNormGrad(Context &ctx, const char *kernel, const Tensor &grad,
   if (rows == 0)
     return;
   cudaStream_t stream = ctx.getStream();
-  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
+  dispatchNarrowed(kernel, "grad", input, grad, [&](auto tag, auto gradTag) {
     using T = typename decltype(tag)::type;
+    using G = typename decltype(gradTag)::type;
     using Moments = RowMoments<Compute<T>>;
     auto *moments = static_cast<Moments *>(ctx.getImpl().getScratch(
         Scratch::Partials, sizeof(Moments) * rows, stream));
     normGradKernel<Rms>
         <<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0, stream>>>(
-            rows, size, eps, input.as<T>(), grad.as<T>(), weight.as<T>(),
+            rows, size, eps, input.as<T>(), grad.as<G>(), weight.as<T>(),
             gradInput.as<T>(), moments);
     checkLaunch(kernel);
     if (!gradWeight.data && !gradBias.data)
       return;
     normAffineGradKernel<<<getGridSize(ctx, size, kBlockSize), kBlockSize, 0,
-                           stream>>>(rows, size, input.as<T>(), grad.as<T>(),
+                           stream>>>(rows, size, input.as<T>(), grad.as<G>(),
                                      moments, gradWeight.as<T>(),
                                      gradBias.as<T>());
     checkLaunch(kernel);

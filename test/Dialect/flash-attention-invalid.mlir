@@ -76,3 +76,39 @@ func.func @f16_grad_logsumexp(%q: tensor<1x2x4x4xf16>, %l: tensor<1x2x4xf16>) {
   %a, %b, %c = slapo.flash_attention_grad %q, %q, %q result %q, %l grad %q {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>, tensor<1x2x4xf16>, tensor<1x2x4x4xf16>) -> (tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>, tensor<1x2x4x4xf16>)
   return
 }
+
+// -----
+
+// With bshd the operands are [B, T, H, D]: a key of another number of heads
+// (dim 2) is refused, as one of another length (dim 1) is not.
+func.func @bshd_key_heads(%q: tensor<1x4x2x8xf32>, %k: tensor<1x6x3x8xf32>) {
+  // expected-error @+1 {{key shape [1, 6, 3, 8] differs from [1, 6, 2, 8], the query's batch, heads and head size}}
+  %o, %l = slapo.flash_attention %q, %k, %k {bshd, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x2x8xf32>, tensor<1x6x3x8xf32>, tensor<1x6x3x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+// bshd's result is [B, T, H, E] too, its log-sum-exp [B, H, T].
+func.func @bshd_result_heads_major(%q: tensor<1x4x2x8xf32>) {
+  // expected-error @+1 {{result shape [1, 2, 4, 8] differs from [1, 4, 2, 8], the query's rows of value's width}}
+  %o, %l = slapo.flash_attention %q, %q, %q {bshd, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @bshd_logsumexp(%q: tensor<1x4x2x8xf32>) {
+  // expected-error @+1 {{logsumexp shape [1, 4, 2] differs from [1, 2, 4], the query's rows}}
+  %o, %l = slapo.flash_attention %q, %q, %q {bshd, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x4x2xf32>)
+  return
+}
+
+// -----
+
+// The gradient's grad is in the forward's layout.
+func.func @bshd_grad_layout(%q: tensor<1x4x2x8xf32>, %g: tensor<1x2x4x8xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{grad shape [1, 2, 4, 8] differs from [1, 4, 2, 8], the result's shape}}
+  %a, %b, %c = slapo.flash_attention_grad %q, %q, %q result %q, %l grad %g {bshd, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x2x4xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>)
+  return
+}

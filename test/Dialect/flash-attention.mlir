@@ -29,3 +29,14 @@ func.func @compute_type_logsumexp(%q: tensor<1x2x4x4xbf16>, %d: tensor<1x2x4x4xf
   %o64, %l64 = slapo.flash_attention %d, %d, %d {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x2x4x4xf64>, tensor<1x2x4x4xf64>, tensor<1x2x4x4xf64>) -> (tensor<1x2x4x4xf64>, tensor<1x2x4xf64>)
   return
 }
+
+// Token-major operands (bshd): query, key and value [B, T, H, D] with keys
+// of another length, the mask and the log-sum-exp in the scores' order.
+// CHECK-LABEL: func.func @bshd
+func.func @bshd(%q: tensor<2x5x3x4xf32>, %k: tensor<2x7x3x4xf32>, %v: tensor<2x7x3x6xf32>, %m: tensor<1x1x5x7xi1>, %g: tensor<2x5x3x6xf32>) {
+  // CHECK-NEXT: %[[O:.*]], %[[L:.*]] = slapo.flash_attention {{.*}} {bshd, masked_score = 0.000000e+00 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x3x4xf32>, tensor<2x7x3x4xf32>, tensor<2x7x3x6xf32>, tensor<1x1x5x7xi1>) -> (tensor<2x5x3x6xf32>, tensor<2x3x5xf32>)
+  // CHECK-NEXT: slapo.flash_attention_grad {{.*}} {bshd, masked_score
+  %o, %l = slapo.flash_attention %q, %k, %v keep %m {bshd, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x5x3x4xf32>, tensor<2x7x3x4xf32>, tensor<2x7x3x6xf32>, tensor<1x1x5x7xi1>) -> (tensor<2x5x3x6xf32>, tensor<2x3x5xf32>)
+  %a, %b, %c = slapo.flash_attention_grad %q, %k, %v keep %m result %o, %l grad %g {bshd, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x5x3x4xf32>, tensor<2x7x3x4xf32>, tensor<2x7x3x6xf32>, tensor<1x1x5x7xi1>, tensor<2x5x3x6xf32>, tensor<2x3x5xf32>, tensor<2x5x3x6xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x7x3x4xf32>, tensor<2x7x3x6xf32>)
+  return
+}

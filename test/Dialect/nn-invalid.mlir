@@ -74,7 +74,7 @@ func.func @layer_norm_grad_weight_grad_shape(%dy: tensor<4x8xf32>, %x: tensor<4x
 // -----
 
 func.func @layer_norm_grad_grad_type(%dy: tensor<4x4xf32>, %x: tensor<4x8xf32>) {
-  // expected-error @+1 {{grad type 'tensor<4x4xf32>' differs from the input type 'tensor<4x8xf32>'}}
+  // expected-error @+1 {{grad type 'tensor<4x4xf32>' is neither the input type 'tensor<4x8xf32>' nor of its shape with a narrower element type that 'f32' holds exactly}}
   %0:3 = slapo.layer_norm_grad %dy, %x {normalized_rank = 1, eps = 1.0e-5} : (tensor<4x4xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }
@@ -129,16 +129,36 @@ func.func @layer_norm_0d(%x: tensor<f32>) {
 
 // -----
 
-func.func @layer_norm_result_type(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{result type 'tensor<4x8xbf16>' differs from the input type 'tensor<4x8xf32>'}}
-  %0 = slapo.layer_norm %x {normalized_rank = 1, eps = 1.0e-5} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+// A norm may store its rows narrower than its input (computed in f32,
+// rounded once to bf16), never wider or in a type that loses the input's
+// exponent range.
+func.func @layer_norm_result_type(%x: tensor<4x8xbf16>) {
+  // expected-error @+1 {{result type 'tensor<4x8xf32>' is neither the input type 'tensor<4x8xbf16>' nor of its shape with a narrower element type that 'bf16' holds exactly}}
+  %0 = slapo.layer_norm %x {normalized_rank = 1, eps = 1.0e-5} : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_result_f16_of_bf16(%x: tensor<4x8xbf16>) {
+  // expected-error @+1 {{result type 'tensor<4x8xf16>' is neither the input type 'tensor<4x8xbf16>' nor of its shape with a narrower element type that 'bf16' holds exactly}}
+  %0 = slapo.rms_norm %x {eps = 1.0e-6} : (tensor<4x8xbf16>) -> tensor<4x8xf16>
+  return
+}
+
+// -----
+
+// The gradient of a norm may read a narrower grad, not a wider one.
+func.func @rms_norm_grad_wide_grad(%dy: tensor<4x8xf32>, %x: tensor<4x8xbf16>) {
+  // expected-error @+1 {{grad type 'tensor<4x8xf32>' is neither the input type 'tensor<4x8xbf16>'}}
+  %0:2 = slapo.rms_norm_grad %dy, %x {eps = 1.0e-6} : (tensor<4x8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>)
   return
 }
 
 // -----
 
 func.func @layer_norm_result_shape(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{result type 'tensor<8x4xf32>' differs from the input type 'tensor<4x8xf32>'}}
+  // expected-error @+1 {{result type 'tensor<8x4xf32>' is neither the input type 'tensor<4x8xf32>'}}
   %0 = slapo.layer_norm %x {normalized_rank = 1, eps = 1.0e-5} : (tensor<4x8xf32>) -> tensor<8x4xf32>
   return
 }

@@ -116,3 +116,19 @@ func.func @pooling(%x: tensor<2x3x5x5xf32>, %g: tensor<2x3x2x2xf32>, %h: tensor<
   %2 = slapo.max_pool2d_grad %g, %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : (tensor<2x3x2x2xf32>, tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xf32>
   return
 }
+
+// The norms' bf16 rows of f32 inputs (slapo-propagate-casts folds mixed
+// precision's casts into them): results stored narrow, gradients read
+// narrow; the input's gradient and the affine ones keep the input's type.
+// CHECK-LABEL: func.func @norms_narrow_rows
+func.func @norms_narrow_rows(%x: tensor<2x5x32xf32>, %g: tensor<32xf32>, %dy: tensor<2x5x32xbf16>) {
+  // CHECK-NEXT: slapo.layer_norm {{.*}} -> tensor<2x5x32xbf16>
+  // CHECK-NEXT: slapo.rms_norm {{.*}} -> tensor<2x5x32xf16>
+  // CHECK-NEXT: slapo.layer_norm_grad {{.*}} : (tensor<2x5x32xbf16>, tensor<2x5x32xf32>, tensor<32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  // CHECK-NEXT: slapo.rms_norm_grad {{.*}} : (tensor<2x5x32xbf16>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
+  %0 = slapo.layer_norm %x weight %g {normalized_rank = 1, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<32xf32>) -> tensor<2x5x32xbf16>
+  %1 = slapo.rms_norm %x {eps = 1.0e-6} : (tensor<2x5x32xf32>) -> tensor<2x5x32xf16>
+  %2:3 = slapo.layer_norm_grad %dy, %x weight %g {normalized_rank = 1, eps = 1.0e-5} : (tensor<2x5x32xbf16>, tensor<2x5x32xf32>, tensor<32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  %3:2 = slapo.rms_norm_grad %dy, %x {eps = 1.0e-6} : (tensor<2x5x32xbf16>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
+  return
+}

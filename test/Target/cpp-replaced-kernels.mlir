@@ -23,7 +23,7 @@ module {
 // CHECK: // "norm": rms_norm
 // CHECK: rmsNorm(ctx, arg0, t{{[0-9]+}}_get_param, [[N:t[0-9]+_rms_norm]], 9.9999999999999995e-07);
 // CHECK: // "attn": flash_attention
-// CHECK: flashAttention(ctx, [[N]], [[N]], [[N]], [[MASK:t[0-9]+_get_param]], Tensor(), [[O:t[0-9]+_flash_attention]], [[LSE:t[0-9]+_flash_attention]], 0.35355339059327379, -3.4028234663852886e+38);
+// CHECK: flashAttention(ctx, [[N]], [[N]], [[N]], [[MASK:t[0-9]+_get_param]], Tensor(), [[O:t[0-9]+_flash_attention]], [[LSE:t[0-9]+_flash_attention]], 0.35355339059327379, -3.4028234663852886e+38, AttentionLayout::Bhsd);
 // CHECK: // "attn": flash_attention_grad
-// CHECK: flashAttentionGrad(ctx, [[N]], [[N]], [[N]], [[MASK]], Tensor(), [[O]], [[LSE]], t{{[0-9]+}}_{{[a-z_]+}}, t{{[0-9]+}}_flash_attention_grad, t{{[0-9]+}}_flash_attention_grad, t{{[0-9]+}}_flash_attention_grad, 0.35355339059327379, -3.4028234663852886e+38);
+// CHECK: flashAttentionGrad(ctx, [[N]], [[N]], [[N]], [[MASK]], Tensor(), [[O]], [[LSE]], t{{[0-9]+}}_{{[a-z_]+}}, t{{[0-9]+}}_flash_attention_grad, t{{[0-9]+}}_flash_attention_grad, t{{[0-9]+}}_flash_attention_grad, 0.35355339059327379, -3.4028234663852886e+38, AttentionLayout::Bhsd);
 // CHECK-NOT: rmsNorm(

@@ -93,3 +93,65 @@ func.func @key_gradient(%q: tensor<2x5x3x4xf32>, %ds: tensor<2x3x5x5xf32>) -> te
   return %gk : tensor<2x5x3x4xf32>
 }
 
+
+// -----
+
+// Flash attention between head splits and a head merge, and its gradient
+// between the gradients' swaps: both read and write the token-major
+// tensors (bshd), no swap is left; the mask and the log-sum-exp keep their
+// [B, H, T, S] order.
+// CHECK-LABEL: func.func @attention_heads
+// CHECK-NEXT: %[[O:.*]], %[[LSE:.*]] = slapo.flash_attention %arg0, %arg1, %arg2 keep %arg3 {bshd, masked_score = -1.000000e+09 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5xf32>)
+// CHECK-NEXT: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = slapo.flash_attention_grad %arg0, %arg1, %arg2 keep %arg3 result %[[O]], %[[LSE]] grad %arg4 {bshd, masked_score = -1.000000e+09 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<1x1x5x5xi1>, tensor<2x5x3x4xf32>, tensor<2x3x5xf32>, tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>)
+// CHECK-NEXT: return %[[O]], %[[DQ]], %[[DK]], %[[DV]]
+func.func @attention_heads(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>, %mask: tensor<1x1x5x5xi1>, %g: tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) {
+  %qh = slapo.permute %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kh = slapo.permute %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %vh = slapo.permute %v {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %o, %lse = slapo.flash_attention %qh, %kh, %vh keep %mask {masked_score = -1.0e9 : f64, scale = 0.5 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+  %merged = slapo.permute %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %gh = slapo.permute %g {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %dqh, %dkh, %dvh = slapo.flash_attention_grad %qh, %kh, %vh keep %mask result %o, %lse grad %gh {masked_score = -1.0e9 : f64, scale = 0.5 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<1x1x5x5xi1>, tensor<2x3x5x4xf32>, tensor<2x3x5xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>)
+  %dq = slapo.permute %dqh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dk = slapo.permute %dkh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dv = slapo.permute %dvh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  return %merged, %dq, %dk, %dv : tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>
+}
+
+// -----
+
+// The forward's result is also read as it is (heads-major): it keeps its
+// layout, and so does the gradient that reads it, which would otherwise
+// need a swap of its own; their swaps stay.
+// CHECK-LABEL: func.func @attention_result_shared
+// CHECK-NEXT: slapo.permute
+// CHECK-NEXT: slapo.flash_attention {{.*}} {masked_score
+// CHECK-NEXT: slapo.permute
+// CHECK-NEXT: slapo.permute
+// CHECK-NEXT: slapo.flash_attention_grad {{.*}} {masked_score
+// CHECK-COUNT-3: slapo.permute
+func.func @attention_result_shared(%q: tensor<2x5x3x4xf32>, %g: tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x4xf32>, tensor<2x5x3x4xf32>) {
+  %qh = slapo.permute %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %o, %lse = slapo.flash_attention %qh, %qh, %qh {masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+  %merged = slapo.permute %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %gh = slapo.permute %g {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %dqh, %dkh, %dvh = slapo.flash_attention_grad %qh, %qh, %qh result %o, %lse grad %gh {masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>)
+  %dq = slapo.permute %dqh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dk = slapo.permute %dkh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dv = slapo.permute %dvh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %sum = slapo.add %dq, %dk : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32>
+  %all = slapo.add %sum, %dv : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x4xf32>
+  return %merged, %o, %all : tensor<2x5x3x4xf32>, tensor<2x3x5x4xf32>, tensor<2x5x3x4xf32>
+}
+
+// -----
+
+// Operands stored heads-major (no swap to fold): the attention stays.
+// CHECK-LABEL: func.func @attention_heads_major
+// CHECK: slapo.flash_attention %arg0, %arg0, %arg0 {masked_score
+// CHECK-NEXT: slapo.permute
+func.func @attention_heads_major(%q: tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32> {
+  %o, %lse = slapo.flash_attention %q, %q, %q {masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+  %merged = slapo.permute %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  return %merged : tensor<2x5x3x4xf32>
+}

@@ -211,3 +211,35 @@ func.func @fold_after_hoist(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>) ->
   %s = slapo.matmul %qb, %kb : (tensor<2x3x5x4xbf16>, tensor<2x3x4x5xbf16>) -> tensor<2x3x5x5xf32>
   return %s : tensor<2x3x5x5xf32>
 }
+
+// -----
+
+// A layer norm whose f32 rows only the next product's bf16 cast reads
+// writes bf16 rows (computed in f32, rounded once, as the cast rounds
+// them); its gradient reads the product's bf16 input gradient and widens
+// it itself. Where the f32 rows are read too (the residual), or the norm
+// runs in another phase (recomputed), the cast stays.
+// CHECK-LABEL: func.func @norms
+// CHECK-NEXT: %[[N:.*]] = slapo.layer_norm %arg0 weight %arg1 {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64} : (tensor<6x4xf32>, tensor<4xf32>) -> tensor<6x4xbf16>
+// CHECK-NEXT: %[[R:.*]] = slapo.rms_norm %arg0 {eps = 9.9999999999999995E-7 : f64} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT: %[[RB:.*]] = slapo.cast %[[R]] : tensor<6x4xf32> -> tensor<6x4xbf16>
+// CHECK-NEXT: %[[M:.*]] = slapo.rms_norm %arg0 {eps = 9.9999999999999995E-7 : f64, slapo.recomputed} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT: %[[MB:.*]] = slapo.cast %[[M]] : tensor<6x4xf32> -> tensor<6x4xbf16>
+// CHECK-NEXT: %[[W:.*]] = slapo.cast %arg2 : tensor<6x4xbf16> -> tensor<6x4xf32>
+// CHECK-NEXT: %[[G:[a-z_0-9]+]], %{{.*}} = slapo.layer_norm_grad %arg2, %arg0 weight %arg1 {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64} : (tensor<6x4xbf16>, tensor<6x4xf32>, tensor<4xf32>) -> (tensor<6x4xf32>, tensor<4xf32>, tensor<4xf32>)
+// CHECK-NEXT: %[[H:[a-z_0-9]+]], %{{.*}} = slapo.rms_norm_grad %arg2, %[[W]] {eps = 9.9999999999999995E-7 : f64} : (tensor<6x4xbf16>, tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<4xf32>)
+// CHECK-NEXT: return %[[N]], %[[RB]], %[[R]], %[[MB]], %[[G]], %[[H]]
+func.func @norms(%x: tensor<6x4xf32>, %w: tensor<4xf32>, %dy: tensor<6x4xbf16>) -> (tensor<6x4xbf16>, tensor<6x4xbf16>, tensor<6x4xf32>, tensor<6x4xbf16>, tensor<6x4xf32>, tensor<6x4xf32>) {
+  %n = slapo.layer_norm %x weight %w {normalized_rank = 1, eps = 1.0e-5} : (tensor<6x4xf32>, tensor<4xf32>) -> tensor<6x4xf32>
+  %nb = slapo.cast %n : tensor<6x4xf32> -> tensor<6x4xbf16>
+  %r = slapo.rms_norm %x {eps = 1.0e-6} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+  %rb = slapo.cast %r : tensor<6x4xf32> -> tensor<6x4xbf16>
+  %m = slapo.rms_norm %x {eps = 1.0e-6, slapo.recomputed} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+  %mb = slapo.cast %m : tensor<6x4xf32> -> tensor<6x4xbf16>
+  %dyw = slapo.cast %dy : tensor<6x4xbf16> -> tensor<6x4xf32>
+  %g:3 = slapo.layer_norm_grad %dyw, %x weight %w {normalized_rank = 1, eps = 1.0e-5} : (tensor<6x4xf32>, tensor<6x4xf32>, tensor<4xf32>) -> (tensor<6x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // The widened tensor is also this gradient's input: the cast stays for
+  // it, the grad is read narrow.
+  %h:2 = slapo.rms_norm_grad %dyw, %dyw {eps = 1.0e-6} : (tensor<6x4xf32>, tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<4xf32>)
+  return %nb, %rb, %r, %mb, %g#0, %h#0 : tensor<6x4xbf16>, tensor<6x4xbf16>, tensor<6x4xf32>, tensor<6x4xbf16>, tensor<6x4xf32>, tensor<6x4xf32>
+}

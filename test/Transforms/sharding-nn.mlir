@@ -274,3 +274,18 @@ func.func @forward(%x: tensor<2x2x8xf32>) -> tensor<2x8xf32> {
   %y = slapo.softmax %p {dim = 1 : i64} : tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// Token-major attention (bshd: the heads are dim 2 of q, k, v and the
+// result, dim 1 of the log-sum-exp) has no rule: it is made after the
+// propagation, from the heads-major attention that was split.
+module {
+  slapo.param @qkv : tensor<2x4x6x8xf32> {shard_axis = 2 : i64}
+  func.func @forward() -> tensor<2x4x6x8xf32> {
+    %q = slapo.get_param @qkv : tensor<2x4x6x8xf32>
+    // expected-error @+1 {{tensor parallelism: 'flash_attention' with bshd operands has no sharding rule}}
+    %o, %lse = slapo.flash_attention %q, %q, %q {bshd, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x4x6x8xf32>, tensor<2x4x6x8xf32>, tensor<2x4x6x8xf32>) -> (tensor<2x4x6x8xf32>, tensor<2x6x4xf32>)
+    return %o : tensor<2x4x6x8xf32>
+  }
+}

@@ -5,14 +5,14 @@
 
 RANK_DIR is a rank's directory of a program slapoc wrote (a CPU or a CUDA one: step.cpp or
 step.cu). Each kernel call of the step (a block function's as often as the step runs it) is
-counted with the bytes of the distinct tensors it is passed, each read or written once: the
-least any implementation of that call moves. The table sums them by kernel (binary, reduce
-and unary by kind), beside the time they take at --bandwidth, the bound of a step whose
-every kernel ran at that bandwidth (the GEMMs' own bound is their FLOPs: gemm_shapes.py, the
-MFU of gpu_train.py). A count, not a measurement: it says where a step's passes over memory
-are and what a compiler change removed (--baseline: a second program's column beside), not
-how fast a device runs them. The LM head kernels' and flash attention's traffic inside
-their chunks and tiles is not counted.
+counted with the bytes of the distinct tensors it is passed, each read or written once (a
+slice: the part of its input it keeps): the least any implementation of that call moves. The
+table sums them by kernel (binary, reduce and unary by kind), beside the time they take at
+--bandwidth, the bound of a step whose every kernel ran at that bandwidth (the GEMMs' own bound
+is their FLOPs: gemm_shapes.py, the MFU of gpu_train.py). A count, not a measurement: it says
+where a step's passes over memory are and what a compiler change removed (--baseline: a second
+program's column beside), not how fast a device runs them. The LM head kernels' and flash
+attention's traffic inside their chunks and tiles is not counted.
 """
 
 import argparse
@@ -30,7 +30,9 @@ def traffic(rank_dir):
         for kernel, args in generated_step.kernel_calls(text):
             kind = re.search(r"(?:Binary|Reduce|Unary)Kind::(\w+)", args)
             name = "%s %s" % (kernel, kind.group(1)) if kind else kernel
-            used = {n for n in re.findall(r"\b\w+\b", args) if n in tensors}
+            named = [n for n in re.findall(r"\b\w+\b", args) if n in tensors]
+            # A slice reads only the elements it keeps: its output's, read and written.
+            used = [named[1]] * 2 if kernel == "slice" else set(named)
             nbytes = 0
             for n in used:
                 dtype, shape = tensors[n]

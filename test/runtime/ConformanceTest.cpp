@@ -155,6 +155,18 @@ HostTensor scalar(double value) {
   return literal(DType::F64, Shape(), {value});
 }
 
+/// A 0-d I64 tensor: how many elements of `a` and `b` differ in their bits.
+/// For a fused kernel against the kernels it fuses, which must agree
+/// exactly on each backend: 0 on both.
+HostTensor countMismatches(const HostTensor &a, const HostTensor &b) {
+  size_t size = getSize(a.dtype);
+  int64_t count = 0;
+  for (int64_t i = 0; i < a.getCount(); ++i)
+    count += std::memcmp(a.bytes.data() + i * size, b.bytes.data() + i * size,
+                         size) != 0;
+  return literal(DType::I64, Shape(), {double(count)});
+}
+
 //===----------------------------------------------------------------------===//
 // Running a case on a backend.
 //===----------------------------------------------------------------------===//
@@ -913,6 +925,79 @@ void addNN(CaseList &cases) {
           withAbsolute(1e-4));
     }
 
+  // The norms with a cast folded in (mixed precision): the result rounded
+  // into a narrower out, a narrower grad widened as it is read. Each backend
+  // must give its own bits of the norm and then the cast (of the cast and
+  // then the gradients): an I64 output after the results counts the
+  // elements of each that differ, 0 on both.
+  const std::pair<DType, DType> narrowings[] = {{DType::F32, DType::BF16},
+                                                {DType::F32, DType::F16},
+                                                {DType::F64, DType::F32}};
+  for (auto [dtype, narrow] : narrowings)
+    for (const NormCase &c :
+         {NormCase{{6, 77}, 1, true}, NormCase{{2, 4099}, 1, true}})
+      for (bool rms : {false, true}) {
+        Shape parameterShape = c.getParameterShape();
+        HostTensor input = random(dtype, c.shape, 141, -2, 3);
+        HostTensor weight = random(dtype, parameterShape, 142, 0.5, 1.5);
+        HostTensor bias = random(dtype, parameterShape, 143);
+        cases.add(
+            std::string(rms ? "rmsNorm " : "layerNorm ") +
+                describe(dtype, c.shape) + " into " + getName(narrow),
+            [=, narrow = narrow](auto &session) -> Outputs {
+              Tensor x = session.upload(input), w = session.upload(weight);
+              Tensor b = session.upload(bias);
+              auto norm = [&](const Tensor &out) {
+                if (rms)
+                  rmsNorm(session.ctx, x, w, out, 1e-6);
+                else
+                  layerNorm(session.ctx, x, w, b, out, 1, 1e-5);
+              };
+              Tensor out = session.output(narrow, c.shape);
+              Tensor wide = session.output(x.dtype, c.shape);
+              Tensor rounded = session.output(narrow, c.shape);
+              norm(out);
+              norm(wide);
+              cast(session.ctx, wide, rounded);
+              HostTensor result = session.download(out);
+              return {result,
+                      countMismatches(result, session.download(rounded))};
+            },
+            withAbsolute(1e-5));
+
+        HostTensor grad = random(narrow, c.shape, 144);
+        cases.add(
+            std::string(rms ? "rmsNormGrad " : "layerNormGrad ") +
+                describe(dtype, c.shape) + " of " + getName(narrow) + " grad",
+            [=](auto &session) -> Outputs {
+              Tensor x = session.upload(input), w = session.upload(weight);
+              Tensor g = session.upload(grad);
+              Tensor widened = session.output(x.dtype, c.shape);
+              cast(session.ctx, g, widened);
+              auto gradients = [&](const Tensor &dy) {
+                Tensor gradInput = session.output(x.dtype, c.shape);
+                Tensor gradWeight = session.output(x.dtype, parameterShape);
+                Tensor gradBias = session.output(x.dtype, parameterShape);
+                if (rms) {
+                  rmsNormGrad(session.ctx, dy, x, w, gradInput, gradWeight,
+                              1e-6);
+                  return Outputs{session.download(gradInput),
+                                 session.download(gradWeight)};
+                }
+                layerNormGrad(session.ctx, dy, x, w, gradInput, gradWeight,
+                              gradBias, 1, 1e-5);
+                return Outputs{session.download(gradInput),
+                               session.download(gradWeight),
+                               session.download(gradBias)};
+              };
+              Outputs outputs = gradients(g), unfused = gradients(widened);
+              for (size_t i = 0, n = outputs.size(); i < n; ++i)
+                outputs.push_back(countMismatches(outputs[i], unfused[i]));
+              return outputs;
+            },
+            withAbsolute(1e-4));
+      }
+
   struct SoftmaxCase {
     Shape shape;
     int64_t dim;
@@ -1028,7 +1113,9 @@ int64_t countCudnnAttentionRuns(cuda::Context &ctx) {
 /// rank of split heads). The CUDA backend runs 16-bit attentions without
 /// dropout through cuDNN's fused attention where cuDNN takes them, the rest
 /// on its own kernels; the "cuDNN" cases (odd lengths, the head sizes of
-/// GPT-2 and larger models, each mask) fail unless cuDNN ran them.
+/// GPT-2 and larger models, each mask) fail unless cuDNN ran them. The
+/// "token-major" cases store the operands [B, T, H, D]
+/// (AttentionLayout::Bshd), on both paths.
 void addAttention(CaseList &cases) {
   struct AttentionCase {
     const char *name;
@@ -1037,6 +1124,7 @@ void addAttention(CaseList &cases) {
     AttentionDropout dropout = {};
     /// Run in bf16 and f16 only, and on the CUDA backend through cuDNN.
     bool cudnn = false;
+    AttentionLayout layout = AttentionLayout::Bhsd;
   };
   const AttentionCase kCases[] = {
       {"causal", 2, 3, 37, 37, 24, 24, {1, 1, 37, 37}, {}},
@@ -1100,6 +1188,42 @@ void addAttention(CaseList &cases) {
        {},
        {},
        true},
+      {"causal token-major",
+       2,
+       3,
+       37,
+       37,
+       24,
+       24,
+       {1, 1, 37, 37},
+       {},
+       {},
+       false,
+       AttentionLayout::Bshd},
+      {"padding bias dropout token-major",
+       2,
+       2,
+       19,
+       45,
+       16,
+       40,
+       {},
+       {2, 1, 1, 45},
+       {0.2, {/*seed=*/5, /*step=*/4, /*stream=*/3, /*rankStream=*/1}},
+       false,
+       AttentionLayout::Bshd},
+      {"cuDNN causal and padding bias token-major",
+       2,
+       2,
+       45,
+       45,
+       64,
+       64,
+       {1, 1, 45, 45},
+       {2, 1, 1, 45},
+       {},
+       true,
+       AttentionLayout::Bshd},
   };
   // torch.finfo(torch.float32).min, the masked score and padding bias the
   // modules use.
@@ -1113,10 +1237,15 @@ void addAttention(CaseList &cases) {
                   : dtype != DType::F32 && dtype != DType::BF16 &&
                         std::string(c.name) != "causal")
         continue;
-      Shape queryShape = {c.batch, c.heads, c.rows, c.headSize};
-      Shape keyShape = {c.batch, c.heads, c.keys, c.headSize};
-      Shape valueShape = {c.batch, c.heads, c.keys, c.valueSize};
-      Shape outShape = {c.batch, c.heads, c.rows, c.valueSize};
+      auto stored = [&](int64_t length, int64_t width) {
+        return c.layout == AttentionLayout::Bhsd
+                   ? Shape{c.batch, c.heads, length, width}
+                   : Shape{c.batch, length, c.heads, width};
+      };
+      Shape queryShape = stored(c.rows, c.headSize);
+      Shape keyShape = stored(c.keys, c.headSize);
+      Shape valueShape = stored(c.keys, c.valueSize);
+      Shape outShape = stored(c.rows, c.valueSize);
       HostTensor query = random(dtype, queryShape, 170, -2, 2);
       HostTensor key = random(dtype, keyShape, 171, -2, 2);
       HostTensor value = random(dtype, valueShape, 172);
@@ -1165,13 +1294,13 @@ void addAttention(CaseList &cases) {
                                {c.batch, c.heads, c.rows});
             int64_t cudnnRuns = countCudnnAttentionRuns(session.ctx);
             flashAttention(session.ctx, q, k, v, keepMask, biasMask, out,
-                           logsumexp, scale, maskedScore, c.dropout);
+                           logsumexp, scale, maskedScore, c.layout, c.dropout);
             Tensor gq = session.output(dtype, queryShape);
             Tensor gk = session.output(dtype, keyShape);
             Tensor gv = session.output(dtype, valueShape);
             flashAttentionGrad(session.ctx, q, k, v, keepMask, biasMask, out,
                                logsumexp, g, gq, gk, gv, scale, maskedScore,
-                               c.dropout);
+                               c.layout, c.dropout);
             if (c.cudnn)
               expectCudnnAttention(session.ctx, cudnnRuns);
             return {session.download(out), session.download(logsumexp),

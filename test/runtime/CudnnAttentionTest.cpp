@@ -70,19 +70,25 @@ TEST_CASE("cuDNN's frontend accepts the attention graphs for Hopper",
        2,
        1},
   };
+  // Each heads-major and token-major (strided q, k, v, o and gradients:
+  // what slapo-fold-permutes makes of GPT-2's attention).
   for (const GraphCase &c : kCases)
-    for (bool backward : {false, true}) {
-      INFO(c.name << (backward ? ", backward" : ", forward"));
-      CHECK(cuda::validateCudnnAttention(c.dtype, c.sizes, c.causal,
-                                         c.biasBatch, c.biasHeads, backward,
-                                         kHopper) == "");
-    }
+    for (AttentionLayout layout :
+         {AttentionLayout::Bhsd, AttentionLayout::Bshd})
+      for (bool backward : {false, true}) {
+        INFO(c.name << (layout == AttentionLayout::Bshd ? ", token-major" : "")
+                    << (backward ? ", backward" : ", forward"));
+        CHECK(cuda::validateCudnnAttention(c.dtype, c.sizes, c.causal,
+                                           c.biasBatch, c.biasHeads, backward,
+                                           kHopper, layout) == "");
+      }
 }
 
 TEST_CASE("cuDNN's frontend refuses a head size that is not a multiple of 8",
           "[cudnn]") {
   for (bool backward : {false, true})
     CHECK_THAT(cuda::validateCudnnAttention(DType::BF16, {1, 2, 17, 17, 12, 12},
-                                            false, 0, 0, backward, kHopper),
+                                            false, 0, 0, backward, kHopper,
+                                            AttentionLayout::Bhsd),
                Catch::Contains("multiple of 8"));
 }

@@ -1,6 +1,8 @@
 // embedding, layer norm, softmax, log-softmax, cross entropy, the fused
 // linear cross entropy and flash attention with dropout against the
-// formulas, computed here in f64.
+// formulas, computed here in f64; flash attention on token-major operands
+// against the head-major one, and the norms with a folded cast against the
+// norm and the cast kernel, bit for bit.
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/LinearCrossEntropyWorkspace.h"
 #include "slapo/runtime/Random.h"
@@ -10,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -262,6 +265,164 @@ TEST_CASE("RMS norm gradients: the input's per row, the weight's summed over "
 
 namespace {
 
+/// A norm's input dtype and a narrower float that it holds exactly: the
+/// dtype of the out into which the compiler folds a rounding cast, and of
+/// the grad whose widening cast it folds into the gradients.
+const std::pair<DType, DType> kNarrowings[] = {{DType::F32, DType::BF16},
+                                               {DType::F32, DType::F16},
+                                               {DType::F64, DType::F32},
+                                               {DType::F64, DType::BF16}};
+
+/// Bytes for `count` elements of `dtype`, of a pattern (0x5a) that no
+/// kernel writes here: an element left unwritten fails a bitwise
+/// comparison.
+std::vector<uint8_t> unwritten(DType dtype, int64_t count) {
+  return std::vector<uint8_t>(count * getSize(dtype), 0x5a);
+}
+
+/// spreadValues(count, seed) rounded to `dtype` by the cast kernel.
+std::vector<uint8_t> spreadBytes(Context &ctx, DType dtype, int count,
+                                 int seed) {
+  std::vector<float> values = spreadValues(count, seed);
+  std::vector<uint8_t> bytes = unwritten(dtype, count);
+  cast(ctx, Tensor(values.data(), DType::F32, {count}),
+       Tensor(bytes.data(), dtype, {count}));
+  return bytes;
+}
+
+/// `bytes` as a tensor of `dtype` and `shape`.
+Tensor view(std::vector<uint8_t> &bytes, DType dtype, Shape shape) {
+  return Tensor(bytes.data(), dtype, shape);
+}
+
+} // namespace
+
+TEST_CASE("layer norm and RMS norm into a narrower out give the bits of the "
+          "norm then a cast") {
+  Context ctx(2);
+  // Rows of 70, not a multiple of any vector width, with weight and bias.
+  const int count = 5 * 3 * 70, size = 70;
+  const Shape shape = {5, 3, size};
+  for (auto [dtype, narrow] : kNarrowings)
+    for (bool rms : {false, true}) {
+      INFO((rms ? "rmsNorm " : "layerNorm ")
+           << getName(dtype) << " into " << getName(narrow));
+      std::vector<uint8_t> input = spreadBytes(ctx, dtype, count, 1);
+      std::vector<uint8_t> weight = spreadBytes(ctx, dtype, size, 2);
+      std::vector<uint8_t> bias = spreadBytes(ctx, dtype, size, 3);
+      auto norm = [&](std::vector<uint8_t> &out, DType outType) {
+        Tensor x = view(input, dtype, shape), w = view(weight, dtype, {size});
+        if (rms)
+          rmsNorm(ctx, x, w, view(out, outType, shape), 1e-6);
+        else
+          layerNorm(ctx, x, w, view(bias, dtype, {size}),
+                    view(out, outType, shape), 1, 1e-5);
+      };
+      std::vector<uint8_t> wide = unwritten(dtype, count);
+      std::vector<uint8_t> want = unwritten(narrow, count);
+      std::vector<uint8_t> got = unwritten(narrow, count);
+      norm(wide, dtype);
+      cast(ctx, view(wide, dtype, shape), view(want, narrow, shape));
+      norm(got, narrow);
+      CHECK(got == want);
+
+      // Some element of the cast rounds up in magnitude, which truncation
+      // never does: a kernel that truncated would fail the check above.
+      std::vector<double> exact(count), rounded(count);
+      cast(ctx, view(wide, dtype, shape),
+           Tensor(exact.data(), DType::F64, shape));
+      cast(ctx, view(want, narrow, shape),
+           Tensor(rounded.data(), DType::F64, shape));
+      int roundedUp = 0;
+      for (int i = 0; i < count; ++i)
+        roundedUp += std::fabs(rounded[i]) > std::fabs(exact[i]);
+      CHECK(roundedUp > 0);
+    }
+}
+
+TEST_CASE("layer norm and RMS norm gradients of a narrower grad give the bits "
+          "of the grad widened first") {
+  Context ctx(2);
+  const int count = 5 * 3 * 70, size = 70;
+  const Shape shape = {5, 3, size};
+  for (auto [dtype, narrow] : kNarrowings)
+    for (bool rms : {false, true}) {
+      INFO((rms ? "rmsNormGrad " : "layerNormGrad ")
+           << getName(dtype) << " of " << getName(narrow) << " grad");
+      std::vector<uint8_t> input = spreadBytes(ctx, dtype, count, 4);
+      std::vector<uint8_t> weight = spreadBytes(ctx, dtype, size, 5);
+      std::vector<uint8_t> grad = spreadBytes(ctx, narrow, count, 6);
+      std::vector<uint8_t> widened = unwritten(dtype, count);
+      cast(ctx, view(grad, narrow, shape), view(widened, dtype, shape));
+      // gradInput, gradWeight and gradBias (which the RMS norm leaves
+      // unwritten).
+      auto gradients = [&](const Tensor &g) {
+        std::vector<std::vector<uint8_t>> out = {unwritten(dtype, count),
+                                                 unwritten(dtype, size),
+                                                 unwritten(dtype, size)};
+        Tensor x = view(input, dtype, shape), w = view(weight, dtype, {size});
+        Tensor gradInput = view(out[0], dtype, shape);
+        Tensor gradWeight = view(out[1], dtype, {size});
+        if (rms)
+          rmsNormGrad(ctx, g, x, w, gradInput, gradWeight, 1e-6);
+        else
+          layerNormGrad(ctx, g, x, w, gradInput, gradWeight,
+                        view(out[2], dtype, {size}), 1, 1e-5);
+        return out;
+      };
+      std::vector<std::vector<uint8_t>> got =
+          gradients(view(grad, narrow, shape));
+      std::vector<std::vector<uint8_t>> want =
+          gradients(view(widened, dtype, shape));
+      CHECK(got[0] == want[0]);
+      CHECK(got[1] == want[1]);
+      CHECK(got[2] == want[2]);
+      CHECK(want[0] != unwritten(dtype, count));
+    }
+}
+
+TEST_CASE("the norms refuse an out or a grad that their input's dtype does "
+          "not hold exactly") {
+  Context ctx(1);
+  const Shape shape = {2, 8};
+  std::vector<uint8_t> bf16 = unwritten(DType::BF16, 16);
+  std::vector<uint8_t> f16 = unwritten(DType::F16, 16);
+  std::vector<uint8_t> f32 = unwritten(DType::F32, 16);
+  std::vector<uint8_t> f64 = unwritten(DType::F64, 16);
+  std::vector<uint8_t> i32 = unwritten(DType::I32, 16);
+  std::vector<uint8_t> gradInput = unwritten(DType::F64, 16);
+  // A wider out: the folded cast only narrows.
+  CHECK_THROWS_WITH(layerNorm(ctx, view(bf16, DType::BF16, shape), Tensor(),
+                              Tensor(), view(f32, DType::F32, shape), 1, 1e-5),
+                    "the CPU kernel 'layerNorm' does not support out F32 with "
+                    "input BF16 (out must be the input's dtype or a narrower "
+                    "float)");
+  // Neither of bf16 and f16 holds the other.
+  CHECK_THROWS_WITH(rmsNorm(ctx, view(bf16, DType::BF16, shape), Tensor(),
+                            view(f16, DType::F16, shape), 1e-6),
+                    Catch::Contains("'rmsNorm' does not support out F16 with "
+                                    "input BF16"));
+  CHECK_THROWS_WITH(layerNorm(ctx, view(f32, DType::F32, shape), Tensor(),
+                              Tensor(), view(i32, DType::I32, shape), 1, 1e-5),
+                    Catch::Contains("'layerNorm' does not support out I32 "
+                                    "with input F32"));
+  CHECK_THROWS_WITH(
+      layerNormGrad(ctx, view(f64, DType::F64, shape),
+                    view(f32, DType::F32, shape), Tensor(),
+                    view(gradInput, DType::F32, shape), Tensor(), Tensor(), 1,
+                    1e-5),
+      Catch::Contains("'layerNormGrad' does not support grad F64 with input "
+                      "F32"));
+  CHECK_THROWS_WITH(
+      rmsNormGrad(ctx, view(f16, DType::F16, shape),
+                  view(bf16, DType::BF16, shape), Tensor(),
+                  view(gradInput, DType::BF16, shape), Tensor(), 1e-6),
+      Catch::Contains("'rmsNormGrad' does not support grad F16 with input "
+                      "BF16"));
+}
+
+namespace {
+
 /// softmax of `line` (log-softmax with `log`), in f64.
 std::vector<double> naiveSoftmax(const std::vector<double> &line, bool log) {
   double max = -std::numeric_limits<double>::infinity(), sum = 0;
@@ -437,7 +598,8 @@ TEST_CASE("flash attention: keys masked by a -inf bias add nothing, even "
                  Tensor(value.data(), DType::F32, {1, 1, keys, 1}), Tensor(),
                  Tensor(bias.data(), DType::F32, {1, 1, 1, keys}),
                  Tensor(out.data(), DType::F32, {1, 1, 1, 1}),
-                 Tensor(logsumexp.data(), DType::F32, {1, 1, 1}), 1.0, 0.0);
+                 Tensor(logsumexp.data(), DType::F32, {1, 1, 1}), 1.0, 0.0,
+                 AttentionLayout::Bhsd);
   CHECK(out[0] == Approx(2));
   CHECK(logsumexp[0] == Approx(std::log(2.0)));
 }
@@ -632,10 +794,21 @@ TEST_CASE("linear cross entropy in chunks of rows equals the unfused loss "
               wantWeight[c * features + f] += g * hidden[r * features + f];
             }
           }
-        checkNear("grad_hidden", gradHidden, wantHidden, 1e-6);
-        checkNear("grad_weight", gradWeight, wantWeight, 1e-6);
+        // Sums of 2101 rows in f32, in another order on each ISA: within a
+        // few units in the last place of the gradient's largest element
+        // (Sum's gradients are 2099 times Mean's; AVX-512's differ from
+        // f64 by up to 2e-6 at 1.3).
+        auto checkSums = [](const char *name, const std::vector<float> &got,
+                            const std::vector<double> &want) {
+          double largest = 0;
+          for (double value : want)
+            largest = std::max(largest, std::abs(value));
+          checkNear(name, got, want, 4e-6 * largest);
+        };
+        checkSums("grad_hidden", gradHidden, wantHidden);
+        checkSums("grad_weight", gradWeight, wantWeight);
         if (withBias)
-          checkNear("grad_bias", gradBias, wantBias, 1e-6);
+          checkSums("grad_bias", gradBias, wantBias);
         if (!withBias)
           CHECK(gradBias == std::vector<float>(classes, -1));
       }
@@ -1104,7 +1277,7 @@ TEST_CASE("flash attention with dropout draws dropout()'s mask per element "
                      Tensor(v.data(), DType::F32, vShape), keep, bias,
                      Tensor(out.data(), DType::F32, oShape),
                      Tensor(lse.data(), DType::F32, {c.batch, c.heads, c.rows}),
-                     scale, masked, dropout);
+                     scale, masked, AttentionLayout::Bhsd, dropout);
       flashAttentionGrad(
           ctx, Tensor(q.data(), DType::F32, qShape),
           Tensor(k.data(), DType::F32, kShape),
@@ -1114,7 +1287,8 @@ TEST_CASE("flash attention with dropout draws dropout()'s mask per element "
           Tensor(grad.data(), DType::F32, oShape),
           Tensor(gq.data(), DType::F32, qShape),
           Tensor(gk.data(), DType::F32, kShape),
-          Tensor(gv.data(), DType::F32, vShape), scale, masked, dropout);
+          Tensor(gv.data(), DType::F32, vShape), scale, masked,
+          AttentionLayout::Bhsd, dropout);
 
       const DropoutPlacement &at = c.placement;
       NaiveAttention want = naiveDroppedAttention(
@@ -1173,12 +1347,13 @@ TEST_CASE("a bf16 flash attention keeps its log-sum-exp in f32, from which "
       logsumexp(lse.data(), DType::F32, lseShape);
   Context ctx(2);
   flashAttention(ctx, query, key, value, Tensor(), Tensor(), result, logsumexp,
-                 scale, 0.0);
+                 scale, 0.0, AttentionLayout::Bhsd);
   flashAttentionGrad(ctx, query, key, value, Tensor(), Tensor(), result,
                      logsumexp, Tensor(grad16.data(), DType::BF16, oShape),
                      Tensor(gq.data(), DType::BF16, qShape),
                      Tensor(gk.data(), DType::BF16, kShape),
-                     Tensor(gv.data(), DType::BF16, vShape), scale, 0.0);
+                     Tensor(gv.data(), DType::BF16, vShape), scale, 0.0,
+                     AttentionLayout::Bhsd);
 
   // No dropout: p = 0 keeps every element with factor 1.
   NaiveAttention want = naiveDroppedAttention(
@@ -1209,7 +1384,8 @@ TEST_CASE("a bf16 flash attention keeps its log-sum-exp in f32, from which "
   std::vector<BFloat16> lse16(lse.size());
   Tensor rounded(lse16.data(), DType::BF16, lseShape);
   CHECK_THROWS_WITH(flashAttention(ctx, query, key, value, Tensor(), Tensor(),
-                                   result, rounded, scale, 0.0),
+                                   result, rounded, scale, 0.0,
+                                   AttentionLayout::Bhsd),
                     "'flashAttention' keeps the log-sum-exp of BF16 attention "
                     "in F32, not BF16");
   CHECK_THROWS_WITH(
@@ -1217,6 +1393,149 @@ TEST_CASE("a bf16 flash attention keeps its log-sum-exp in f32, from which "
                          rounded, Tensor(grad16.data(), DType::BF16, oShape),
                          Tensor(gq.data(), DType::BF16, qShape),
                          Tensor(gk.data(), DType::BF16, kShape),
-                         Tensor(gv.data(), DType::BF16, vShape), scale, 0.0),
+                         Tensor(gv.data(), DType::BF16, vShape), scale, 0.0,
+                         AttentionLayout::Bhsd),
       Catch::Contains("'flashAttentionGrad' keeps the log-sum-exp"));
+}
+
+namespace {
+
+/// `from` [batch, outer, inner, width] of `elementSize`-byte elements with
+/// dims 1 and 2 swapped: [batch, inner, outer, width]. [B, H, T, D] to [B,
+/// T, H, D] and back.
+std::vector<uint8_t> swapMiddleDims(const std::vector<uint8_t> &from,
+                                    int64_t batch, int64_t outer, int64_t inner,
+                                    int64_t width, size_t elementSize) {
+  std::vector<uint8_t> to(from.size());
+  size_t row = width * elementSize;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        std::copy_n(from.begin() + ((b * outer + o) * inner + i) * row, row,
+                    to.begin() + ((b * inner + i) * outer + o) * row);
+  return to;
+}
+
+/// `values` rounded to `dtype` (F32 or BF16), as its bytes.
+std::vector<uint8_t> toBytes(DType dtype, const std::vector<float> &values) {
+  size_t size = getSize(dtype);
+  std::vector<uint8_t> bytes(values.size() * size);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint8_t *at = bytes.data() + i * size;
+    BFloat16 rounded = BFloat16::fromFloat(values[i]);
+    if (dtype == DType::BF16)
+      std::memcpy(at, &rounded.bits, size);
+    else
+      std::memcpy(at, &values[i], size);
+  }
+  return bytes;
+}
+
+/// An attention's operands and what its forward and backward wrote, as
+/// bytes in one layout.
+struct AttentionBytes {
+  std::vector<uint8_t> query, key, value, grad;
+  std::vector<uint8_t> out, logsumexp, gradQuery, gradKey, gradValue;
+};
+
+} // namespace
+
+TEST_CASE("flash attention on token-major operands gives the bits of the "
+          "head-major one") {
+  // The Bhsd operands permuted to [B, T, H, D]: the results and gradients
+  // must be the Bhsd ones permuted, bit for bit, and the log-sum-exp the
+  // same. 70 rows (partial query blocks of 32 and key tiles of 64), 3
+  // heads, head size 20 and value size 72 (whole and partial vectors of the
+  // register-blocked sums); a causal keep mask, a padding bias, and a causal
+  // mask with dropout.
+  const int64_t batch = 2, heads = 3, rows = 70, depth = 20, width = 72;
+  const int64_t count = batch * heads * rows;
+  const double maskedScore = -3.4028234663852886e38;
+  struct Case {
+    const char *name;
+    bool causal, padded;
+    double p;
+  };
+  const Case cases[] = {{"causal", true, false, 0},
+                        {"padding bias", false, true, 0},
+                        {"causal with dropout", true, false, 0.25}};
+  auto keepData = std::make_unique<bool[]>(rows * rows);
+  for (int64_t i = 0; i < rows * rows; ++i)
+    keepData[i] = i % rows <= i / rows;
+  // Batch row 1's last 9 keys masked.
+  std::vector<float> padding(batch * rows, 0);
+  std::fill(padding.end() - 9, padding.end(), float(maskedScore));
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const Case &c : cases) {
+      INFO(getName(dtype) << " " << c.name);
+      size_t size = getSize(dtype);
+      std::mt19937 generator(3);
+      AttentionBytes bhsd;
+      bhsd.query = toBytes(dtype, uniformValues(generator, count * depth));
+      bhsd.key = toBytes(dtype, uniformValues(generator, count * depth));
+      bhsd.value = toBytes(dtype, uniformValues(generator, count * width));
+      bhsd.grad = toBytes(dtype, uniformValues(generator, count * width));
+      std::vector<uint8_t> biasBytes = toBytes(dtype, padding);
+      Tensor keep =
+          c.causal ? Tensor(keepData.get(), DType::Bool, {1, 1, rows, rows})
+                   : Tensor();
+      Tensor bias = c.padded
+                        ? Tensor(biasBytes.data(), dtype, {batch, 1, 1, rows})
+                        : Tensor();
+      double scale = 1 / std::sqrt(double(depth));
+      double masked = c.causal ? maskedScore : 0.0;
+      AttentionDropout dropout = {
+          c.p, {/*seed=*/7, /*step=*/1, /*stream=*/4, /*rankStream=*/0}};
+      Context ctx(2);
+      // The forward and backward of `a`'s operands in `layout`, into
+      // results filled with a pattern, so that an element left unwritten
+      // differs.
+      auto run = [&](AttentionLayout layout, AttentionBytes &a) {
+        auto stored = [&](int64_t columns) {
+          return layout == AttentionLayout::Bhsd
+                     ? Shape{batch, heads, rows, columns}
+                     : Shape{batch, rows, heads, columns};
+        };
+        auto pattern = [](int64_t bytes) {
+          return std::vector<uint8_t>(bytes, uint8_t(0x5a));
+        };
+        a.out = pattern(count * width * size);
+        a.logsumexp = pattern(count * sizeof(float));
+        a.gradQuery = pattern(count * depth * size);
+        a.gradKey = pattern(count * depth * size);
+        a.gradValue = pattern(count * width * size);
+        Tensor query(a.query.data(), dtype, stored(depth)),
+            key(a.key.data(), dtype, stored(depth)),
+            value(a.value.data(), dtype, stored(width)),
+            out(a.out.data(), dtype, stored(width)),
+            logsumexp(a.logsumexp.data(), DType::F32, {batch, heads, rows});
+        flashAttention(ctx, query, key, value, keep, bias, out, logsumexp,
+                       scale, masked, layout, dropout);
+        flashAttentionGrad(ctx, query, key, value, keep, bias, out, logsumexp,
+                           Tensor(a.grad.data(), dtype, stored(width)),
+                           Tensor(a.gradQuery.data(), dtype, stored(depth)),
+                           Tensor(a.gradKey.data(), dtype, stored(depth)),
+                           Tensor(a.gradValue.data(), dtype, stored(width)),
+                           scale, masked, layout, dropout);
+      };
+      auto toTokens = [&](const std::vector<uint8_t> &bytes, int64_t columns) {
+        return swapMiddleDims(bytes, batch, heads, rows, columns, size);
+      };
+      run(AttentionLayout::Bhsd, bhsd);
+      AttentionBytes bshd;
+      bshd.query = toTokens(bhsd.query, depth);
+      bshd.key = toTokens(bhsd.key, depth);
+      bshd.value = toTokens(bhsd.value, width);
+      bshd.grad = toTokens(bhsd.grad, width);
+      // The layouts do differ, and so must the results' bytes.
+      REQUIRE(bshd.query != bhsd.query);
+      REQUIRE(bshd.value != bhsd.value);
+      run(AttentionLayout::Bshd, bshd);
+      CHECK(bshd.out != bhsd.out);
+      CHECK(bshd.out == toTokens(bhsd.out, width));
+      CHECK(bshd.logsumexp == bhsd.logsumexp);
+      CHECK(bshd.gradQuery == toTokens(bhsd.gradQuery, depth));
+      CHECK(bshd.gradKey == toTokens(bhsd.gradKey, depth));
+      CHECK(bshd.gradValue == toTokens(bhsd.gradValue, width));
+    }
 }

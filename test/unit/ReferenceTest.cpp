@@ -603,6 +603,46 @@ func.func @grad(%q: tensor<1x2x6x4xbf16>, %k: tensor<1x2x6x4xbf16>, %v: tensor<1
   }
 }
 
+TEST_CASE("a bshd flash_attention and its gradient are the heads-major "
+          "ones on token-major tensors",
+          "[reference][nn]") {
+  // B = 2, T = 5, H = 3, D = 4, value width 6, a causal keep mask: the
+  // same attention heads-major and token-major.
+  const char *source = R"mlir(
+func.func @bhsd(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<1x1x5x5xi1>, %g: tensor<2x3x5x6xf32>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>) {
+  %o, %lse = slapo.flash_attention %q, %k, %v keep %m {masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5xf32>)
+  %gq, %gk, %gv = slapo.flash_attention_grad %q, %k, %v keep %m result %o, %lse grad %g {masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>, tensor<1x1x5x5xi1>, tensor<2x3x5x6xf32>, tensor<2x3x5xf32>, tensor<2x3x5x6xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>)
+  return %o, %lse, %gq, %gk, %gv : tensor<2x3x5x6xf32>, tensor<2x3x5xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>
+}
+func.func @bshd(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x6xf32>, %m: tensor<1x1x5x5xi1>, %g: tensor<2x5x3x6xf32>) -> (tensor<2x5x3x6xf32>, tensor<2x3x5xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x6xf32>) {
+  %o, %lse = slapo.flash_attention %q, %k, %v keep %m {bshd, masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x6xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x5x3x6xf32>, tensor<2x3x5xf32>)
+  %gq, %gk, %gv = slapo.flash_attention_grad %q, %k, %v keep %m result %o, %lse grad %g {bshd, masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x6xf32>, tensor<1x1x5x5xi1>, tensor<2x5x3x6xf32>, tensor<2x3x5xf32>, tensor<2x5x3x6xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x6xf32>)
+  return %o, %lse, %gq, %gk, %gv : tensor<2x5x3x6xf32>, tensor<2x3x5xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x6xf32>
+}
+)mlir";
+  Program program(source);
+  at::manual_seed(5);
+  at::Tensor q = randn({2, 3, 5, 4}), k = randn({2, 3, 5, 4}),
+             v = randn({2, 3, 5, 6}), g = randn({2, 3, 5, 6});
+  at::Tensor mask = at::ones({1, 1, 5, 5}, at::kBool).tril();
+  auto swap = [](const at::Tensor &t) {
+    return t.transpose(1, 2).contiguous();
+  };
+  auto headsMajor = ref::evaluate(program.func("bhsd"), {q, k, v, mask, g}, {});
+  auto tokenMajor = ref::evaluate(
+      program.func("bshd"), {swap(q), swap(k), swap(v), mask, swap(g)}, {});
+  INFO(program.diagnostics);
+  REQUIRE(mlir::succeeded(headsMajor));
+  REQUIRE(mlir::succeeded(tokenMajor));
+  for (size_t i = 0; i < 5; ++i) {
+    INFO("result " << i);
+    // The log-sum-exp (result 1) is [B, H, T] in both.
+    at::Tensor expected = i == 1 ? (*headsMajor)[i] : swap((*headsMajor)[i]);
+    REQUIRE((*tokenMajor)[i].sizes() == expected.sizes());
+    CHECK(ref::relativeError((*tokenMajor)[i], expected) < 1e-6);
+  }
+}
+
 TEST_CASE("triangular keeps the lower or upper triangle",
           "[reference][elementwise]") {
   at::manual_seed(8);

@@ -481,7 +481,11 @@ def PropagateCasts : Pass<"slapo-propagate-casts", "::mlir::ModuleOp"> {
     reshape, permute or slice that alone reads it, and after a concat of
     such casts only; a `slapo.sum` that reads it, unless a row reduction of
     slapo-fuse-elementwise's loops (along the last dim, keepdim), sums its
-    input into the wide type instead. A narrowing cast of a widening cast's
+    input into the wide type instead, and a norm's gradient
+    (`slapo.layer_norm_grad`, `slapo.rms_norm_grad`) reads its input as its
+    `grad` and widens it itself. Narrowing casts that alone read a norm's
+    result (`slapo.layer_norm`, `slapo.rms_norm`) become its result type:
+    the norm rounds its rows once. A narrowing cast of a widening cast's
     result is its input: both go where nothing else reads the widened
     tensor. Layout ops then copy bf16 rather than f32, casts of mixed
     precision meet the elementwise chains that compute their inputs (for
@@ -509,9 +513,15 @@ def FoldPermutes : Pass<"slapo-fold-permutes", "::mlir::ModuleOp"> {
     rhs^T lhs^T (mixed precision's bf16 casts of the products' operands are
     moved before the permutes by slapo-propagate-casts). Permutes left without
     users are erased, so the transposes of the contractions' gradient rules
-    and attention's head splits and merges cost no copy. Runs on every
-    function, after slapo-autodiff (folded matmuls have no gradient rule)
-    and before slapo-plan-memory.
+    and attention's head splits and merges cost no copy. Likewise the
+    flash attentions (and their gradients) that read their query, key and
+    value through head swaps (permutes [0, 2, 1, 3] of [B, H, T, D]) and
+    whose results only head swaps read become `bshd`: they read and write
+    the token-major tensors on the other side of the swaps. Attentions that
+    share a tensor change together or not at all (a gradient reads its
+    forward's result), so no swap is ever added. Runs on every function,
+    after slapo-autodiff (folded matmuls have no gradient rule) and before
+    slapo-plan-memory.
   }];
   let dependentDialects = ["::slapo::SlapoDialect"];
 }

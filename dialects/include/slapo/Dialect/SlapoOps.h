@@ -49,6 +49,12 @@ std::string shapeString(llvm::ArrayRef<int64_t> shape);
 /// hold values the other lacks).
 bool holdsExactly(mlir::Type wide, mlir::Type narrow);
 
+/// `shape` with dims 1 and 2 swapped where `bshd` is set: a flash attention
+/// operand's [B, H, rows, size] from the [B, rows, H, size] it is stored as
+/// under the ops' `bshd`, and back.
+llvm::SmallVector<int64_t> swapHeadsAndRows(llvm::ArrayRef<int64_t> shape,
+                                            bool bshd);
+
 /// The shape PyTorch broadcasting gives two shapes, or failure if they do not
 /// broadcast.
 mlir::FailureOr<llvm::SmallVector<int64_t>>

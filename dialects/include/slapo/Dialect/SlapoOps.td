@@ -720,6 +720,13 @@ def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
     meaning (masks counter-based, recomputed by the gradient rather than
     stored). `logsumexp` is the undropped softmax's.
 
+    With `bshd`, query, key, value and the result are stored token-major,
+    [B, T, H, D] (key and value [B, S, H, *], the result [B, T, H, E]), as
+    the projections write them and read the merged heads back: what
+    slapo-fold-permutes makes of the permutes that split and merge heads
+    around the op, which would copy each tensor. The masks, `logsumexp` and
+    the dropout's elements keep the [B, H, T, S] order of the scores.
+
     ```mlir
     %o, %lse = slapo.flash_attention %q, %k, %v keep %mask {masked_score = -3.4028234663852886E+38 : f64, scale = 0.35355339059327379 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
     ```
@@ -729,7 +736,7 @@ def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
                             Optional<Slapo_BoolTensor>:$keep,
                             Optional<Slapo_FloatTensor>:$bias, F64Attr:$scale,
                             F64Attr:$masked_score),
-                       Slapo_AttentionDropout.args);
+                       Slapo_AttentionDropout.args, (ins UnitAttr:$bshd));
   let results = (outs Slapo_FloatTensor:$result,
                       Slapo_FloatTensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value (`keep` $keep^)? "
@@ -757,7 +764,9 @@ def Slapo_FlashAttentionGradOp : Slapo_Op<"flash_attention_grad",
     (the same attributes and `step`), the mask M (kept elements 1/(1-p),
     others 0) is drawn again: grad_value = (P * M)^T x grad and dS = P *
     ((grad x value^T) * M - rowsum(grad * result)) (FlashAttention-2's
-    dropout backward; the row sum is still that of grad * result).
+    dropout backward; the row sum is still that of grad * result). With
+    `bshd`, the forward's layout: query, key, value, result, grad and the
+    gradients stored [B, T, H, D].
   }];
   let arguments = !con((ins Slapo_FloatTensor:$query, Slapo_FloatTensor:$key,
                             Slapo_FloatTensor:$value,
@@ -767,7 +776,7 @@ def Slapo_FlashAttentionGradOp : Slapo_Op<"flash_attention_grad",
                             Slapo_FloatTensor:$logsumexp,
                             Slapo_FloatTensor:$grad, F64Attr:$scale,
                             F64Attr:$masked_score),
-                       Slapo_AttentionDropout.args);
+                       Slapo_AttentionDropout.args, (ins UnitAttr:$bshd));
   let results = (outs Slapo_FloatTensor:$grad_query,
                       Slapo_FloatTensor:$grad_key,
                       Slapo_FloatTensor:$grad_value);

@@ -22,26 +22,50 @@
 namespace slapo::rt {
 
 /// The sizes of an attention of query [B, H, T, D] and key [B, H, S, D]
-/// against value [B, H, S, E], and where its masks are: element (b, h, t,
-/// s) of a mask broadcast to [B, H, T, S] is at b * strides[0] + h *
-/// strides[1] + t * strides[2] + s * strides[3] (0 along the dims it
-/// broadcasts over). With a dropout, probability (b, h, t, s) is kept iff
-/// keepsDropped(dropoutRow(b, h, t), s) and then scaled by keptScale.
+/// against value [B, H, S, E] in `layout`, where their rows are, and where
+/// its masks are: element (b, h, t, s) of a mask broadcast to [B, H, T, S]
+/// is at b * strides[0] + h * strides[1] + t * strides[2] + s * strides[3]
+/// (0 along the dims it broadcasts over). With a dropout, probability (b, h,
+/// t, s) is kept iff keepsDropped(dropoutRow(b, h, t), s) and then scaled
+/// by keptScale.
 struct AttentionGeometry {
   int64_t batch, heads, rows, keys, headSize, valueSize;
+  AttentionLayout layout;
   int64_t keepStrides[4] = {}, biasStrides[4] = {};
   bool drops = false;
   double keptScale = 1;
 
   AttentionGeometry(const Tensor &query, const Tensor &key, const Tensor &value,
                     const Tensor &keep, const Tensor &bias,
+                    AttentionLayout layout,
                     const AttentionDropout &dropout = {})
-      : batch(query.shape[0]), heads(query.shape[1]), rows(query.shape[2]),
-        keys(key.shape[2]), headSize(query.shape[3]),
-        valueSize(value.shape[3]) {
+      : batch(query.shape[0]), heads(query.shape[headDim(layout)]),
+        rows(query.shape[3 - headDim(layout)]),
+        keys(key.shape[3 - headDim(layout)]), headSize(query.shape[3]),
+        valueSize(value.shape[3]), layout(layout) {
     setStrides(keep, keepStrides);
     setStrides(bias, biasStrides);
     setDropout(dropout);
+  }
+
+  /// The dim of the heads in a tensor stored in `layout` (the rows' is the
+  /// other of 1 and 2).
+  static constexpr int headDim(AttentionLayout layout) {
+    return layout == AttentionLayout::Bhsd ? 1 : 2;
+  }
+
+  /// Where row 0 of head (b, h) starts in a tensor of `count` rows of
+  /// `size` elements per head (query, out and their gradients: `rows`;
+  /// key, value and theirs: `keys`; size the head's or the value's).
+  SLAPO_HOST_DEVICE int64_t headStart(int64_t b, int64_t h, int64_t count,
+                                      int64_t size) const {
+    return layout == AttentionLayout::Bhsd ? (b * heads + h) * count * size
+                                           : (b * count * heads + h) * size;
+  }
+
+  /// The distance between consecutive rows of one head in such a tensor.
+  SLAPO_HOST_DEVICE int64_t rowStride(int64_t size) const {
+    return layout == AttentionLayout::Bhsd ? size : heads * size;
   }
 
   /// Where row t of head (b, h) of a mask of `strides` starts.

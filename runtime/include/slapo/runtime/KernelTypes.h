@@ -66,6 +66,13 @@ struct DropoutPlacement {
   int64_t tpRank = 0;
 };
 
+/// How flashAttention's query, key and value [B, H, T, D] (its result and
+/// their gradients alike) lie in memory: heads-major as the attention reads
+/// them (Bhsd, each head's rows dense), or token-major as the projections
+/// write them (Bshd, stored [B, T, H, D]: the heads of a token side by side),
+/// where the permutes that split and merge heads would copy them.
+enum class AttentionLayout { Bhsd, Bshd };
+
 /// The dropout flashAttention applies to its probabilities [B, H, T, S]
 /// (slapo.flash_attention's dropout_p): drawn as dropout() would draw it for
 /// that tensor, with this key and placement. p = 0: none.
