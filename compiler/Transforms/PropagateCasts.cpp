@@ -236,8 +236,9 @@ bool foldIntoNorm(CastOp narrow) {
     return false;
   Value rows = norm->getResult(0);
   for (Operation *user : rows.getUsers())
-    if (user->getResultTypes() != narrow->getResultTypes() ||
-        !isa<CastOp>(user))
+    if (!isa<CastOp>(user) ||
+        user->getResultTypes() != narrow->getResultTypes() ||
+        !runTogether(norm, user))
       return false;
   rows.setType(narrow.getType());
   for (Operation *user : llvm::make_early_inc_range(rows.getUsers())) {
