@@ -75,14 +75,9 @@ std::vector<at::Tensor> headsMajorOperands(OpT op, Operands x) {
   std::vector<at::Tensor> operands(x.begin(), x.end());
   if (!op.getBshd())
     return operands;
-  llvm::SmallVector<mlir::Value> stored = {op.getQuery(), op.getKey(),
-                                           op.getValue()};
-  if constexpr (std::is_same_v<OpT, FlashAttentionGradOp>)
-    stored.append({op.getResult(), op.getGrad()});
-  for (mlir::OpOperand &operand : op->getOpOperands())
-    if (llvm::is_contained(stored, operand.get()))
-      operands[operand.getOperandNumber()] =
-          operands[operand.getOperandNumber()].transpose(1, 2);
+  for (mlir::OpOperand *operand : getTokenMajorValues(op).operands)
+    operands[operand->getOperandNumber()] =
+        operands[operand->getOperandNumber()].transpose(1, 2);
   return operands;
 }
 

@@ -151,31 +151,6 @@ bool isHeadsSwap(Operation *op) {
   return permute && permute.getPermutation() == ArrayRef<int64_t>({0, 2, 1, 3});
 }
 
-/// The operands of a flash_attention or its gradient that `bshd` stores
-/// token-major, and its results that it does.
-struct StoredValues {
-  SmallVector<OpOperand *> operands;
-  SmallVector<Value> results;
-};
-
-StoredValues getStoredValues(Operation *op) {
-  StoredValues stored;
-  if (auto attention = dyn_cast<FlashAttentionOp>(op)) {
-    for (OpOperand &operand : attention->getOpOperands().take_front(3))
-      stored.operands.push_back(&operand);
-    stored.results.push_back(attention.getResult());
-  } else {
-    auto grad = cast<FlashAttentionGradOp>(op);
-    for (MutableOperandRange range :
-         {grad.getQueryMutable(), grad.getKeyMutable(), grad.getValueMutable(),
-          grad.getResultMutable(), grad.getGradMutable()})
-      stored.operands.push_back(
-          &op->getOpOperand(OperandRange(range).getBeginOperandIndex()));
-    llvm::append_range(stored.results, grad.getResults());
-  }
-  return stored;
-}
-
 /// The heads-major attentions (flash_attention and its gradient) that can
 /// all store their heads token-major with no copy: each reads its query,
 /// key and value (the gradient also the result and its grad) through a
@@ -195,10 +170,10 @@ llvm::SetVector<Operation *> getFoldableAttentions(ModuleOp module) {
     Operation *user = use.getOwner();
     return isHeadsSwap(user) ||
            (foldable.contains(user) &&
-            llvm::is_contained(getStoredValues(user).operands, &use));
+            llvm::is_contained(getTokenMajorValues(user).operands, &use));
   };
   auto storesHeads = [&](Operation *op) {
-    StoredValues stored = getStoredValues(op);
+    TokenMajorValues stored = getTokenMajorValues(op);
     for (OpOperand *operand : stored.operands) {
       Operation *def = operand->get().getDefiningOp();
       if (!isHeadsSwap(def) && !foldable.contains(def))
@@ -224,7 +199,7 @@ llvm::SetVector<Operation *> getFoldableAttentions(ModuleOp module) {
 /// head swaps after their results go, and they read the swaps' inputs.
 void foldHeadSwaps(ArrayRef<Operation *> attentions) {
   for (Operation *op : attentions) {
-    for (Value result : getStoredValues(op).results) {
+    for (Value result : getTokenMajorValues(op).results) {
       auto type = tensorType(result);
       result.setType(type.clone(swapHeadsAndRows(type.getShape(), true)));
       for (Operation *user : llvm::make_early_inc_range(result.getUsers()))
@@ -235,7 +210,7 @@ void foldHeadSwaps(ArrayRef<Operation *> attentions) {
     }
   }
   for (Operation *op : attentions) {
-    for (OpOperand *operand : getStoredValues(op).operands)
+    for (OpOperand *operand : getTokenMajorValues(op).operands)
       if (auto permute = operand->get().getDefiningOp<PermuteOp>();
           isHeadsSwap(permute))
         operand->set(permute.getInput());

@@ -749,6 +749,24 @@ SmallVector<int64_t> swapHeadsAndRows(ArrayRef<int64_t> shape, bool bshd) {
   return swapped;
 }
 
+TokenMajorValues getTokenMajorValues(Operation *attention) {
+  TokenMajorValues stored;
+  if (auto forward = dyn_cast<FlashAttentionOp>(attention)) {
+    for (OpOperand &operand : forward->getOpOperands().take_front(3))
+      stored.operands.push_back(&operand);
+    stored.results.push_back(forward.getResult());
+    return stored;
+  }
+  auto grad = cast<FlashAttentionGradOp>(attention);
+  for (MutableOperandRange range :
+       {grad.getQueryMutable(), grad.getKeyMutable(), grad.getValueMutable(),
+        grad.getResultMutable(), grad.getGradMutable()})
+    stored.operands.push_back(
+        &attention->getOpOperand(OperandRange(range).getBeginOperandIndex()));
+  llvm::append_range(stored.results, grad.getResults());
+  return stored;
+}
+
 /// Checks the operands flash_attention and its gradient share: query
 /// [B, H, T, D], key [B, H, S, D], value [B, H, S, E] of one element type
 /// (each stored [B, T or S, H, *] with `bshd`), and masks that broadcast to

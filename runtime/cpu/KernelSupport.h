@@ -150,6 +150,35 @@ void dispatch(TypeList<Ts...>, DType dtype, const char *kernel, F &&body) {
     throwUnsupported(kernel, dtype);
 }
 
+/// Calls `body(TypeTag<W>(), TypeTag<N>())` for the float type W of `wide`
+/// and the type N of `narrow` (`wideName` and `narrowName` in messages): W
+/// itself, or a narrower float, which W holds exactly (the compiler's
+/// holdsExactly, by which it folds a cast into the kernel: a norm's bf16 out
+/// or grad of f32 rows, a bf16 sum into f32). Throws naming both dtypes
+/// otherwise.
+template <typename F>
+void dispatchHeldExactly(const char *kernel, const char *wideName,
+                         const Tensor &wide, const char *narrowName,
+                         const Tensor &narrow, F &&body) {
+  if (narrow.dtype == wide.dtype)
+    return dispatch(FloatTypes(), wide.dtype, kernel,
+                    [&](auto tag) { body(tag, tag); });
+  dispatch(FloatTypes(), wide.dtype, kernel, [&](auto wideTag) {
+    dispatch(AllTypes(), narrow.dtype, kernel, [&](auto narrowTag) {
+      using W = typename decltype(wideTag)::type;
+      using N = typename decltype(narrowTag)::type;
+      if constexpr (kIsFloat<N> && sizeof(N) < sizeof(W))
+        body(wideTag, narrowTag);
+      else
+        throw Error(std::string("the CPU kernel '") + kernel +
+                    "' does not support " + narrowName + " " +
+                    getName(narrow.dtype) + " with " + wideName + " " +
+                    getName(wide.dtype) + " (" + narrowName + " must be the " +
+                    wideName + "'s dtype or a narrower float)");
+    });
+  });
+}
+
 /// Calls `body(TypeTag<W>())` for the unsigned integer W as wide as an
 /// element of `dtype`.
 template <typename F> void dispatchWidth(DType dtype, F &&body) {

@@ -93,33 +93,6 @@ RowMoments<C> getRowMoments(const T *x, int64_t size, double eps) {
   return {C(mean), C(1.0 / std::sqrt(squares / size + eps))};
 }
 
-/// Calls `body(TypeTag<T>(), TypeTag<N>())` for the float type T of a
-/// norm's `input` and the type N of its `narrowed` operand (out or grad):
-/// T itself, or a narrower float, which T holds exactly (the compiler's
-/// holdsExactly, by which it folds a cast into the norm). Throws naming both
-/// dtypes otherwise.
-template <typename F>
-void dispatchNarrowed(const char *kernel, const char *operand,
-                      const Tensor &input, const Tensor &narrowed, F &&body) {
-  if (narrowed.dtype == input.dtype)
-    return dispatch(FloatTypes(), input.dtype, kernel,
-                    [&](auto tag) { body(tag, tag); });
-  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
-    dispatch(AllTypes(), narrowed.dtype, kernel, [&](auto narrowTag) {
-      using T = typename decltype(tag)::type;
-      using N = typename decltype(narrowTag)::type;
-      if constexpr (kIsFloat<N> && sizeof(N) < sizeof(T))
-        body(tag, narrowTag);
-      else
-        throw Error(std::string("the CPU kernel '") + kernel +
-                    "' does not support " + operand + " " +
-                    getName(narrowed.dtype) + " with input " +
-                    getName(input.dtype) + " (" + operand +
-                    " must be the input's dtype or a narrower float)");
-    });
-  });
-}
-
 /// Normalizes the rows of `size` elements of `input` into `out`: (x -
 /// center) * rstd, then times the weight and plus the bias where given (a
 /// center of 0 subtracts nothing, exactly). Into an `out` narrower than
@@ -131,30 +104,31 @@ void normalizeRows(Context &ctx, const char *kernel, const Tensor &input,
                    const Tensor &weight, const Tensor &bias, const Tensor &out,
                    int64_t size, double eps) {
   int64_t rows = size ? input.getNumElements() / size : 0;
-  dispatchNarrowed(kernel, "out", input, out, [&](auto tag, auto outTag) {
-    using T = typename decltype(tag)::type;
-    using Out = typename decltype(outTag)::type;
-    using C = Compute<T>;
-    const T *in = input.as<T>();
-    const T *gamma = weight.as<T>();
-    const T *beta = bias.as<T>();
-    Out *result = out.as<Out>();
-    parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const T *x = in + row * size;
-        Out *y = result + row * size;
-        auto [center, rstd] = getRowMoments<Rms, C>(x, size, eps);
-        for (int64_t i = 0; i < size; ++i) {
-          C value = (load(x[i]) - center) * rstd;
-          if (gamma)
-            value *= load(gamma[i]);
-          if (beta)
-            value += load(beta[i]);
-          y[i] = store<Out>(value);
-        }
-      }
-    });
-  });
+  dispatchHeldExactly(
+      kernel, "input", input, "out", out, [&](auto tag, auto outTag) {
+        using T = typename decltype(tag)::type;
+        using Out = typename decltype(outTag)::type;
+        using C = Compute<T>;
+        const T *in = input.as<T>();
+        const T *gamma = weight.as<T>();
+        const T *beta = bias.as<T>();
+        Out *result = out.as<Out>();
+        parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
+          for (int64_t row = begin; row < end; ++row) {
+            const T *x = in + row * size;
+            Out *y = result + row * size;
+            auto [center, rstd] = getRowMoments<Rms, C>(x, size, eps);
+            for (int64_t i = 0; i < size; ++i) {
+              C value = (load(x[i]) - center) * rstd;
+              if (gamma)
+                value *= load(gamma[i]);
+              if (beta)
+                value += load(beta[i]);
+              y[i] = store<Out>(value);
+            }
+          }
+        });
+      });
 }
 
 /// The gradients of normalizeRows<Rms> (the formulas: the descriptions of
@@ -168,64 +142,67 @@ void normalizeRowsGrad(Context &ctx, const char *kernel, const Tensor &grad,
                        const Tensor &gradInput, const Tensor &gradWeight,
                        const Tensor &gradBias, int64_t size, double eps) {
   int64_t rows = size ? input.getNumElements() / size : 0;
-  dispatchNarrowed(kernel, "grad", input, grad, [&](auto tag, auto gradTag) {
-    using T = typename decltype(tag)::type;
-    using G = typename decltype(gradTag)::type;
-    using C = Compute<T>;
-    const T *in = input.as<T>();
-    const G *dy = grad.as<G>();
-    const T *gamma = weight.as<T>();
-    std::vector<RowMoments<C>> moments(rows);
-    // The input's gradient, row by row: the moments, the row means of the
-    // scaled gradient, then the row.
-    parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const T *x = in + row * size;
-        const G *g = dy + row * size;
-        T *dx = gradInput.as<T>() + row * size;
-        moments[row] = getRowMoments<Rms, C>(x, size, eps);
-        auto [center, rstd] = moments[row];
-        double sum = 0, projection = 0;
-        for (int64_t i = 0; i < size; ++i) {
-          C scaled = gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
-          if constexpr (!Rms)
-            sum += scaled;
-          projection += scaled * ((load(x[i]) - center) * rstd);
-        }
-        C meanScaled = C(sum / size), meanProjection = C(projection / size);
-        for (int64_t i = 0; i < size; ++i) {
-          C scaled = gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
-          C normalized = (load(x[i]) - center) * rstd;
-          dx[i] = store<T>(rstd *
-                           (scaled - meanScaled - normalized * meanProjection));
-        }
-      }
-    });
-    // The weight's and the bias's, column by column: every column sums its
-    // rows in order, whatever the thread count.
-    T *dgamma = gradWeight.as<T>(), *dbeta = gradBias.as<T>();
-    if (!dgamma && !dbeta)
-      return;
-    parallelFor(ctx, size, grainFor(rows), [&](int64_t begin, int64_t end) {
-      std::vector<double> weightSums(end - begin), biasSums(end - begin);
-      for (int64_t row = 0; row < rows; ++row) {
-        const T *x = in + row * size;
-        const G *g = dy + row * size;
-        auto [center, rstd] = moments[row];
-        for (int64_t i = begin; i < end; ++i) {
-          weightSums[i - begin] +=
-              C(load(g[i])) * ((load(x[i]) - center) * rstd);
-          biasSums[i - begin] += C(load(g[i]));
-        }
-      }
-      for (int64_t i = begin; i < end; ++i) {
-        if (dgamma)
-          dgamma[i] = store<T>(C(weightSums[i - begin]));
-        if (dbeta)
-          dbeta[i] = store<T>(C(biasSums[i - begin]));
-      }
-    });
-  });
+  dispatchHeldExactly(
+      kernel, "input", input, "grad", grad, [&](auto tag, auto gradTag) {
+        using T = typename decltype(tag)::type;
+        using G = typename decltype(gradTag)::type;
+        using C = Compute<T>;
+        const T *in = input.as<T>();
+        const G *dy = grad.as<G>();
+        const T *gamma = weight.as<T>();
+        std::vector<RowMoments<C>> moments(rows);
+        // The input's gradient, row by row: the moments, the row means of the
+        // scaled gradient, then the row.
+        parallelFor(ctx, rows, grainFor(size), [&](int64_t begin, int64_t end) {
+          for (int64_t row = begin; row < end; ++row) {
+            const T *x = in + row * size;
+            const G *g = dy + row * size;
+            T *dx = gradInput.as<T>() + row * size;
+            moments[row] = getRowMoments<Rms, C>(x, size, eps);
+            auto [center, rstd] = moments[row];
+            double sum = 0, projection = 0;
+            for (int64_t i = 0; i < size; ++i) {
+              C scaled =
+                  gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
+              if constexpr (!Rms)
+                sum += scaled;
+              projection += scaled * ((load(x[i]) - center) * rstd);
+            }
+            C meanScaled = C(sum / size), meanProjection = C(projection / size);
+            for (int64_t i = 0; i < size; ++i) {
+              C scaled =
+                  gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
+              C normalized = (load(x[i]) - center) * rstd;
+              dx[i] = store<T>(
+                  rstd * (scaled - meanScaled - normalized * meanProjection));
+            }
+          }
+        });
+        // The weight's and the bias's, column by column: every column sums its
+        // rows in order, whatever the thread count.
+        T *dgamma = gradWeight.as<T>(), *dbeta = gradBias.as<T>();
+        if (!dgamma && !dbeta)
+          return;
+        parallelFor(ctx, size, grainFor(rows), [&](int64_t begin, int64_t end) {
+          std::vector<double> weightSums(end - begin), biasSums(end - begin);
+          for (int64_t row = 0; row < rows; ++row) {
+            const T *x = in + row * size;
+            const G *g = dy + row * size;
+            auto [center, rstd] = moments[row];
+            for (int64_t i = begin; i < end; ++i) {
+              weightSums[i - begin] +=
+                  C(load(g[i])) * ((load(x[i]) - center) * rstd);
+              biasSums[i - begin] += C(load(g[i]));
+            }
+          }
+          for (int64_t i = begin; i < end; ++i) {
+            if (dgamma)
+              dgamma[i] = store<T>(C(weightSums[i - begin]));
+            if (dbeta)
+              dbeta[i] = store<T>(C(biasSums[i - begin]));
+          }
+        });
+      });
 }
 
 /// The number of elements in the trailing `normalizedRank` dims of `input`.

@@ -430,14 +430,6 @@ void addBias(Context &ctx, const Config &c, const Tensor &keep,
   pack[kBias] = combined.data;
 }
 
-/// The shape of an operand [batch, heads, length, width] stored in
-/// `layout`.
-Shape getStoredShape(AttentionLayout layout, int64_t batch, int64_t heads,
-                     int64_t length, int64_t width) {
-  return layout == AttentionLayout::Bhsd ? Shape{batch, heads, length, width}
-                                         : Shape{batch, length, heads, width};
-}
-
 void execute(Context &ctx, const AttentionPlans::Graph &graph,
              std::unordered_map<int64_t, void *> &pack) {
   Context::Impl &impl = ctx.getImpl();
@@ -505,12 +497,13 @@ std::string validateCudnnAttention(DType dtype,
                                    int64_t biasHeads, bool backward,
                                    int smVersion, AttentionLayout layout) {
   auto [batch, heads, rows, keys, headSize, valueSize] = sizes;
-  Tensor query(nullptr, dtype,
-               getStoredShape(layout, batch, heads, rows, headSize));
-  Tensor key(nullptr, dtype,
-             getStoredShape(layout, batch, heads, keys, headSize));
-  Tensor value(nullptr, dtype,
-               getStoredShape(layout, batch, heads, keys, valueSize));
+  auto stored = [&](int64_t length, int64_t width) {
+    return AttentionGeometry::getStoredShape(layout, batch, heads, length,
+                                             width);
+  };
+  Tensor query(nullptr, dtype, stored(rows, headSize));
+  Tensor key(nullptr, dtype, stored(keys, headSize));
+  Tensor value(nullptr, dtype, stored(keys, valueSize));
   Config c{AttentionGeometry(query, key, value, Tensor(), Tensor(), layout),
            dtype, 1 / std::sqrt(double(headSize))};
   c.causal = causal;

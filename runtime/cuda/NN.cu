@@ -277,33 +277,6 @@ __global__ void normAffineGradKernel(int64_t rows, int64_t size, const T *in,
   }
 }
 
-/// Calls `body(TypeTag<T>(), TypeTag<N>())` for the float type T of a
-/// norm's `input` and the type N of its `narrowed` operand (out or grad):
-/// T itself, or a narrower float, which T holds exactly (the compiler's
-/// holdsExactly, by which it folds a cast into the norm). Throws naming both
-/// dtypes otherwise.
-template <typename F>
-void dispatchNarrowed(const char *kernel, const char *operand,
-                      const Tensor &input, const Tensor &narrowed, F &&body) {
-  if (narrowed.dtype == input.dtype)
-    return dispatch(FloatTypes(), input.dtype, kernel,
-                    [&](auto tag) { body(tag, tag); });
-  dispatch(FloatTypes(), input.dtype, kernel, [&](auto tag) {
-    dispatch(AllTypes(), narrowed.dtype, kernel, [&](auto narrowTag) {
-      using T = typename decltype(tag)::type;
-      using N = typename decltype(narrowTag)::type;
-      if constexpr (kIsFloat<N> && sizeof(N) < sizeof(T))
-        body(tag, narrowTag);
-      else
-        throw Error(std::string("the CUDA kernel '") + kernel +
-                    "' does not support " + operand + " " +
-                    getName(narrowed.dtype) + " with input " +
-                    getName(input.dtype) + " (" + operand +
-                    " must be the input's dtype or a narrower float)");
-    });
-  });
-}
-
 /// Normalizes the rows of `size` elements of `input` into `out`.
 template <bool Rms>
 void launchNorm(Context &ctx, const char *kernel, const Tensor &input,
@@ -312,15 +285,16 @@ void launchNorm(Context &ctx, const char *kernel, const Tensor &input,
   int64_t rows = size ? input.getNumElements() / size : 0;
   if (rows == 0)
     return;
-  dispatchNarrowed(kernel, "out", input, out, [&](auto tag, auto outTag) {
-    using T = typename decltype(tag)::type;
-    using Out = typename decltype(outTag)::type;
-    normKernel<Rms><<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0,
-                      ctx.getStream()>>>(rows, size, eps, input.as<T>(),
-                                         weight.as<T>(), bias.as<T>(),
-                                         out.as<Out>());
-    checkLaunch(kernel);
-  });
+  dispatchHeldExactly(
+      kernel, "input", input, "out", out, [&](auto tag, auto outTag) {
+        using T = typename decltype(tag)::type;
+        using Out = typename decltype(outTag)::type;
+        normKernel<Rms><<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4),
+                          0, ctx.getStream()>>>(rows, size, eps, input.as<T>(),
+                                                weight.as<T>(), bias.as<T>(),
+                                                out.as<Out>());
+        checkLaunch(kernel);
+      });
 }
 
 /// The gradients of launchNorm<Rms>'s rows of `size` elements; null
@@ -334,25 +308,26 @@ void launchNormGrad(Context &ctx, const char *kernel, const Tensor &grad,
   if (rows == 0)
     return;
   cudaStream_t stream = ctx.getStream();
-  dispatchNarrowed(kernel, "grad", input, grad, [&](auto tag, auto gradTag) {
-    using T = typename decltype(tag)::type;
-    using G = typename decltype(gradTag)::type;
-    using Moments = RowMoments<Compute<T>>;
-    auto *moments = static_cast<Moments *>(ctx.getImpl().getScratch(
-        Scratch::Partials, sizeof(Moments) * rows, stream));
-    normGradKernel<Rms>
-        <<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0, stream>>>(
-            rows, size, eps, input.as<T>(), grad.as<G>(), weight.as<T>(),
-            gradInput.as<T>(), moments);
-    checkLaunch(kernel);
-    if (!gradWeight.data && !gradBias.data)
-      return;
-    normAffineGradKernel<<<getGridSize(ctx, size, kBlockSize), kBlockSize, 0,
-                           stream>>>(rows, size, input.as<T>(), grad.as<G>(),
-                                     moments, gradWeight.as<T>(),
-                                     gradBias.as<T>());
-    checkLaunch(kernel);
-  });
+  dispatchHeldExactly(
+      kernel, "input", input, "grad", grad, [&](auto tag, auto gradTag) {
+        using T = typename decltype(tag)::type;
+        using G = typename decltype(gradTag)::type;
+        using Moments = RowMoments<Compute<T>>;
+        auto *moments = static_cast<Moments *>(ctx.getImpl().getScratch(
+            Scratch::Partials, sizeof(Moments) * rows, stream));
+        normGradKernel<Rms>
+            <<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0,
+               stream>>>(rows, size, eps, input.as<T>(), grad.as<G>(),
+                         weight.as<T>(), gradInput.as<T>(), moments);
+        checkLaunch(kernel);
+        if (!gradWeight.data && !gradBias.data)
+          return;
+        normAffineGradKernel<<<getGridSize(ctx, size, kBlockSize), kBlockSize,
+                               0, stream>>>(
+            rows, size, input.as<T>(), grad.as<G>(), moments,
+            gradWeight.as<T>(), gradBias.as<T>());
+        checkLaunch(kernel);
+      });
 }
 
 } // namespace

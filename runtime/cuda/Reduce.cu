@@ -314,17 +314,13 @@ void reduce(Context &ctx, ReduceKind kind, const Tensor &input,
     // bias gradient summed into f32): the result type's sums.
     if (kind != ReduceKind::Sum)
       throwUnsupported("reduce", out.dtype);
-    return dispatch(TypeList<__nv_bfloat16, __half, float>(), input.dtype,
-                    "reduce", [&](auto inTag) {
-                      using In = typename decltype(inTag)::type;
-                      dispatch(TypeList<float, double>(), out.dtype, "reduce",
-                               [&](auto outTag) {
-                                 using T = typename decltype(outTag)::type;
-                                 reduceGroups<ReduceKind::Sum>(
-                                     ctx, groups, input.as<In>(), out.as<T>(),
-                                     outputs, count);
-                               });
-                    });
+    return dispatchHeldExactly(
+        "reduce", "out", out, "input", input, [&](auto outTag, auto inTag) {
+          using T = typename decltype(outTag)::type;
+          using In = typename decltype(inTag)::type;
+          reduceGroups<ReduceKind::Sum>(ctx, groups, input.as<In>(),
+                                        out.as<T>(), outputs, count);
+        });
   }
   dispatch(AllTypes(), input.dtype, "reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;

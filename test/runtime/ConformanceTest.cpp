@@ -17,6 +17,7 @@
 #define CATCH_CONFIG_RUNNER
 
 #include "CudnnAttention.h"
+#include "slapo/runtime/AttentionGeometry.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/LinearCrossEntropyWorkspace.h"
 #include "slapo/runtime/cpu/Context.h"
@@ -1238,9 +1239,8 @@ void addAttention(CaseList &cases) {
                         std::string(c.name) != "causal")
         continue;
       auto stored = [&](int64_t length, int64_t width) {
-        return c.layout == AttentionLayout::Bhsd
-                   ? Shape{c.batch, c.heads, length, width}
-                   : Shape{c.batch, length, c.heads, width};
+        return AttentionGeometry::getStoredShape(c.layout, c.batch, c.heads,
+                                                 length, width);
       };
       Shape queryShape = stored(c.rows, c.headSize);
       Shape keyShape = stored(c.keys, c.headSize);

@@ -3,6 +3,7 @@
 // formulas, computed here in f64; flash attention on token-major operands
 // against the head-major one, and the norms with a folded cast against the
 // norm and the cast kernel, bit for bit.
+#include "slapo/runtime/AttentionGeometry.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/LinearCrossEntropyWorkspace.h"
 #include "slapo/runtime/Random.h"
@@ -1492,9 +1493,8 @@ TEST_CASE("flash attention on token-major operands gives the bits of the "
       // differs.
       auto run = [&](AttentionLayout layout, AttentionBytes &a) {
         auto stored = [&](int64_t columns) {
-          return layout == AttentionLayout::Bhsd
-                     ? Shape{batch, heads, rows, columns}
-                     : Shape{batch, rows, heads, columns};
+          return AttentionGeometry::getStoredShape(layout, batch, heads, rows,
+                                                   columns);
         };
         auto pattern = [](int64_t bytes) {
           return std::vector<uint8_t>(bytes, uint8_t(0x5a));

@@ -55,6 +55,16 @@ bool holdsExactly(mlir::Type wide, mlir::Type narrow);
 llvm::SmallVector<int64_t> swapHeadsAndRows(llvm::ArrayRef<int64_t> shape,
                                             bool bshd);
 
+/// The operands of a slapo.flash_attention or slapo.flash_attention_grad
+/// that its `bshd` stores token-major (query, key and value; the gradient's
+/// result and grad too), and its results that it does (the result; the
+/// three gradients).
+struct TokenMajorValues {
+  llvm::SmallVector<mlir::OpOperand *> operands;
+  llvm::SmallVector<mlir::Value> results;
+};
+TokenMajorValues getTokenMajorValues(mlir::Operation *attention);
+
 /// The shape PyTorch broadcasting gives two shapes, or failure if they do not
 /// broadcast.
 mlir::FailureOr<llvm::SmallVector<int64_t>>

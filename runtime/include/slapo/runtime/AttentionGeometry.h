@@ -54,6 +54,14 @@ struct AttentionGeometry {
     return layout == AttentionLayout::Bhsd ? 1 : 2;
   }
 
+  /// The shape of an operand [batch, heads, length, width] stored in
+  /// `layout`.
+  static Shape getStoredShape(AttentionLayout layout, int64_t batch,
+                              int64_t heads, int64_t length, int64_t width) {
+    return layout == AttentionLayout::Bhsd ? Shape{batch, heads, length, width}
+                                           : Shape{batch, length, heads, width};
+  }
+
   /// Where row 0 of head (b, h) starts in a tensor of `count` rows of
   /// `size` elements per head (query, out and their gradients: `rows`;
   /// key, value and theirs: `keys`; size the head's or the value's).
