@@ -69,7 +69,9 @@ at::Tensor attentionDropout(OpT op, const at::Tensor &scores) {
 
 /// The operands `x` of a flash_attention or its gradient with query, key,
 /// value (and the gradient's result and grad) as [B, H, rows, size], which
-/// the formulas read: transposed from the [B, rows, H, size] of `bshd`.
+/// the formulas read: transposed from the [B, rows, H, size] of `bshd`, and
+/// query, key and value each their third of the heads of `packed_qkv`'s one
+/// tensor.
 template <typename OpT>
 std::vector<at::Tensor> headsMajorOperands(OpT op, Operands x) {
   std::vector<at::Tensor> operands(x.begin(), x.end());
@@ -78,6 +80,11 @@ std::vector<at::Tensor> headsMajorOperands(OpT op, Operands x) {
   for (mlir::OpOperand *operand : getTokenMajorValues(op).operands)
     operands[operand->getOperandNumber()] =
         operands[operand->getOperandNumber()].transpose(1, 2);
+  if (op.getPackedQkv())
+    for (int64_t part = 0; part < 3; ++part) {
+      int64_t heads = operands[part].size(1) / 3;
+      operands[part] = operands[part].narrow(1, part * heads, heads);
+    }
   return operands;
 }
 
@@ -134,14 +141,19 @@ static void registerAttentionOps(OpTable &table) {
           dScores = at::where(x[3], dScores, at::zeros({}, dScores.options()));
         double scale = op.getScale().convertToDouble();
         at::ScalarType stored = x[0].scalar_type();
-        results.push_back(toStored(
-            op, (at::matmul(dScores, x[1].to(compute)) * scale).to(stored)));
-        results.push_back(toStored(
-            op,
-            (at::matmul(dScores.transpose(-1, -2), x[0].to(compute)) * scale)
-                .to(stored)));
-        results.push_back(toStored(
-            op, at::matmul(dropped.transpose(-1, -2), grad).to(stored)));
+        std::vector<at::Tensor> grads = {
+            toStored(
+                op, (at::matmul(dScores, x[1].to(compute)) * scale).to(stored)),
+            toStored(op,
+                     (at::matmul(dScores.transpose(-1, -2), x[0].to(compute)) *
+                      scale)
+                         .to(stored)),
+            toStored(op,
+                     at::matmul(dropped.transpose(-1, -2), grad).to(stored))};
+        if (op.getPackedQkv())
+          results.push_back(at::cat(grads, /*dim=*/2));
+        else
+          results.append(grads.begin(), grads.end());
       });
 }
 

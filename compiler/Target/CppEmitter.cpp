@@ -694,6 +694,19 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
     return attention.getBshd() ? "AttentionLayout::Bshd"
                                : "AttentionLayout::Bhsd";
   };
+  // Query, key and value (or their gradients, given `packed`, the packed
+  // tensor or its gradient, for packed_qkv) as the kernels' three
+  // arguments: under packed_qkv, the windows of its three thirds of heads.
+  auto queryKeyValue = [&](Value query, Value key, Value value, Value packed) {
+    if (!packed)
+      return llvm::formatv("{0}, {1}, {2}", use(query), use(key), use(value))
+          .str();
+    int64_t heads = packed.getType().cast<ShapedType>().getShape()[2] / 3;
+    return llvm::formatv("headWindow({0}, 0), headWindow({0}, {1}), "
+                         "headWindow({0}, {2})",
+                         use(packed), heads, 2 * heads)
+        .str();
+  };
   auto reduce = [&](StringRef kind, ArrayRef<int64_t> dims) -> std::string {
     return llvm::formatv("reduce(ctx, ReduceKind::{0}, {1}, {2}, "
                          "{3}u)",
@@ -912,13 +925,15 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         FailureOr<std::string> dropout = attentionDropout(attention);
         if (failed(dropout))
           return failure();
+        Value packed =
+            attention.getPackedQkv() ? attention.getQuery() : Value();
         return llvm::formatv(
                    "flashAttention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                   "{7}, {8}, {9}{10})",
-                   use(attention.getQuery()), use(attention.getKey()),
-                   use(attention.getValue()), optional(attention.getKeep()),
-                   optional(attention.getBias()), use(attention.getResult()),
-                   use(attention.getLogsumexp()),
+                   "{7}{8})",
+                   queryKeyValue(attention.getQuery(), attention.getKey(),
+                                 attention.getValue(), packed),
+                   optional(attention.getKeep()), optional(attention.getBias()),
+                   use(attention.getResult()), use(attention.getLogsumexp()),
                    doubleLiteral(attention.getScale().convertToDouble()),
                    doubleLiteral(attention.getMaskedScore().convertToDouble()),
                    attentionLayout(attention), *dropout)
@@ -928,15 +943,19 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
         FailureOr<std::string> dropout = attentionDropout(grad);
         if (failed(dropout))
           return failure();
+        bool packed = grad.getPackedQkv();
+        ValueRange grads = grad.getGrads();
         return llvm::formatv(
                    "flashAttentionGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
-                   "{6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}{14})",
-                   use(grad.getQuery()), use(grad.getKey()),
-                   use(grad.getValue()), optional(grad.getKeep()),
-                   optional(grad.getBias()), use(grad.getResult()),
-                   use(grad.getLogsumexp()), use(grad.getGrad()),
-                   use(grad.getGradQuery()), use(grad.getGradKey()),
-                   use(grad.getGradValue()),
+                   "{6}, {7}, {8}, {9}{10})",
+                   queryKeyValue(grad.getQuery(), grad.getKey(),
+                                 grad.getValue(),
+                                 packed ? grad.getQuery() : Value()),
+                   optional(grad.getKeep()), optional(grad.getBias()),
+                   use(grad.getResult()), use(grad.getLogsumexp()),
+                   use(grad.getGrad()),
+                   packed ? queryKeyValue({}, {}, {}, grads[0])
+                          : queryKeyValue(grads[0], grads[1], grads[2], {}),
                    doubleLiteral(grad.getScale().convertToDouble()),
                    doubleLiteral(grad.getMaskedScore().convertToDouble()),
                    attentionLayout(grad), *dropout)

@@ -94,6 +94,7 @@ static LogicalResult buildStagePipeline(OpPassManager &pm,
   pm.addPass(createCSE());
   pm.addPass(createPropagateCasts());
   pm.addPass(createFoldPermutes());
+  pm.addPass(createPackQkv());
   if (!options.checkpoint.empty() || options.memoryBudget) {
     // The pass's options refer to lists they do not own.
     std::vector<ModelName> modules(options.checkpoint.begin(),

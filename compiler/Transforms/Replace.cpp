@@ -331,7 +331,7 @@ void replaceAttention(AttentionMatch &match) {
       dropout ? dropout.getPAttr() : FloatAttr(),
       dropout ? dropout.getStreamAttr() : IntegerAttr(),
       dropout ? dropout.getForkRngAttr() : UnitAttr(), /*shard_axis=*/nullptr,
-      /*shard_chunks=*/nullptr, /*bshd=*/nullptr);
+      /*shard_chunks=*/nullptr, /*bshd=*/nullptr, /*packed_qkv=*/nullptr);
   output.getResult().replaceAllUsesWith(attention.getResult());
   eraseChain(match.ops);
 }

@@ -76,9 +76,11 @@ struct AttentionProducts {
 };
 
 AttentionProducts getAttentionProducts(FlashAttentionOp op) {
-  int64_t keys = swapHeadsAndRows(getShape(op.getKey()), op.getBshd())[2];
-  return {2 * getNumElements(op.getQuery()) * keys,
-          2 * getNumElements(op.getResult()) * keys};
+  bool bshd = op.getBshd(), packed = op.getPackedQkv();
+  SmallVector<int64_t> query = getHeadsMajorShape(op.getQuery(), bshd, packed);
+  int64_t keys = getHeadsMajorShape(op.getKey(), bshd, packed)[2];
+  int64_t queryElements = query[0] * query[1] * query[2] * query[3];
+  return {2 * queryElements * keys, 2 * getNumElements(op.getResult()) * keys};
 }
 
 } // namespace

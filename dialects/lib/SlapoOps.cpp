@@ -749,6 +749,15 @@ SmallVector<int64_t> swapHeadsAndRows(ArrayRef<int64_t> shape, bool bshd) {
   return swapped;
 }
 
+SmallVector<int64_t> getHeadsMajorShape(Value operand, bool bshd,
+                                        bool packedQkv) {
+  SmallVector<int64_t> shape =
+      swapHeadsAndRows(tensorType(operand).getShape(), bshd);
+  if (packedQkv)
+    shape[1] /= 3;
+  return shape;
+}
+
 TokenMajorValues getTokenMajorValues(Operation *attention) {
   TokenMajorValues stored;
   if (auto forward = dyn_cast<FlashAttentionOp>(attention)) {
@@ -767,13 +776,31 @@ TokenMajorValues getTokenMajorValues(Operation *attention) {
   return stored;
 }
 
+/// Checks the one tensor of packed_qkv: query, key and value are it, and it
+/// has 3H heads token-major.
+static LogicalResult verifyPackedQkv(Operation *op, Value query, Value key,
+                                     Value value, bool bshd) {
+  if (!bshd)
+    return op->emitOpError("packed_qkv needs bshd (the heads of a token side "
+                           "by side)");
+  if (key != query || value != query)
+    return op->emitOpError(
+        "packed_qkv needs query, key and value to be one tensor");
+  int64_t heads = tensorType(query).getShape()[2];
+  if (heads % 3)
+    return op->emitOpError("packed_qkv needs 3H heads, got ") << heads;
+  return success();
+}
+
 /// Checks the operands flash_attention and its gradient share: query
 /// [B, H, T, D], key [B, H, S, D], value [B, H, S, E] of one element type
-/// (each stored [B, T or S, H, *] with `bshd`), and masks that broadcast to
-/// the scores [B, H, T, S]; sets `scores`.
+/// (each stored [B, T or S, H, *] with `bshd`; one [B, T, 3H, D] with
+/// `packed_qkv`), and masks that broadcast to the scores [B, H, T, S]; sets
+/// `scores`.
 static LogicalResult verifyAttentionOperands(Operation *op, Value query,
                                              Value key, Value value, Value keep,
                                              Value bias, bool bshd,
+                                             bool packedQkv,
                                              SmallVectorImpl<int64_t> &scores) {
   if (failed(verifyRank(op, query, "query", 4)) ||
       failed(verifyRank(op, key, "key", 4)) ||
@@ -781,15 +808,19 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value query,
       failed(verifySameElementType(op, query, "query", key, "key")) ||
       failed(verifySameElementType(op, query, "query", value, "value")))
     return failure();
-  SmallVector<int64_t> q = swapHeadsAndRows(tensorType(query).getShape(), bshd);
-  SmallVector<int64_t> k = swapHeadsAndRows(tensorType(key).getShape(), bshd);
-  SmallVector<int64_t> v = swapHeadsAndRows(tensorType(value).getShape(), bshd);
-  if (failed(verifyShape(op, key, "key",
-                         swapHeadsAndRows({q[0], q[1], k[2], q[3]}, bshd),
-                         "query's batch, heads and head size")) ||
-      failed(verifyShape(op, value, "value",
-                         swapHeadsAndRows({q[0], q[1], k[2], v[3]}, bshd),
-                         "key's batch, heads and length")))
+  if (packedQkv && failed(verifyPackedQkv(op, query, key, value, bshd)))
+    return failure();
+  SmallVector<int64_t> q = getHeadsMajorShape(query, bshd, packedQkv);
+  SmallVector<int64_t> k = getHeadsMajorShape(key, bshd, packedQkv);
+  SmallVector<int64_t> v = getHeadsMajorShape(value, bshd, packedQkv);
+  // The thirds of packed_qkv's one tensor agree by construction.
+  if (!packedQkv &&
+      (failed(verifyShape(op, key, "key",
+                          swapHeadsAndRows({q[0], q[1], k[2], q[3]}, bshd),
+                          "query's batch, heads and head size")) ||
+       failed(verifyShape(op, value, "value",
+                          swapHeadsAndRows({q[0], q[1], k[2], v[3]}, bshd),
+                          "key's batch, heads and length"))))
     return failure();
   scores.assign({q[0], q[1], q[2], k[2]});
   for (auto [mask, name] : {std::pair(keep, "keep"), std::pair(bias, "bias")}) {
@@ -861,7 +892,7 @@ LogicalResult FlashAttentionOp::verify() {
   SmallVector<int64_t> scores;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
                                      getKeep(), getBias(), getBshd(),
-                                     scores)) ||
+                                     getPackedQkv(), scores)) ||
       failed(verifyAttentionDropout(*this, scores)))
     return failure();
   int64_t width = tensorType(getValue()).getShape()[3];
@@ -881,7 +912,7 @@ LogicalResult FlashAttentionGradOp::verify() {
   SmallVector<int64_t> scores;
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
                                      getKeep(), getBias(), getBshd(),
-                                     scores)) ||
+                                     getPackedQkv(), scores)) ||
       failed(verifyAttentionDropout(*this, scores)))
     return failure();
   int64_t width = tensorType(getValue()).getShape()[3];
@@ -894,9 +925,16 @@ LogicalResult FlashAttentionGradOp::verify() {
                          {scores[0], scores[1], scores[2]}, "query's rows")) ||
       failed(verifyLogSumExpType(*this, getQuery(), getLogsumexp())))
     return failure();
-  for (auto [operand, result] : {std::pair(getQuery(), getGradQuery()),
-                                 std::pair(getKey(), getGradKey()),
-                                 std::pair(getValue(), getGradValue())})
+  // A gradient per operand: three, or the packed one's.
+  SmallVector<Value> operands = {getQuery()};
+  if (!getPackedQkv())
+    operands.append({getKey(), getValue()});
+  if (getGrads().size() != operands.size())
+    return emitOpError("has ")
+           << getGrads().size() << " gradients, not " << operands.size()
+           << (getPackedQkv() ? " (of the packed query, key and value)"
+                              : " (of query, key and value)");
+  for (auto [operand, result] : llvm::zip(operands, getGrads()))
     if (operand.getType() != result.getType())
       return emitOpError("gradient type ")
              << result.getType() << " differs from its operand's "

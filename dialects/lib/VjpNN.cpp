@@ -241,13 +241,20 @@ LogicalResult FlashAttentionOp::buildVjp(OpBuilder &builder,
     return emitOpError("has no gradient rule for its logsumexp result");
   // Its dropout draws the forward's mask again: the same attributes and
   // step.
+  // With packed_qkv the one gradient is the packed tensor's: its other two
+  // uses add nothing.
+  SmallVector<Type> gradTypes = {getQuery().getType()};
+  if (!getPackedQkv())
+    gradTypes.append({getKey().getType(), getValue().getType()});
   auto grad = builder.create<FlashAttentionGradOp>(
-      getLoc(), getQuery().getType(), getKey().getType(), getValue().getType(),
-      getQuery(), getKey(), getValue(), getKeep(), getBias(), getResult(),
-      getLogsumexp(), resultGrads[0], getScaleAttr(), getMaskedScoreAttr(),
-      getStep(), getDropoutPAttr(), getDropoutStreamAttr(), getForkRngAttr(),
-      getShardAxisAttr(), getShardChunksAttr(), getBshdAttr());
+      getLoc(), gradTypes, getQuery(), getKey(), getValue(), getKeep(),
+      getBias(), getResult(), getLogsumexp(), resultGrads[0], getScaleAttr(),
+      getMaskedScoreAttr(), getStep(), getDropoutPAttr(),
+      getDropoutStreamAttr(), getForkRngAttr(), getShardAxisAttr(),
+      getShardChunksAttr(), getBshdAttr(), getPackedQkvAttr());
   operandGrads.append(grad.getResults().begin(), grad.getResults().end());
+  if (getPackedQkv())
+    operandGrads.append({nullptr, nullptr});
   for (Value noGradient : {getKeep(), getBias(), getStep()})
     if (noGradient)
       operandGrads.push_back(nullptr);

@@ -12,8 +12,9 @@
 // dropout is drawn inside the tiles, element by element as dropout() draws
 // it, and drawn again by the backward: no mask is stored either.
 //
-// Either AttentionLayout only moves the heads' rows (AttentionGeometry's
-// headStart and rowStride): the arithmetic and its order are the same, and
+// Either AttentionLayout, and head windows of wider tensors, only move the
+// heads' rows (AttentionGeometry's headStart and rowStride, each operand
+// with the heads it stores): the arithmetic and its order are the same, and
 // so are the bits. The loops read the rows they reuse from dense copies in
 // scratch (packRows, transposeTile), so that Bshd's strided rows cost them no
 // more than Bhsd's.
@@ -154,12 +155,21 @@ void scoreRow(const AttentionGeometry &g, const C *q, const C *keysT,
   }
 }
 
-/// Row 0 of head (b, h) of `tensor`, of `count` rows of `size` elements per
-/// head; its next rows are g.rowStride(size) apart.
+/// The rows of one head of an operand: row r at rows[r * stride].
+template <typename T> struct HeadRows {
+  T *rows;
+  int64_t stride;
+};
+
+/// The rows of head (b, h) of `tensor`, of `count` rows of `size` elements
+/// per head, addressed with the heads it stores (a head window's are its
+/// wider tensor's).
 template <typename T>
-T *headRows(const AttentionGeometry &g, const Tensor &tensor, int64_t b,
-            int64_t h, int64_t count, int64_t size) {
-  return tensor.as<T>() + g.headStart(b, h, count, size);
+HeadRows<T> getHeadRows(const AttentionGeometry &g, const Tensor &tensor,
+                        int64_t b, int64_t h, int64_t count, int64_t size) {
+  int64_t stored = g.getStoredHeads(tensor);
+  return {tensor.as<T>() + g.headStart(b, h, count, size, stored),
+          g.rowStride(size, stored)};
 }
 
 /// The masks' rows for query row t of head (b, h), or null.
@@ -186,11 +196,8 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &out, const Tensor &logsumexp, double scale,
                     double maskedScore, AttentionLayout layout,
                     const AttentionDropout &dropout) {
-  checkLogSumExpType("flashAttention", query, logsumexp);
-  AttentionGeometry g(query, key, value, keep, bias, layout, dropout);
-  // Query, key and out rows `headStride` apart, value rows `valueStride`.
-  int64_t headStride = g.rowStride(g.headSize),
-          valueStride = g.rowStride(g.valueSize);
+  checkFlashAttention(query, key, value, out, logsumexp, layout);
+  AttentionGeometry g(query, key, value, keep, bias, out, layout, dropout);
   int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock,
           tiles = (g.keys + kKeyTile - 1) / kKeyTile;
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
@@ -213,16 +220,18 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
             int64_t b = head / g.heads, h = head % g.heads;
             int64_t first = block * kQueryBlock;
             int64_t count = std::min(kQueryBlock, g.rows - first);
-            packRows(headRows<T>(g, query, b, h, g.rows, g.headSize),
-                     g.headSize, headStride, first, count, queries.data());
+            auto q = getHeadRows<const T>(g, query, b, h, g.rows, g.headSize);
+            packRows(q.rows, g.headSize, q.stride, first, count,
+                     queries.data());
             if (head != packedHead) {
-              const T *k = headRows<T>(g, key, b, h, g.keys, g.headSize);
+              auto k = getHeadRows<const T>(g, key, b, h, g.keys, g.headSize);
               for (int64_t tile = 0; tile < g.keys; tile += kKeyTile)
-                transposeTile(k, g.headSize, headStride, tile,
+                transposeTile(k.rows, g.headSize, k.stride, tile,
                               std::min(kKeyTile, g.keys - tile),
                               keysT.data() + tile * g.headSize);
-              packRows(headRows<T>(g, value, b, h, g.keys, g.valueSize),
-                       g.valueSize, valueStride, 0, g.keys, values.data());
+              auto v =
+                  getHeadRows<const T>(g, value, b, h, g.keys, g.valueSize);
+              packRows(v.rows, g.valueSize, v.stride, 0, g.keys, values.data());
               packedHead = head;
             }
             std::fill(maxima.begin(), maxima.end(),
@@ -276,13 +285,12 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                 totals[i] = total;
               }
             }
-            T *o = headRows<T>(g, out, b, h, g.rows, g.valueSize) +
-                   first * valueStride;
+            auto o = getHeadRows<T>(g, out, b, h, g.rows, g.valueSize);
             C *lse = logsumexp.as<C>() + head * g.rows + first;
             for (int64_t i = 0; i < count; ++i) {
               C inverse = C(1) / totals[i];
               for (int64_t e = 0; e < g.valueSize; ++e)
-                o[i * valueStride + e] =
+                o.rows[(first + i) * o.stride + e] =
                     store<T>(sums[i * g.valueSize + e] * inverse);
               lse[i] = maxima[i] + std::log(totals[i]);
             }
@@ -299,12 +307,9 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &gradValue, double scale,
                         double maskedScore, AttentionLayout layout,
                         const AttentionDropout &dropout) {
-  checkLogSumExpType("flashAttentionGrad", query, logsumexp);
-  AttentionGeometry g(query, key, value, keep, bias, layout, dropout);
-  // Query, key and their gradients' rows `headStride` apart; value, out and
-  // theirs `valueStride`.
-  int64_t headStride = g.rowStride(g.headSize),
-          valueStride = g.rowStride(g.valueSize);
+  checkFlashAttentionGrad(query, key, value, out, logsumexp, grad, gradQuery,
+                          gradKey, gradValue, layout);
+  AttentionGeometry g(query, key, value, keep, bias, out, layout, dropout);
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
@@ -324,22 +329,29 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
           grads(g.rows * g.valueSize);
       for (int64_t head = begin; head < end; ++head) {
         int64_t b = head / g.heads, h = head % g.heads;
-        packRows(headRows<T>(g, query, b, h, g.rows, g.headSize), g.headSize,
-                 headStride, 0, g.rows, queries.data());
-        packRows(headRows<T>(g, key, b, h, g.keys, g.headSize), g.headSize,
-                 headStride, 0, g.keys, keys.data());
-        packRows(headRows<T>(g, grad, b, h, g.rows, g.valueSize), g.valueSize,
-                 valueStride, 0, g.rows, grads.data());
+        auto queryRows =
+            getHeadRows<const T>(g, query, b, h, g.rows, g.headSize);
+        auto keyRows = getHeadRows<const T>(g, key, b, h, g.keys, g.headSize);
+        auto gradRows =
+            getHeadRows<const T>(g, grad, b, h, g.rows, g.valueSize);
+        packRows(queryRows.rows, g.headSize, queryRows.stride, 0, g.rows,
+                 queries.data());
+        packRows(keyRows.rows, g.headSize, keyRows.stride, 0, g.keys,
+                 keys.data());
+        packRows(gradRows.rows, g.valueSize, gradRows.stride, 0, g.rows,
+                 grads.data());
         const C *q = queries.data(), *k = keys.data(), *dO = grads.data();
-        const T *v = headRows<T>(g, value, b, h, g.keys, g.valueSize);
-        const T *o = headRows<T>(g, out, b, h, g.rows, g.valueSize);
+        auto valueRows =
+            getHeadRows<const T>(g, value, b, h, g.keys, g.valueSize);
+        auto outRows = getHeadRows<const T>(g, out, b, h, g.rows, g.valueSize);
         const C *lse = logsumexp.as<C>() + head * g.rows;
         // rowsum(grad * out): the softmax's sum(grad * p) per row, as
         // FlashAttention-2 computes it without the probabilities.
         for (int64_t t = 0; t < g.rows; ++t) {
           C dot = 0;
           for (int64_t e = 0; e < g.valueSize; ++e)
-            dot += dO[t * g.valueSize + e] * load(o[t * valueStride + e]);
+            dot += dO[t * g.valueSize + e] *
+                   load(outRows.rows[t * outRows.stride + e]);
           rowDots[t] = dot;
         }
         std::fill(dq.begin(), dq.end(), C(0));
@@ -348,8 +360,8 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
         for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
           int64_t width = std::min(kKeyTile, g.keys - tile);
           transposeTile(k, g.headSize, g.headSize, tile, width, keysT.data());
-          transposeTile(v, g.valueSize, valueStride, tile, width,
-                        valuesT.data());
+          transposeTile(valueRows.rows, g.valueSize, valueRows.stride, tile,
+                        width, valuesT.data());
           for (int64_t first = 0; first < g.rows; first += kQueryBlock) {
             int64_t count = std::min(kQueryBlock, g.rows - first);
             for (int64_t i = 0; i < count; ++i) {
@@ -411,14 +423,14 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
             }
           }
         }
-        // The head's dense [count][size] sums into its rows of `to`.
+        // The head's dense [count][size] sums into its rows of `to` (of a
+        // head window: its heads' only).
         auto write = [&](const std::vector<C> &from, const Tensor &to,
                          int64_t count, int64_t size) {
-          T *target = headRows<T>(g, to, b, h, count, size);
-          int64_t stride = g.rowStride(size);
+          auto target = getHeadRows<T>(g, to, b, h, count, size);
           for (int64_t r = 0; r < count; ++r)
             for (int64_t c = 0; c < size; ++c)
-              target[r * stride + c] = store<T>(from[r * size + c]);
+              target.rows[r * target.stride + c] = store<T>(from[r * size + c]);
         };
         write(dq, gradQuery, g.rows, g.headSize);
         write(dk, gradKey, g.keys, g.headSize);

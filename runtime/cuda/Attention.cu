@@ -22,9 +22,10 @@
 // An attention dropout is drawn inside the tiles, element by element as the
 // dropout kernel draws it, by the forward and again by both backward passes.
 //
-// Either AttentionLayout only moves the heads' rows in global memory
-// (loadTile and the writes, through getRowOffset): the shared tiles, the
-// sums and their order are the same.
+// Either AttentionLayout, and head windows of wider tensors, only move the
+// heads' rows in global memory (loadTile and the writes, through
+// getRowOffset, each operand with the heads it stores): the shared tiles,
+// the sums and their order are the same.
 //
 // 16-bit attentions without dropout run as cuDNN's fused attention instead
 // (CudnnAttention.cpp), which uses the tensor cores; these kernels run what
@@ -51,10 +52,17 @@ constexpr int kKeys = 32;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 
+/// An operand in global memory and the heads it stores, which address it:
+/// a head window's are its wider tensor's (AttentionGeometry.h).
+template <typename T> struct HeadTensor {
+  T *data;
+  int64_t storedHeads;
+};
+
 /// What every attention kernel reads: the operands, their sizes and masks.
 template <typename T> struct AttentionOperands {
   AttentionGeometry geometry;
-  const T *query, *key, *value;
+  HeadTensor<const T> query, key, value;
   const bool *keep; // null: no keep mask
   const T *bias;    // null: no additive bias
   double scale, maskedScore;
@@ -115,12 +123,14 @@ struct BlockPlace {
 
 /// Where element i of the block's head's rows from `first` is, counting
 /// them dense (`size` elements each, as shared memory holds them), in a
-/// tensor of `length` rows of `size` elements per head in g's layout.
+/// tensor of `length` rows of `size` elements per head in g's layout that
+/// stores `storedHeads` heads.
 __device__ int64_t getRowOffset(const AttentionGeometry &g,
-                                const BlockPlace &place, int64_t length,
-                                int64_t size, int64_t first, int64_t i) {
-  return g.headStart(place.b, place.h, length, size) +
-         (first + i / size) * g.rowStride(size) + i % size;
+                                const BlockPlace &place, int64_t storedHeads,
+                                int64_t length, int64_t size, int64_t first,
+                                int64_t i) {
+  return g.headStart(place.b, place.h, length, size, storedHeads) +
+         (first + i / size) * g.rowStride(size, storedHeads) + i % size;
 }
 
 /// Rows [first, first + count) of the block's head of `from` (`length` rows
@@ -128,15 +138,29 @@ __device__ int64_t getRowOffset(const AttentionGeometry &g,
 /// rows from count to `tileRows`.
 template <typename T, typename C>
 __device__ void loadTile(const AttentionGeometry &g, const BlockPlace &place,
-                         const T *from, int64_t length, int64_t first,
-                         int count, int64_t width, int tileRows, int stride,
-                         C *to) {
-  const T *rows = from + getRowOffset(g, place, length, width, first, 0);
-  int64_t rowStride = g.rowStride(width);
+                         HeadTensor<const T> from, int64_t length,
+                         int64_t first, int count, int64_t width, int tileRows,
+                         int stride, C *to) {
+  const T *rows = from.data + getRowOffset(g, place, from.storedHeads, length,
+                                           width, first, 0);
+  int64_t rowStride = g.rowStride(width, from.storedHeads);
   for (int64_t i = threadIdx.x; i < tileRows * width; i += blockDim.x) {
     int64_t r = i / width, c = i % width;
     to[r * stride + c] = r < count ? load(rows[r * rowStride + c]) : C(0);
   }
+}
+
+/// The inverse of loadTile: rows [first, first + count) of the block's head
+/// of `to` (`length` rows of `width` elements per head) from the dense rows
+/// `from`, element i by the thread that sums it in the kernels' loops over
+/// [0, count * width).
+template <typename T, typename C>
+__device__ void storeTile(const AttentionGeometry &g, const BlockPlace &place,
+                          const C *from, int64_t length, int64_t first,
+                          int count, int64_t width, HeadTensor<T> to) {
+  for (int64_t i = threadIdx.x; i < count * width; i += blockDim.x)
+    to.data[getRowOffset(g, place, to.storedHeads, length, width, first, i)] =
+        store<T>(from[i]);
 }
 
 /// Keys and values [first, first + width) of the block's head into `tiles`.
@@ -291,7 +315,7 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < rows * E; i += blockDim.x)
-    out[getRowOffset(g, place, g.rows, E, first, i)] =
+    out[getRowOffset(g, place, g.heads, g.rows, E, first, i)] =
         store<T>(sh.sums[i] * (C(1) / sh.totals[i / E]));
   if (threadIdx.x < rows)
     logsumexp[head * g.rows + first + threadIdx.x] =
@@ -320,7 +344,7 @@ template <typename C> struct QueryBlock {
   }
 };
 
-/// The backward's own operands.
+/// The backward's own operands: never head windows, they store `heads`.
 template <typename T> struct GradOperands {
   const T *out;
   const Compute<T> *logsumexp;
@@ -340,11 +364,11 @@ __device__ void loadQueryBlock(const AttentionOperands<T> &a,
   int64_t D = g.headSize, E = g.valueSize;
   loadTile(g, place, a.query, g.rows, first, rows, D, kRows, int(D),
            block.query);
-  loadTile(g, place, go.grad, g.rows, first, rows, E, kRows, int(E),
-           block.grad);
+  loadTile(g, place, HeadTensor<const T>{go.grad, g.heads}, g.rows, first, rows,
+           E, kRows, int(E), block.grad);
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int r = warp; r < kRows; r += kWarps) {
-    int64_t row = getRowOffset(g, place, g.rows, E, first + r, 0);
+    int64_t row = getRowOffset(g, place, g.heads, g.rows, E, first + r, 0);
     C dot = 0;
     for (int64_t e = lane; r < rows && e < E; e += 32)
       dot += load(go.grad[row + e]) * load(go.out[row + e]);
@@ -418,9 +442,9 @@ template <typename C> struct KeyGradShared {
 /// elements and adds the rows to them in order, as the CPU does.
 template <typename T>
 __global__ void flashAttentionKeyGradKernel(AttentionOperands<T> a,
-                                            GradOperands<T> go,
-                                            int64_t tiles, T *gradKey,
-                                            T *gradValue) {
+                                            GradOperands<T> go, int64_t tiles,
+                                            HeadTensor<T> gradKey,
+                                            HeadTensor<T> gradValue) {
   using C = Compute<T>;
   const AttentionGeometry &g = a.geometry;
   KeyGradShared<C> sh = carveShared<KeyGradShared, C>(g);
@@ -458,12 +482,8 @@ __global__ void flashAttentionKeyGradKernel(AttentionOperands<T> a,
     }
   }
   // Each thread writes the elements it summed: no barrier needed.
-  for (int64_t i = threadIdx.x; i < width * D; i += blockDim.x)
-    gradKey[getRowOffset(g, place, g.keys, D, tile, i)] =
-        store<T>(sh.keyGrads[i]);
-  for (int64_t i = threadIdx.x; i < width * E; i += blockDim.x)
-    gradValue[getRowOffset(g, place, g.keys, E, tile, i)] =
-        store<T>(sh.valueGrads[i]);
+  storeTile(g, place, sh.keyGrads, g.keys, tile, width, D, gradKey);
+  storeTile(g, place, sh.valueGrads, g.keys, tile, width, E, gradValue);
 }
 
 template <typename C> struct QueryGradShared {
@@ -482,9 +502,9 @@ template <typename C> struct QueryGradShared {
 /// The query-major pass: one block per (batch * head, block of kRows query
 /// rows), over every key tile.
 template <typename T>
-__global__ void flashAttentionQueryGradKernel(AttentionOperands<T> a,
-                                              GradOperands<T> go,
-                                              int64_t blocks, T *gradQuery) {
+__global__ void
+flashAttentionQueryGradKernel(AttentionOperands<T> a, GradOperands<T> go,
+                              int64_t blocks, HeadTensor<T> gradQuery) {
   using C = Compute<T>;
   const AttentionGeometry &g = a.geometry;
   QueryGradShared<C> sh = carveShared<QueryGradShared, C>(g);
@@ -513,9 +533,7 @@ __global__ void flashAttentionQueryGradKernel(AttentionOperands<T> a,
       sh.queryGrads[i] = sum;
     }
   }
-  for (int64_t i = threadIdx.x; i < rows * D; i += blockDim.x)
-    gradQuery[getRowOffset(g, place, g.rows, D, first, i)] =
-        store<T>(sh.queryGrads[i]);
+  storeTile(g, place, sh.queryGrads, g.rows, first, rows, D, gradQuery);
 }
 
 //===----------------------------------------------------------------------===//
@@ -563,16 +581,23 @@ void launchTiled(Context &ctx, const char *name, Kernel kernel, int64_t blocks,
   checkLaunch(name);
 }
 
+/// `tensor`, an operand of the attention of `g`, with the heads it stores.
 template <typename T>
-AttentionOperands<T> getOperands(const Tensor &query, const Tensor &key,
-                                 const Tensor &value, const Tensor &keep,
-                                 const Tensor &bias, double scale,
-                                 double maskedScore, AttentionLayout layout,
-                                 const AttentionDropout &dropout) {
-  return {AttentionGeometry(query, key, value, keep, bias, layout, dropout),
-          query.as<T>(),
-          key.as<T>(),
-          value.as<T>(),
+HeadTensor<T> getHeadTensor(const AttentionGeometry &g, const Tensor &tensor) {
+  return {tensor.as<T>(), g.getStoredHeads(tensor)};
+}
+
+template <typename T>
+AttentionOperands<T>
+getOperands(const Tensor &query, const Tensor &key, const Tensor &value,
+            const Tensor &keep, const Tensor &bias, const Tensor &out,
+            double scale, double maskedScore, AttentionLayout layout,
+            const AttentionDropout &dropout) {
+  AttentionGeometry g(query, key, value, keep, bias, out, layout, dropout);
+  return {g,
+          getHeadTensor<const T>(g, query),
+          getHeadTensor<const T>(g, key),
+          getHeadTensor<const T>(g, value),
           keep.as<bool>(),
           bias.as<T>(),
           scale,
@@ -645,14 +670,15 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
                     const Tensor &out, const Tensor &logsumexp, double scale,
                     double maskedScore, AttentionLayout layout,
                     const AttentionDropout &dropout) {
-  checkLogSumExpType("flashAttention", query, logsumexp);
+  checkFlashAttention(query, key, value, out, logsumexp, layout);
   if (runCudnnAttention(ctx, query, key, value, keep, bias, out, logsumexp,
                         scale, maskedScore, layout, dropout))
     return;
   dispatch(FloatTypes(), query.dtype, "flashAttention", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    AttentionOperands<T> a = getOperands<T>(
-        query, key, value, keep, bias, scale, maskedScore, layout, dropout);
+    AttentionOperands<T> a =
+        getOperands<T>(query, key, value, keep, bias, out, scale, maskedScore,
+                       layout, dropout);
     const AttentionGeometry &g = a.geometry;
     int64_t blocks = ceilDiv(g.rows, kRows);
     launchTiled(ctx, "flashAttention", flashAttentionKernel<T>,
@@ -670,7 +696,8 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                         const Tensor &gradValue, double scale,
                         double maskedScore, AttentionLayout layout,
                         const AttentionDropout &dropout) {
-  checkLogSumExpType("flashAttentionGrad", query, logsumexp);
+  checkFlashAttentionGrad(query, key, value, out, logsumexp, grad, gradQuery,
+                          gradKey, gradValue, layout);
   if (runCudnnAttentionGrad(ctx, query, key, value, keep, bias, out, logsumexp,
                             grad, gradQuery, gradKey, gradValue, scale,
                             maskedScore, layout, dropout))
@@ -678,18 +705,20 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
-    AttentionOperands<T> a = getOperands<T>(
-        query, key, value, keep, bias, scale, maskedScore, layout, dropout);
+    AttentionOperands<T> a =
+        getOperands<T>(query, key, value, keep, bias, out, scale, maskedScore,
+                       layout, dropout);
     GradOperands<T> go{out.as<T>(), logsumexp.as<C>(), grad.as<T>()};
     const AttentionGeometry &g = a.geometry;
     int64_t tiles = ceilDiv(g.keys, kKeys), blocks = ceilDiv(g.rows, kRows);
     launchTiled(ctx, "flashAttentionGrad", flashAttentionKeyGradKernel<T>,
                 g.batch * g.heads * tiles, getSharedBytes<KeyGradShared, C>(g),
-                g, a, go, tiles, gradKey.as<T>(), gradValue.as<T>());
+                g, a, go, tiles, getHeadTensor<T>(g, gradKey),
+                getHeadTensor<T>(g, gradValue));
     launchTiled(ctx, "flashAttentionGrad", flashAttentionQueryGradKernel<T>,
                 g.batch * g.heads * blocks,
                 getSharedBytes<QueryGradShared, C>(g), g, a, go, blocks,
-                gradQuery.as<T>());
+                getHeadTensor<T>(g, gradQuery));
   });
 }
 

@@ -28,8 +28,14 @@
 // it back in place.
 // Query, key, value, out and their gradients are given to cuDNN as [B, H,
 // T, D] with the strides of the attention's layout (Bshd: [T * H * D, D,
-// H * D, 1]), so that token-major operands need no copy; the stats and the
-// bias stay contiguous.
+// H * D, 1]), so that token-major operands need no copy; a head window of
+// a tensor of Hs heads (AttentionGeometry.h) has Bshd's strides with Hs for
+// H, [T * Hs * D, D, Hs * D, 1], from its first head: the query, key and
+// value of GPT-2's packed projection are read in place, and their gradients
+// written into one packed tensor. The stats and the bias stay contiguous.
+// cuDNN needs every operand 16-byte aligned, a window's first head
+// included: a configuration with one that is not runs on the runtime's own
+// kernels.
 // The backward asks for cuDNN's deterministic algorithm (the same bits on
 // every run, as the rest of the runtime) and takes the other one, saying so
 // once, where cuDNN has none.
@@ -93,6 +99,12 @@ enum Uid : int64_t {
   kGradValue
 };
 
+/// A tensor that cuDNN reads or writes, by its uid.
+struct Operand {
+  Uid uid;
+  const Tensor *tensor;
+};
+
 AttentionPlans &getPlans(Context &ctx) {
   std::shared_ptr<AttentionPlans> &plans = ctx.getImpl().attentionPlans;
   if (!plans)
@@ -127,16 +139,30 @@ struct Config {
   int64_t biasBatch = 1, biasHeads = 1;
   /// Whether every operand is 16-byte aligned, as cuDNN needs.
   bool aligned = true;
+  /// The heads each operand stores, by uid: g.heads, or under Bshd more
+  /// for a head window, whose rows are that many heads apart. 0 for the
+  /// tensors the pass does not have.
+  int64_t storedHeads[kGradValue + 1] = {};
   /// The compute capability (10 * major + minor) the graph is for where it
   /// is only validated, without a GPU; 0: the current GPU's.
   int smVersion = 0;
 
-  /// Query, key, value, out or a gradient of theirs: [B, H, length,
-  /// width] in the attention's layout.
-  Strided getHeads(int64_t length, int64_t width) const {
+  /// Records the heads `operands` store and whether they are aligned.
+  void addOperands(std::initializer_list<Operand> operands) {
+    for (const Operand &operand : operands) {
+      storedHeads[operand.uid] = g.getStoredHeads(*operand.tensor);
+      aligned = aligned &&
+                reinterpret_cast<uintptr_t>(operand.tensor->data) % 16 == 0;
+    }
+  }
+
+  /// Query, key, value, out or a gradient of theirs (`uid`): [B, H, length,
+  /// width] in the attention's layout, with the heads it stores.
+  Strided getHeads(Uid uid, int64_t length, int64_t width) const {
     Strided heads = getContiguous({g.batch, g.heads, length, width});
+    int64_t stored = storedHeads[uid];
     if (g.layout == AttentionLayout::Bshd)
-      heads.strides = {length * g.heads * width, width, g.heads * width, 1};
+      heads.strides = {length * stored * width, width, stored * width, 1};
     return heads;
   }
   std::vector<int64_t> getBiasDims() const {
@@ -146,10 +172,12 @@ struct Config {
   std::vector<int64_t> getKey(Pass pass) const {
     int64_t scaleBits;
     std::memcpy(&scaleBits, &scale, sizeof(scale));
-    return {
+    std::vector<int64_t> key = {
         int64_t(pass), int64_t(dtype), int64_t(g.layout), g.batch,     g.heads,
         g.rows,        g.keys,         g.headSize,        g.valueSize, causal,
         biased,        biasBatch,      biasHeads,         scaleBits,   aligned};
+    key.insert(key.end(), std::begin(storedHeads), std::end(storedHeads));
+    return key;
   }
 
   /// "bf16 attention of query [2, 3, 37, 24] and key [2, 3, 37, 24] ...".
@@ -161,6 +189,14 @@ struct Config {
         Shape({g.batch, g.heads, g.keys, g.valueSize}).str();
     if (g.layout == AttentionLayout::Bshd)
       text += ", stored [B, T, H, D]";
+    const std::pair<Uid, const char *> windows[] = {
+        {kQuery, "query"},          {kKey, "key"},
+        {kValue, "value"},          {kGradQuery, "query gradient"},
+        {kGradKey, "key gradient"}, {kGradValue, "value gradient"}};
+    for (auto [uid, name] : windows)
+      if (storedHeads[uid] > g.heads)
+        text += std::string(", ") + name + " a head window of " +
+                std::to_string(storedHeads[uid]) + " heads";
     if (causal)
       text += ", causal";
     if (biased)
@@ -199,15 +235,17 @@ bool isCausalKeep(Context &ctx, const Tensor &keep,
 
 /// The configuration cuDNN would run the attention as; none where cuDNN's
 /// attention does not apply (f32 or f64, an attention dropout).
-std::optional<Config>
-getConfig(Context &ctx, std::initializer_list<const Tensor *> operands,
-          const Tensor &query, const Tensor &key, const Tensor &value,
-          const Tensor &keep, const Tensor &bias, double scale,
-          AttentionLayout layout, const AttentionDropout &dropout) {
+std::optional<Config> getConfig(Context &ctx,
+                                std::initializer_list<Operand> operands,
+                                const Tensor &query, const Tensor &key,
+                                const Tensor &value, const Tensor &keep,
+                                const Tensor &bias, const Tensor &out,
+                                double scale, AttentionLayout layout,
+                                const AttentionDropout &dropout) {
   if (dropout.p > 0 ||
       (query.dtype != DType::BF16 && query.dtype != DType::F16))
     return std::nullopt;
-  Config c{AttentionGeometry(query, key, value, keep, bias, layout),
+  Config c{AttentionGeometry(query, key, value, keep, bias, out, layout),
            query.dtype, scale};
   const AttentionGeometry &g = c.g;
   c.causal = keep && isCausalKeep(ctx, keep, g);
@@ -221,9 +259,7 @@ getConfig(Context &ctx, std::initializer_list<const Tensor *> operands,
     if ((keepWritten && g.keepStrides[1]) || (bias && g.biasStrides[1]))
       c.biasHeads = g.heads;
   }
-  for (const Tensor *operand : operands)
-    c.aligned =
-        c.aligned && reinterpret_cast<uintptr_t>(operand->data) % 16 == 0;
+  c.addOperands(operands);
   return c;
 }
 
@@ -280,16 +316,17 @@ std::shared_ptr<fe::graph::Graph> makeForward(const Config &c) {
   std::shared_ptr<fe::graph::Graph> graph = makeGraph(c);
   const AttentionGeometry &g = c.g;
   auto query =
-      addInput(*graph, "query", kQuery, c.getHeads(g.rows, g.headSize));
-  auto key = addInput(*graph, "key", kKey, c.getHeads(g.keys, g.headSize));
-  auto value =
-      addInput(*graph, "value", kValue, c.getHeads(g.keys, g.valueSize));
+      addInput(*graph, "query", kQuery, c.getHeads(kQuery, g.rows, g.headSize));
+  auto key =
+      addInput(*graph, "key", kKey, c.getHeads(kKey, g.keys, g.headSize));
+  auto value = addInput(*graph, "value", kValue,
+                        c.getHeads(kValue, g.keys, g.valueSize));
   auto attributes = fe::graph::SDPA_attributes()
                         .set_name("flash_attention")
                         .set_generate_stats(true);
   setScaleAndMasks(c, *graph, attributes);
   auto [out, stats] = graph->sdpa(query, key, value, attributes);
-  setOutput(out, kOut, c.getHeads(g.rows, g.valueSize));
+  setOutput(out, kOut, c.getHeads(kOut, g.rows, g.valueSize));
   setOutput(stats, kStats, getStats(g));
   stats->set_data_type(fe::DataType_t::FLOAT);
   return graph;
@@ -299,14 +336,16 @@ std::shared_ptr<fe::graph::Graph> makeBackward(const Config &c,
                                                bool deterministic) {
   std::shared_ptr<fe::graph::Graph> graph = makeGraph(c);
   const AttentionGeometry &g = c.g;
-  Strided outs = c.getHeads(g.rows, g.valueSize);
   auto query =
-      addInput(*graph, "query", kQuery, c.getHeads(g.rows, g.headSize));
-  auto key = addInput(*graph, "key", kKey, c.getHeads(g.keys, g.headSize));
-  auto value =
-      addInput(*graph, "value", kValue, c.getHeads(g.keys, g.valueSize));
-  auto out = addInput(*graph, "out", kOut, outs);
-  auto grad = addInput(*graph, "grad", kGrad, outs);
+      addInput(*graph, "query", kQuery, c.getHeads(kQuery, g.rows, g.headSize));
+  auto key =
+      addInput(*graph, "key", kKey, c.getHeads(kKey, g.keys, g.headSize));
+  auto value = addInput(*graph, "value", kValue,
+                        c.getHeads(kValue, g.keys, g.valueSize));
+  auto out =
+      addInput(*graph, "out", kOut, c.getHeads(kOut, g.rows, g.valueSize));
+  auto grad =
+      addInput(*graph, "grad", kGrad, c.getHeads(kGrad, g.rows, g.valueSize));
   auto stats = addInput(*graph, "stats", kStats, getStats(g));
   stats->set_data_type(fe::DataType_t::FLOAT);
   auto attributes = fe::graph::SDPA_backward_attributes()
@@ -315,9 +354,9 @@ std::shared_ptr<fe::graph::Graph> makeBackward(const Config &c,
   setScaleAndMasks(c, *graph, attributes);
   auto [gradQuery, gradKey, gradValue] =
       graph->sdpa_backward(query, key, value, out, grad, stats, attributes);
-  setOutput(gradQuery, kGradQuery, c.getHeads(g.rows, g.headSize));
-  setOutput(gradKey, kGradKey, c.getHeads(g.keys, g.headSize));
-  setOutput(gradValue, kGradValue, c.getHeads(g.keys, g.valueSize));
+  setOutput(gradQuery, kGradQuery, c.getHeads(kGradQuery, g.rows, g.headSize));
+  setOutput(gradKey, kGradKey, c.getHeads(kGradKey, g.keys, g.headSize));
+  setOutput(gradValue, kGradValue, c.getHeads(kGradValue, g.keys, g.valueSize));
   return graph;
 }
 
@@ -398,12 +437,12 @@ struct Prepared {
 /// The configuration and graph of `pass` of the attention of `operands` (the
 /// tensors cuDNN reads and writes); none where cuDNN does not run it.
 std::optional<Prepared>
-prepare(Context &ctx, Pass pass, std::initializer_list<const Tensor *> operands,
+prepare(Context &ctx, Pass pass, std::initializer_list<Operand> operands,
         const Tensor &query, const Tensor &key, const Tensor &value,
-        const Tensor &keep, const Tensor &bias, double scale,
+        const Tensor &keep, const Tensor &bias, const Tensor &out, double scale,
         AttentionLayout layout, const AttentionDropout &dropout) {
   std::optional<Config> c = getConfig(ctx, operands, query, key, value, keep,
-                                      bias, scale, layout, dropout);
+                                      bias, out, scale, layout, dropout);
   if (!c)
     return std::nullopt;
   const AttentionPlans::Graph &graph = getGraph(ctx, *c, pass);
@@ -452,8 +491,9 @@ bool runCudnnAttention(Context &ctx, const Tensor &query, const Tensor &key,
                        double maskedScore, AttentionLayout layout,
                        const AttentionDropout &dropout) {
   std::optional<Prepared> prepared =
-      prepare(ctx, Pass::Forward, {&query, &key, &value, &out}, query, key,
-              value, keep, bias, scale, layout, dropout);
+      prepare(ctx, Pass::Forward,
+              {{kQuery, &query}, {kKey, &key}, {kValue, &value}, {kOut, &out}},
+              query, key, value, keep, bias, out, scale, layout, dropout);
   if (!prepared)
     return false;
   std::unordered_map<int64_t, void *> pack = {{kQuery, query.data},
@@ -474,10 +514,17 @@ bool runCudnnAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                            const Tensor &gradValue, double scale,
                            double maskedScore, AttentionLayout layout,
                            const AttentionDropout &dropout) {
-  std::optional<Prepared> prepared = prepare(
-      ctx, Pass::Backward,
-      {&query, &key, &value, &out, &grad, &gradQuery, &gradKey, &gradValue},
-      query, key, value, keep, bias, scale, layout, dropout);
+  std::optional<Prepared> prepared =
+      prepare(ctx, Pass::Backward,
+              {{kQuery, &query},
+               {kKey, &key},
+               {kValue, &value},
+               {kOut, &out},
+               {kGrad, &grad},
+               {kGradQuery, &gradQuery},
+               {kGradKey, &gradKey},
+               {kGradValue, &gradValue}},
+              query, key, value, keep, bias, out, scale, layout, dropout);
   if (!prepared)
     return false;
   std::unordered_map<int64_t, void *> pack = {
@@ -495,17 +542,29 @@ std::string validateCudnnAttention(DType dtype,
                                    const std::array<int64_t, 6> &sizes,
                                    bool causal, int64_t biasBatch,
                                    int64_t biasHeads, bool backward,
-                                   int smVersion, AttentionLayout layout) {
+                                   int smVersion, AttentionLayout layout,
+                                   int64_t storedHeads) {
   auto [batch, heads, rows, keys, headSize, valueSize] = sizes;
-  auto stored = [&](int64_t length, int64_t width) {
-    return AttentionGeometry::getStoredShape(layout, batch, heads, length,
+  auto stored = [&](int64_t tensorHeads, int64_t length, int64_t width) {
+    return AttentionGeometry::getStoredShape(layout, batch, tensorHeads, length,
                                              width);
   };
-  Tensor query(nullptr, dtype, stored(rows, headSize));
-  Tensor key(nullptr, dtype, stored(keys, headSize));
-  Tensor value(nullptr, dtype, stored(keys, valueSize));
-  Config c{AttentionGeometry(query, key, value, Tensor(), Tensor(), layout),
-           dtype, 1 / std::sqrt(double(headSize))};
+  // Their gradients alike.
+  Tensor query(nullptr, dtype, stored(storedHeads, rows, headSize));
+  Tensor key(nullptr, dtype, stored(storedHeads, keys, headSize));
+  Tensor value(nullptr, dtype, stored(storedHeads, keys, valueSize));
+  // And out's gradient.
+  Tensor out(nullptr, dtype, stored(heads, rows, valueSize));
+  Config c{
+      AttentionGeometry(query, key, value, Tensor(), Tensor(), out, layout),
+      dtype, 1 / std::sqrt(double(headSize))};
+  c.addOperands(
+      {{kQuery, &query}, {kKey, &key}, {kValue, &value}, {kOut, &out}});
+  if (backward)
+    c.addOperands({{kGrad, &out},
+                   {kGradQuery, &query},
+                   {kGradKey, &key},
+                   {kGradValue, &value}});
   c.causal = causal;
   c.biased = biasBatch > 0;
   c.biasBatch = biasBatch;

@@ -25,8 +25,9 @@ namespace slapo::rt::cuda {
 /// false, having queued nothing that writes them, where cuDNN does not run
 /// it: f32 and f64 (cuDNN's SDPA has none), an attention dropout (cuDNN
 /// draws Philox masks, the runtime counter-based ones that slapo.dropout
-/// draws), and a configuration cuDNN refused when its graph was built
-/// (said once per configuration on stderr).
+/// draws), an operand that is not 16-byte aligned (as cuDNN needs; a head
+/// window's first head included), and a configuration cuDNN refused when
+/// its graph was built (said once per configuration on stderr).
 bool runCudnnAttention(Context &ctx, const Tensor &query, const Tensor &key,
                        const Tensor &value, const Tensor &keep,
                        const Tensor &bias, const Tensor &out,
@@ -47,15 +48,18 @@ bool runCudnnAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
 /// What cuDNN's frontend says of the graph of the forward or the backward
 /// of a `dtype` attention of `sizes` (batch, heads, rows, keys, head size,
 /// value size) with cuDNN's causal mask or not and a bias of [biasBatch,
-/// biasHeads, rows, keys] (biasBatch 0: none), its operands in `layout`,
-/// validated without a GPU for one of compute capability `smVersion` (90:
-/// Hopper): the empty string where it is valid, else the frontend's reason.
-/// What the tests check of the graphs where no GPU builds and runs them.
+/// biasHeads, rows, keys] (biasBatch 0: none), its operands in `layout`
+/// (query, key, value and their gradients stored with `storedHeads` heads:
+/// the heads of `sizes`, or under Bshd more, as head windows), validated
+/// without a GPU for one of compute capability `smVersion` (90: Hopper):
+/// the empty string where it is valid, else the frontend's reason. What the
+/// tests check of the graphs where no GPU builds and runs them.
 std::string validateCudnnAttention(DType dtype,
                                    const std::array<int64_t, 6> &sizes,
                                    bool causal, int64_t biasBatch,
                                    int64_t biasHeads, bool backward,
-                                   int smVersion, AttentionLayout layout);
+                                   int smVersion, AttentionLayout layout,
+                                   int64_t storedHeads);
 
 /// How many forwards and backwards ran through cuDNN in `ctx` so far: what
 /// the conformance test checks to know that a case tested cuDNN's path.

@@ -112,3 +112,62 @@ func.func @bshd_grad_layout(%q: tensor<1x4x2x8xf32>, %g: tensor<1x2x4x8xf32>, %l
   %a, %b, %c = slapo.flash_attention_grad %q, %q, %q result %q, %l grad %g {bshd, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x2x4xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>)
   return
 }
+
+// -----
+
+// packed_qkv reads the heads of a token side by side.
+func.func @packed_heads_major(%qkv: tensor<1x6x4x8xf32>) {
+  // expected-error @+1 {{packed_qkv needs bshd (the heads of a token side by side)}}
+  %o, %l = slapo.flash_attention %qkv, %qkv, %qkv {packed_qkv, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x6x4x8xf32>, tensor<1x6x4x8xf32>, tensor<1x6x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @packed_two_tensors(%qkv: tensor<1x4x6x8xf32>, %v: tensor<1x4x6x8xf32>) {
+  // expected-error @+1 {{packed_qkv needs query, key and value to be one tensor}}
+  %o, %l = slapo.flash_attention %qkv, %qkv, %v {bshd, packed_qkv, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @packed_heads_not_thirds(%qkv: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{packed_qkv needs 3H heads, got 4}}
+  %o, %l = slapo.flash_attention %qkv, %qkv, %qkv {bshd, packed_qkv, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x1x8xf32>, tensor<1x1x4xf32>)
+  return
+}
+
+// -----
+
+// The result has the thirds' H heads.
+func.func @packed_result_heads(%qkv: tensor<1x4x6x8xf32>) {
+  // expected-error @+1 {{result shape [1, 4, 6, 8] differs from [1, 4, 2, 8], the query's rows of value's width}}
+  %o, %l = slapo.flash_attention %qkv, %qkv, %qkv {bshd, packed_qkv, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+// The packed gradient is one tensor, the others three.
+func.func @packed_three_gradients(%qkv: tensor<1x4x6x8xf32>, %o: tensor<1x4x2x8xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{has 3 gradients, not 1 (of the packed query, key and value)}}
+  %a, %b, %c = slapo.flash_attention_grad %qkv, %qkv, %qkv result %o, %l grad %o {bshd, packed_qkv, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x2x8xf32>, tensor<1x2x4xf32>, tensor<1x4x2x8xf32>) -> (tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>)
+  return
+}
+
+// -----
+
+func.func @unpacked_one_gradient(%q: tensor<1x4x2x8xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{has 1 gradients, not 3 (of query, key and value)}}
+  %a = slapo.flash_attention_grad %q, %q, %q result %q, %l grad %q {bshd, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x2x4xf32>, tensor<1x4x2x8xf32>) -> tensor<1x4x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @packed_gradient_type(%qkv: tensor<1x4x6x8xf32>, %o: tensor<1x4x2x8xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{gradient type 'tensor<1x4x2x8xf32>' differs from its operand's 'tensor<1x4x6x8xf32>'}}
+  %a = slapo.flash_attention_grad %qkv, %qkv, %qkv result %o, %l grad %o {bshd, packed_qkv, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x6x8xf32>, tensor<1x4x2x8xf32>, tensor<1x2x4xf32>, tensor<1x4x2x8xf32>) -> tensor<1x4x2x8xf32>
+  return
+}

@@ -40,3 +40,15 @@ func.func @bshd(%q: tensor<2x5x3x4xf32>, %k: tensor<2x7x3x4xf32>, %v: tensor<2x7
   %a, %b, %c = slapo.flash_attention_grad %q, %k, %v keep %m result %o, %l grad %g {bshd, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x5x3x4xf32>, tensor<2x7x3x4xf32>, tensor<2x7x3x6xf32>, tensor<1x1x5x7xi1>, tensor<2x5x3x6xf32>, tensor<2x3x5xf32>, tensor<2x5x3x6xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x7x3x4xf32>, tensor<2x7x3x6xf32>)
   return
 }
+
+// packed_qkv: query, key and value are the three thirds of the heads of one
+// [B, T, 3H, D] tensor (H = 2 here), the result and log-sum-exp those of
+// H heads; the gradient is one, of the packed tensor.
+// CHECK-LABEL: func.func @packed_qkv
+func.func @packed_qkv(%qkv: tensor<2x5x6x4xf32>, %m: tensor<1x1x5x5xi1>, %g: tensor<2x5x2x4xf32>) {
+  // CHECK-NEXT: %[[O:.*]], %[[L:.*]] = slapo.flash_attention %arg0, %arg0, %arg0 keep %arg1 {bshd, masked_score = 0.000000e+00 : f64, packed_qkv, scale = 5.000000e-01 : f64} : (tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x5x2x4xf32>, tensor<2x2x5xf32>)
+  // CHECK-NEXT: slapo.flash_attention_grad %arg0, %arg0, %arg0 keep %arg1 result %[[O]], %[[L]] grad %arg2 {bshd, masked_score = 0.000000e+00 : f64, packed_qkv, scale = 5.000000e-01 : f64} : (tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<1x1x5x5xi1>, tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x2x4xf32>) -> tensor<2x5x6x4xf32>
+  %o, %l = slapo.flash_attention %qkv, %qkv, %qkv keep %m {bshd, packed_qkv, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x5x2x4xf32>, tensor<2x2x5xf32>)
+  %d = slapo.flash_attention_grad %qkv, %qkv, %qkv keep %m result %o, %l grad %g {bshd, packed_qkv, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<1x1x5x5xi1>, tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x2x4xf32>) -> tensor<2x5x6x4xf32>
+  return
+}

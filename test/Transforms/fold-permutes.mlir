@@ -102,8 +102,8 @@ func.func @key_gradient(%q: tensor<2x5x3x4xf32>, %ds: tensor<2x3x5x5xf32>) -> te
 // [B, H, T, S] order.
 // CHECK-LABEL: func.func @attention_heads
 // CHECK-NEXT: %[[O:.*]], %[[LSE:.*]] = slapo.flash_attention %arg0, %arg1, %arg2 keep %arg3 {bshd, masked_score = -1.000000e+09 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5xf32>)
-// CHECK-NEXT: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = slapo.flash_attention_grad %arg0, %arg1, %arg2 keep %arg3 result %[[O]], %[[LSE]] grad %arg4 {bshd, masked_score = -1.000000e+09 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<1x1x5x5xi1>, tensor<2x5x3x4xf32>, tensor<2x3x5xf32>, tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>)
-// CHECK-NEXT: return %[[O]], %[[DQ]], %[[DK]], %[[DV]]
+// CHECK-NEXT: %[[G:.*]]:3 = slapo.flash_attention_grad %arg0, %arg1, %arg2 keep %arg3 result %[[O]], %[[LSE]] grad %arg4 {bshd, masked_score = -1.000000e+09 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<1x1x5x5xi1>, tensor<2x5x3x4xf32>, tensor<2x3x5xf32>, tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>)
+// CHECK-NEXT: return %[[O]], %[[G]]#0, %[[G]]#1, %[[G]]#2
 func.func @attention_heads(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xf32>, %mask: tensor<1x1x5x5xi1>, %g: tensor<2x5x3x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) {
   %qh = slapo.permute %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
   %kh = slapo.permute %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>

@@ -34,6 +34,6 @@ module {
 // GRAD-LABEL: func.func @forward_backward
 // GRAD: %[[O:.*]], %[[LSE:.*]] = slapo.flash_attention {{.*}} -> (tensor<2x2x4x8xbf16>, tensor<2x2x4xf32>)
 // GRAD: %[[G:.*]] = slapo.cast %{{.*}} {slapo.phase = "backward"} : tensor<2x2x4x8xf32> -> tensor<2x2x4x8xbf16>
-// GRAD-NEXT: %[[DQ:.*]], %{{.*}}, %{{.*}} = slapo.flash_attention_grad {{.*}} result %[[O]], %[[LSE]] grad %[[G]] {{.*}} : ({{.*}}, tensor<2x2x4x8xbf16>, tensor<2x2x4xf32>, tensor<2x2x4x8xbf16>) -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>)
-// GRAD-NEXT: %[[DQF:.*]] = slapo.cast %[[DQ]] {{.*}} : tensor<2x2x4x8xbf16> -> tensor<2x2x4x8xf32>
+// GRAD-NEXT: %[[GRADS:.*]]:3 = slapo.flash_attention_grad {{.*}} result %[[O]], %[[LSE]] grad %[[G]] {{.*}} : ({{.*}}, tensor<2x2x4x8xbf16>, tensor<2x2x4xf32>, tensor<2x2x4x8xbf16>) -> (tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>)
+// GRAD-NEXT: %[[DQF:.*]] = slapo.cast %[[GRADS]]#0 {{.*}} : tensor<2x2x4x8xbf16> -> tensor<2x2x4x8xf32>
 // GRAD-NEXT: return %{{.*}}, %[[DQF]] : tensor<f32>, tensor<2x2x4x8xf32>

@@ -29,6 +29,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -1105,6 +1107,32 @@ int64_t countCudnnAttentionRuns(cuda::Context &ctx) {
   return cuda::getCudnnAttentionRuns(ctx);
 }
 
+/// `parts` [B, T, H, D] side by side along the heads: [B, T, parts * H,
+/// D], as GPT-2's packed projection holds its query, key and value.
+HostTensor packHeads(std::initializer_list<const HostTensor *> parts) {
+  const HostTensor &first = **parts.begin();
+  const Shape &shape = first.shape;
+  int64_t count = int64_t(parts.size());
+  HostTensor packed(first.dtype,
+                    {shape[0], shape[1], count * shape[2], shape[3]});
+  size_t tokenBytes = shape[2] * shape[3] * getSize(first.dtype);
+  int64_t i = 0;
+  for (const HostTensor *part : parts) {
+    for (int64_t t = 0; t < shape[0] * shape[1]; ++t)
+      std::copy_n(part->bytes.begin() + t * tokenBytes, tokenBytes,
+                  packed.bytes.begin() + (t * count + i) * tokenBytes);
+    ++i;
+  }
+  return packed;
+}
+
+/// Query, key and value, or their gradients, as head windows 0, H and 2H of
+/// `packed` [B, T, 3H, D] (`heads` H).
+std::array<Tensor, 3> getWindows(const Tensor &packed, int64_t heads) {
+  return {headWindow(packed, 0), headWindow(packed, heads),
+          headWindow(packed, 2 * heads)};
+}
+
 /// Flash attention, forward and backward: the output, the log-sum-exp and
 /// the three gradients (the backward from each backend's own forward). Sizes
 /// that are not multiples of the kernels' tiles, more keys than queries,
@@ -1116,7 +1144,10 @@ int64_t countCudnnAttentionRuns(cuda::Context &ctx) {
 /// on its own kernels; the "cuDNN" cases (odd lengths, the head sizes of
 /// GPT-2 and larger models, each mask) fail unless cuDNN ran them. The
 /// "token-major" cases store the operands [B, T, H, D]
-/// (AttentionLayout::Bshd), on both paths.
+/// (AttentionLayout::Bshd), on both paths; the "packed heads" cases
+/// (token-major too) read query, key and value as head windows of one
+/// packed [B, T, 3H, D] tensor and write their gradients as windows of
+/// another, which is compared whole.
 void addAttention(CaseList &cases) {
   struct AttentionCase {
     const char *name;
@@ -1126,6 +1157,9 @@ void addAttention(CaseList &cases) {
     /// Run in bf16 and f16 only, and on the CUDA backend through cuDNN.
     bool cudnn = false;
     AttentionLayout layout = AttentionLayout::Bhsd;
+    /// Query, key and value head windows of one packed tensor (token-major,
+    /// as many keys as rows, the value size the head size).
+    bool packed = false;
   };
   const AttentionCase kCases[] = {
       {"causal", 2, 3, 37, 37, 24, 24, {1, 1, 37, 37}, {}},
@@ -1225,6 +1259,45 @@ void addAttention(CaseList &cases) {
        {},
        true,
        AttentionLayout::Bshd},
+      {"causal packed heads",
+       2,
+       3,
+       37,
+       37,
+       24,
+       24,
+       {1, 1, 37, 37},
+       {},
+       {},
+       false,
+       AttentionLayout::Bshd,
+       true},
+      {"causal dropout packed heads",
+       2,
+       3,
+       37,
+       37,
+       24,
+       24,
+       {1, 1, 37, 37},
+       {},
+       {0.1, {/*seed=*/5, /*step=*/2, /*stream=*/1, /*rankStream=*/0}},
+       false,
+       AttentionLayout::Bshd,
+       true},
+      {"cuDNN causal packed heads",
+       2,
+       3,
+       37,
+       37,
+       64,
+       64,
+       {1, 1, 37, 37},
+       {},
+       {},
+       true,
+       AttentionLayout::Bshd,
+       true},
   };
   // torch.finfo(torch.float32).min, the masked score and padding bias the
   // modules use.
@@ -1250,6 +1323,9 @@ void addAttention(CaseList &cases) {
       HostTensor key = random(dtype, keyShape, 171, -2, 2);
       HostTensor value = random(dtype, valueShape, 172);
       HostTensor grad = random(dtype, outShape, 173);
+      std::optional<HostTensor> packed;
+      if (c.packed)
+        packed = packHeads({&query, &key, &value});
       std::optional<HostTensor> keep, bias;
       if (c.keepShape.rank) {
         keep = random(DType::Bool, c.keepShape, 174);
@@ -1283,8 +1359,23 @@ void addAttention(CaseList &cases) {
       cases.add(
           name,
           [=](auto &session) -> Outputs {
-            Tensor q = session.upload(query), k = session.upload(key),
-                   v = session.upload(value), g = session.upload(grad);
+            // Query, key and value and their gradients: separate tensors,
+            // or head windows of the packed operands and of `packedGrads`.
+            std::array<Tensor, 3> operands, grads;
+            Tensor packedGrads;
+            if (packed) {
+              operands = getWindows(session.upload(*packed), c.heads);
+              packedGrads = session.output(dtype, packed->shape);
+              grads = getWindows(packedGrads, c.heads);
+            } else {
+              operands = {session.upload(query), session.upload(key),
+                          session.upload(value)};
+              grads = {session.output(dtype, queryShape),
+                       session.output(dtype, keyShape),
+                       session.output(dtype, valueShape)};
+            }
+            auto [q, k, v] = operands;
+            Tensor g = session.upload(grad);
             Tensor keepMask = keep ? session.upload(*keep) : Tensor();
             Tensor biasMask = bias ? session.upload(*bias) : Tensor();
             Tensor out = session.output(dtype, outShape);
@@ -1295,17 +1386,19 @@ void addAttention(CaseList &cases) {
             int64_t cudnnRuns = countCudnnAttentionRuns(session.ctx);
             flashAttention(session.ctx, q, k, v, keepMask, biasMask, out,
                            logsumexp, scale, maskedScore, c.layout, c.dropout);
-            Tensor gq = session.output(dtype, queryShape);
-            Tensor gk = session.output(dtype, keyShape);
-            Tensor gv = session.output(dtype, valueShape);
             flashAttentionGrad(session.ctx, q, k, v, keepMask, biasMask, out,
-                               logsumexp, g, gq, gk, gv, scale, maskedScore,
-                               c.layout, c.dropout);
+                               logsumexp, g, grads[0], grads[1], grads[2],
+                               scale, maskedScore, c.layout, c.dropout);
             if (c.cudnn)
               expectCudnnAttention(session.ctx, cudnnRuns);
-            return {session.download(out), session.download(logsumexp),
-                    session.download(gq), session.download(gk),
-                    session.download(gv)};
+            Outputs outputs = {session.download(out),
+                               session.download(logsumexp)};
+            if (packed)
+              outputs.push_back(session.download(packedGrads));
+            else
+              for (const Tensor &gradient : grads)
+                outputs.push_back(session.download(gradient));
+            return outputs;
           },
           // Sums of up to 70 terms in another order, whose gradients
           // cancel. The log-sum-exp is f32 for 16-bit operands (its

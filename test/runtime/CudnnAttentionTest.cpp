@@ -70,17 +70,26 @@ TEST_CASE("cuDNN's frontend accepts the attention graphs for Hopper",
        2,
        1},
   };
-  // Each heads-major and token-major (strided q, k, v, o and gradients:
-  // what slapo-fold-permutes makes of GPT-2's attention).
+  // Each heads-major, token-major (strided q, k, v, o and gradients: what
+  // slapo-fold-permutes makes of GPT-2's attention), and token-major with
+  // q, k, v and their gradients head windows of tensors of 3H heads (GPT-2's
+  // packed projection read in place).
+  struct Storage {
+    const char *name;
+    AttentionLayout layout;
+    int64_t operandsPerTensor; // whose heads a stored tensor holds
+  };
+  const Storage kStorages[] = {{"", AttentionLayout::Bhsd, 1},
+                               {", token-major", AttentionLayout::Bshd, 1},
+                               {", head windows", AttentionLayout::Bshd, 3}};
   for (const GraphCase &c : kCases)
-    for (AttentionLayout layout :
-         {AttentionLayout::Bhsd, AttentionLayout::Bshd})
+    for (const Storage &storage : kStorages)
       for (bool backward : {false, true}) {
-        INFO(c.name << (layout == AttentionLayout::Bshd ? ", token-major" : "")
-                    << (backward ? ", backward" : ", forward"));
-        CHECK(cuda::validateCudnnAttention(c.dtype, c.sizes, c.causal,
-                                           c.biasBatch, c.biasHeads, backward,
-                                           kHopper, layout) == "");
+        INFO(c.name << storage.name << (backward ? ", backward" : ", forward"));
+        CHECK(cuda::validateCudnnAttention(
+                  c.dtype, c.sizes, c.causal, c.biasBatch, c.biasHeads,
+                  backward, kHopper, storage.layout,
+                  storage.operandsPerTensor * c.sizes[1]) == "");
       }
 }
 
@@ -89,6 +98,6 @@ TEST_CASE("cuDNN's frontend refuses a head size that is not a multiple of 8",
   for (bool backward : {false, true})
     CHECK_THAT(cuda::validateCudnnAttention(DType::BF16, {1, 2, 17, 17, 12, 12},
                                             false, 0, 0, backward, kHopper,
-                                            AttentionLayout::Bhsd),
+                                            AttentionLayout::Bhsd, 2),
                Catch::Contains("multiple of 8"));
 }

@@ -1,8 +1,9 @@
 // embedding, layer norm, softmax, log-softmax, cross entropy, the fused
 // linear cross entropy and flash attention with dropout against the
 // formulas, computed here in f64; flash attention on token-major operands
-// against the head-major one, and the norms with a folded cast against the
-// norm and the cast kernel, bit for bit.
+// against the head-major one, on head windows of a packed tensor against
+// separate operands, and the norms with a folded cast against the norm and
+// the cast kernel, bit for bit.
 #include "slapo/runtime/AttentionGeometry.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/LinearCrossEntropyWorkspace.h"
@@ -1439,6 +1440,85 @@ struct AttentionBytes {
   std::vector<uint8_t> out, logsumexp, gradQuery, gradKey, gradValue;
 };
 
+/// `bytes` bytes of `fill`: results filled so that an element left
+/// unwritten differs.
+std::vector<uint8_t> filledBytes(size_t bytes, uint8_t fill) {
+  return std::vector<uint8_t>(bytes, fill);
+}
+
+/// The masks of the bit-for-bit attention tests below: a causal keep mask,
+/// a padding bias, and a causal mask with dropout.
+struct AttentionMasks {
+  const char *name;
+  bool causal, padded;
+  double p;
+};
+const AttentionMasks kAttentionMasks[] = {
+    {"causal", true, false, 0},
+    {"padding bias", false, true, 0},
+    {"causal with dropout", true, false, 0.25}};
+
+/// What the kernels take of one of kAttentionMasks for `dtype` operands of
+/// `batch` x `rows` rows and keys of head size `depth`: the keep mask [1,
+/// 1, T, T], the padding bias [B, 1, 1, T] (masking batch row 1's last 9
+/// keys), and the scale, masked score and dropout; it holds the masks'
+/// elements.
+class AttentionArguments {
+public:
+  AttentionArguments(const AttentionMasks &masks, DType dtype, int64_t batch,
+                     int64_t rows, int64_t depth)
+      : keepData(std::make_unique<bool[]>(rows * rows)) {
+    const double kMaskedScore = -3.4028234663852886e38;
+    for (int64_t i = 0; i < rows * rows; ++i)
+      keepData[i] = i % rows <= i / rows;
+    std::vector<float> padding(batch * rows, 0);
+    std::fill(padding.end() - 9, padding.end(), float(kMaskedScore));
+    biasBytes = toBytes(dtype, padding);
+    if (masks.causal)
+      keep = Tensor(keepData.get(), DType::Bool, {1, 1, rows, rows});
+    if (masks.padded)
+      bias = Tensor(biasBytes.data(), dtype, {batch, 1, 1, rows});
+    scale = 1 / std::sqrt(double(depth));
+    maskedScore = masks.causal ? kMaskedScore : 0.0;
+    dropout = {masks.p,
+               {/*seed=*/7, /*step=*/1, /*stream=*/4, /*rankStream=*/0}};
+  }
+
+  /// The forward of query, key and value in `layout` into out and
+  /// logsumexp, then the backward of out's gradient `grad` into the
+  /// gradients.
+  void run(Context &ctx, AttentionLayout layout, const Tensor &query,
+           const Tensor &key, const Tensor &value, const Tensor &out,
+           const Tensor &logsumexp, const Tensor &grad, const Tensor &gradQuery,
+           const Tensor &gradKey, const Tensor &gradValue) const {
+    flashAttention(ctx, query, key, value, keep, bias, out, logsumexp, scale,
+                   maskedScore, layout, dropout);
+    flashAttentionGrad(ctx, query, key, value, keep, bias, out, logsumexp, grad,
+                       gradQuery, gradKey, gradValue, scale, maskedScore,
+                       layout, dropout);
+  }
+
+private:
+  std::unique_ptr<bool[]> keepData;
+  std::vector<uint8_t> biasBytes;
+  Tensor keep, bias;
+  double scale, maskedScore;
+  AttentionDropout dropout;
+};
+
+/// Copies heads [fromFirst, fromFirst + count) of each of the `tokens`
+/// tokens of `from` (`fromHeads` heads of `headBytes` bytes a token) to
+/// heads [toFirst, toFirst + count) of `to` (`toHeads` heads a token).
+void copyHeads(const std::vector<uint8_t> &from, int64_t fromHeads,
+               int64_t fromFirst, std::vector<uint8_t> &to, int64_t toHeads,
+               int64_t toFirst, int64_t count, int64_t tokens,
+               size_t headBytes) {
+  for (int64_t t = 0; t < tokens; ++t)
+    std::copy_n(from.begin() + (t * fromHeads + fromFirst) * headBytes,
+                count * headBytes,
+                to.begin() + (t * toHeads + toFirst) * headBytes);
+}
+
 } // namespace
 
 TEST_CASE("flash attention on token-major operands gives the bits of the "
@@ -1447,28 +1527,12 @@ TEST_CASE("flash attention on token-major operands gives the bits of the "
   // must be the Bhsd ones permuted, bit for bit, and the log-sum-exp the
   // same. 70 rows (partial query blocks of 32 and key tiles of 64), 3
   // heads, head size 20 and value size 72 (whole and partial vectors of the
-  // register-blocked sums); a causal keep mask, a padding bias, and a causal
-  // mask with dropout.
+  // register-blocked sums); each of kAttentionMasks.
   const int64_t batch = 2, heads = 3, rows = 70, depth = 20, width = 72;
   const int64_t count = batch * heads * rows;
-  const double maskedScore = -3.4028234663852886e38;
-  struct Case {
-    const char *name;
-    bool causal, padded;
-    double p;
-  };
-  const Case cases[] = {{"causal", true, false, 0},
-                        {"padding bias", false, true, 0},
-                        {"causal with dropout", true, false, 0.25}};
-  auto keepData = std::make_unique<bool[]>(rows * rows);
-  for (int64_t i = 0; i < rows * rows; ++i)
-    keepData[i] = i % rows <= i / rows;
-  // Batch row 1's last 9 keys masked.
-  std::vector<float> padding(batch * rows, 0);
-  std::fill(padding.end() - 9, padding.end(), float(maskedScore));
   for (DType dtype : {DType::F32, DType::BF16})
-    for (const Case &c : cases) {
-      INFO(getName(dtype) << " " << c.name);
+    for (const AttentionMasks &masks : kAttentionMasks) {
+      INFO(getName(dtype) << " " << masks.name);
       size_t size = getSize(dtype);
       std::mt19937 generator(3);
       AttentionBytes bhsd;
@@ -1476,47 +1540,30 @@ TEST_CASE("flash attention on token-major operands gives the bits of the "
       bhsd.key = toBytes(dtype, uniformValues(generator, count * depth));
       bhsd.value = toBytes(dtype, uniformValues(generator, count * width));
       bhsd.grad = toBytes(dtype, uniformValues(generator, count * width));
-      std::vector<uint8_t> biasBytes = toBytes(dtype, padding);
-      Tensor keep =
-          c.causal ? Tensor(keepData.get(), DType::Bool, {1, 1, rows, rows})
-                   : Tensor();
-      Tensor bias = c.padded
-                        ? Tensor(biasBytes.data(), dtype, {batch, 1, 1, rows})
-                        : Tensor();
-      double scale = 1 / std::sqrt(double(depth));
-      double masked = c.causal ? maskedScore : 0.0;
-      AttentionDropout dropout = {
-          c.p, {/*seed=*/7, /*step=*/1, /*stream=*/4, /*rankStream=*/0}};
+      AttentionArguments arguments(masks, dtype, batch, rows, depth);
       Context ctx(2);
       // The forward and backward of `a`'s operands in `layout`, into
-      // results filled with a pattern, so that an element left unwritten
-      // differs.
+      // results filled with a pattern.
       auto run = [&](AttentionLayout layout, AttentionBytes &a) {
         auto stored = [&](int64_t columns) {
           return AttentionGeometry::getStoredShape(layout, batch, heads, rows,
                                                    columns);
         };
-        auto pattern = [](int64_t bytes) {
-          return std::vector<uint8_t>(bytes, uint8_t(0x5a));
-        };
-        a.out = pattern(count * width * size);
-        a.logsumexp = pattern(count * sizeof(float));
-        a.gradQuery = pattern(count * depth * size);
-        a.gradKey = pattern(count * depth * size);
-        a.gradValue = pattern(count * width * size);
-        Tensor query(a.query.data(), dtype, stored(depth)),
-            key(a.key.data(), dtype, stored(depth)),
-            value(a.value.data(), dtype, stored(width)),
-            out(a.out.data(), dtype, stored(width)),
-            logsumexp(a.logsumexp.data(), DType::F32, {batch, heads, rows});
-        flashAttention(ctx, query, key, value, keep, bias, out, logsumexp,
-                       scale, masked, layout, dropout);
-        flashAttentionGrad(ctx, query, key, value, keep, bias, out, logsumexp,
-                           Tensor(a.grad.data(), dtype, stored(width)),
-                           Tensor(a.gradQuery.data(), dtype, stored(depth)),
-                           Tensor(a.gradKey.data(), dtype, stored(depth)),
-                           Tensor(a.gradValue.data(), dtype, stored(width)),
-                           scale, masked, layout, dropout);
+        a.out = filledBytes(count * width * size, 0x5a);
+        a.logsumexp = filledBytes(count * sizeof(float), 0x5a);
+        a.gradQuery = filledBytes(count * depth * size, 0x5a);
+        a.gradKey = filledBytes(count * depth * size, 0x5a);
+        a.gradValue = filledBytes(count * width * size, 0x5a);
+        arguments.run(
+            ctx, layout, Tensor(a.query.data(), dtype, stored(depth)),
+            Tensor(a.key.data(), dtype, stored(depth)),
+            Tensor(a.value.data(), dtype, stored(width)),
+            Tensor(a.out.data(), dtype, stored(width)),
+            Tensor(a.logsumexp.data(), DType::F32, {batch, heads, rows}),
+            Tensor(a.grad.data(), dtype, stored(width)),
+            Tensor(a.gradQuery.data(), dtype, stored(depth)),
+            Tensor(a.gradKey.data(), dtype, stored(depth)),
+            Tensor(a.gradValue.data(), dtype, stored(width)));
       };
       auto toTokens = [&](const std::vector<uint8_t> &bytes, int64_t columns) {
         return swapMiddleDims(bytes, batch, heads, rows, columns, size);
@@ -1538,4 +1585,151 @@ TEST_CASE("flash attention on token-major operands gives the bits of the "
       CHECK(bshd.gradKey == toTokens(bhsd.gradKey, depth));
       CHECK(bshd.gradValue == toTokens(bhsd.gradValue, width));
     }
+}
+
+TEST_CASE("flash attention on head windows of one packed tensor gives the "
+          "bits of separate operands") {
+  // GPT-2's query, key and value as head windows of its packed projection
+  // [B, T, Hs, D] (headWindow), and their gradients written as windows of
+  // one packed tensor: out, the log-sum-exp and the gradients must be those
+  // of separate token-major operands of the same values, bit for bit, and
+  // the packed gradient's heads outside the windows keep their fill. The
+  // sizes of the token-major test above, one head size for all (one packed
+  // tensor); each of kAttentionMasks; the windows as GPT-2's (q, k, v of 3H
+  // heads), and after a head outside them in another order.
+  const int64_t batch = 2, heads = 3, rows = 70, depth = 20;
+  const int64_t tokens = batch * rows, count = tokens * heads;
+  struct Packing {
+    const char *name;
+    int64_t packedHeads, query, key, value; // the windows' first heads
+  };
+  const Packing packings[] = {
+      {"q k v", 3 * heads, 0, heads, 2 * heads},
+      {"a head then v q k", 3 * heads + 1, heads + 1, 2 * heads + 1, 1}};
+  const Shape shape = {batch, rows, heads, depth};
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const AttentionMasks &masks : kAttentionMasks)
+      for (const Packing &packing : packings) {
+        INFO(getName(dtype) << " " << masks.name << ", " << packing.name);
+        size_t size = getSize(dtype), headBytes = depth * size;
+        std::mt19937 generator(5);
+        AttentionBytes separate;
+        separate.query =
+            toBytes(dtype, uniformValues(generator, count * depth));
+        separate.key = toBytes(dtype, uniformValues(generator, count * depth));
+        separate.value =
+            toBytes(dtype, uniformValues(generator, count * depth));
+        separate.grad = toBytes(dtype, uniformValues(generator, count * depth));
+        // A window read in place of another would change the results.
+        REQUIRE(separate.query != separate.key);
+        REQUIRE(separate.key != separate.value);
+        REQUIRE(separate.value != separate.query);
+        separate.out = filledBytes(count * depth * size, 0x5a);
+        separate.logsumexp = filledBytes(count * sizeof(float), 0x5a);
+        separate.gradQuery = filledBytes(count * depth * size, 0x5a);
+        separate.gradKey = filledBytes(count * depth * size, 0x5a);
+        separate.gradValue = filledBytes(count * depth * size, 0x5a);
+        AttentionArguments arguments(masks, dtype, batch, rows, depth);
+        Context ctx(2);
+        arguments.run(
+            ctx, AttentionLayout::Bshd,
+            Tensor(separate.query.data(), dtype, shape),
+            Tensor(separate.key.data(), dtype, shape),
+            Tensor(separate.value.data(), dtype, shape),
+            Tensor(separate.out.data(), dtype, shape),
+            Tensor(separate.logsumexp.data(), DType::F32, {batch, heads, rows}),
+            Tensor(separate.grad.data(), dtype, shape),
+            Tensor(separate.gradQuery.data(), dtype, shape),
+            Tensor(separate.gradKey.data(), dtype, shape),
+            Tensor(separate.gradValue.data(), dtype, shape));
+
+        // The packed operands, the heads outside the windows random as
+        // well; the results filled otherwise than the separate ones, so
+        // that an element either run leaves unwritten differs.
+        Shape packedShape = {batch, rows, packing.packedHeads, depth};
+        std::vector<uint8_t> packed = toBytes(
+            dtype, uniformValues(generator, packedShape.getNumElements()));
+        auto toPacked = [&](const std::vector<uint8_t> &from, int64_t first,
+                            std::vector<uint8_t> &to) {
+          copyHeads(from, heads, 0, to, packing.packedHeads, first, heads,
+                    tokens, headBytes);
+        };
+        toPacked(separate.query, packing.query, packed);
+        toPacked(separate.key, packing.key, packed);
+        toPacked(separate.value, packing.value, packed);
+        std::vector<uint8_t> out = filledBytes(separate.out.size(), 0xa5),
+                             logsumexp =
+                                 filledBytes(separate.logsumexp.size(), 0xa5),
+                             packedGrads = filledBytes(packed.size(), 0xa5);
+        Tensor x(packed.data(), dtype, packedShape),
+            gradX(packedGrads.data(), dtype, packedShape);
+        arguments.run(
+            ctx, AttentionLayout::Bshd, headWindow(x, packing.query),
+            headWindow(x, packing.key), headWindow(x, packing.value),
+            Tensor(out.data(), dtype, shape),
+            Tensor(logsumexp.data(), DType::F32, {batch, heads, rows}),
+            Tensor(separate.grad.data(), dtype, shape),
+            headWindow(gradX, packing.query), headWindow(gradX, packing.key),
+            headWindow(gradX, packing.value));
+        CHECK(out == separate.out);
+        CHECK(logsumexp == separate.logsumexp);
+        // Every head of the windows written, and nothing outside them.
+        std::vector<uint8_t> wantGrads = filledBytes(packed.size(), 0xa5);
+        toPacked(separate.gradQuery, packing.query, wantGrads);
+        toPacked(separate.gradKey, packing.key, wantGrads);
+        toPacked(separate.gradValue, packing.value, wantGrads);
+        CHECK(packedGrads == wantGrads);
+      }
+}
+
+TEST_CASE("flash attention refuses operands that out's heads do not address") {
+  // Out has 2 heads; a query of 3 heads under Bhsd, a key window of 1 head
+  // and an out gradient of 3 heads under Bshd.
+  Context ctx(1);
+  std::vector<float> data(3 * 3 * 8);
+  std::vector<float> logsumexpData(2 * 3);
+  Tensor logsumexp(logsumexpData.data(), DType::F32, {1, 2, 3});
+  Tensor heads2(data.data(), DType::F32, {1, 2, 3, 8}),
+      heads3(data.data(), DType::F32, {1, 3, 3, 8});
+  CHECK_THROWS_WITH(
+      flashAttention(ctx, heads3, heads2, heads2, Tensor(), Tensor(), heads2,
+                     logsumexp, 1.0, 0.0, AttentionLayout::Bhsd),
+      "'flashAttention': query [1, 3, 3, 8] has a head dim of 3 and out [1, "
+      "2, 3, 8] of 2: under AttentionLayout::Bhsd every operand has out's "
+      "heads");
+  CHECK_THROWS_WITH(
+      flashAttentionGrad(ctx, heads2, heads2, heads2, Tensor(), Tensor(),
+                         heads2, logsumexp, heads2, heads2, heads2, heads3, 1.0,
+                         0.0, AttentionLayout::Bhsd),
+      Catch::Contains("'flashAttentionGrad': gradValue [1, 3, 3, 8]"));
+  Tensor tokens1(data.data(), DType::F32, {1, 3, 1, 8}),
+      tokens2(data.data(), DType::F32, {1, 3, 2, 8}),
+      tokens3(data.data(), DType::F32, {1, 3, 3, 8});
+  CHECK_THROWS_WITH(
+      flashAttention(ctx, tokens2, tokens1, tokens2, Tensor(), Tensor(),
+                     tokens2, logsumexp, 1.0, 0.0, AttentionLayout::Bshd),
+      "'flashAttention': key [1, 3, 1, 8] has a head dim of 1 and out [1, 3, "
+      "2, 8] of 2: a head window holds at least out's heads");
+  CHECK_THROWS_WITH(
+      flashAttentionGrad(ctx, tokens3, tokens3, tokens3, Tensor(), Tensor(),
+                         tokens2, logsumexp, tokens3, tokens3, tokens3, tokens3,
+                         1.0, 0.0, AttentionLayout::Bshd),
+      "'flashAttentionGrad': grad [1, 3, 3, 8] has a head dim of 3 and out "
+      "[1, 3, 2, 8] of 2: out's gradient has out's heads");
+}
+
+TEST_CASE("a head window starts at a head of a rank-4 tensor") {
+  std::vector<float> data(2 * 3 * 4 * 8);
+  Tensor packed(data.data(), DType::F32, {2, 3, 4, 8});
+  CHECK(headWindow(packed, 3).data == data.data() + 3 * 8);
+  CHECK(headWindow(packed, 3).shape == packed.shape);
+  std::vector<BFloat16> halves(2 * 3 * 4 * 8);
+  CHECK(headWindow(Tensor(halves.data(), DType::BF16, {2, 3, 4, 8}), 2).data ==
+        halves.data() + 2 * 8);
+  CHECK_THROWS_WITH(headWindow(packed, 4),
+                    "no head window at head 4 of a tensor of [2, 3, 4, 8]: a "
+                    "head window starts at a head of a [B, T, H, D] tensor");
+  CHECK_THROWS_AS(headWindow(packed, -1), Error);
+  CHECK_THROWS_AS(headWindow(Tensor(data.data(), DType::F32, {6, 4, 8}), 0),
+                  Error);
 }

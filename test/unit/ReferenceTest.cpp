@@ -643,6 +643,45 @@ func.func @bshd(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5
   }
 }
 
+TEST_CASE("a packed_qkv flash_attention and its gradient are the bshd ones "
+          "on the thirds of its heads",
+          "[reference][nn]") {
+  // B = 2, T = 5, H = 2, D = 4, a causal keep mask: query, key and value
+  // are heads [0, 2), [2, 4) and [4, 6) of one [B, T, 3H, D] tensor.
+  const char *source = R"mlir(
+func.func @separate(%q: tensor<2x5x2x4xf32>, %k: tensor<2x5x2x4xf32>, %v: tensor<2x5x2x4xf32>, %m: tensor<1x1x5x5xi1>, %g: tensor<2x5x2x4xf32>) -> (tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>) {
+  %o, %lse = slapo.flash_attention %q, %k, %v keep %m {bshd, masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x5x2x4xf32>, tensor<2x2x5xf32>)
+  %gq, %gk, %gv = slapo.flash_attention_grad %q, %k, %v keep %m result %o, %lse grad %g {bshd, masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>, tensor<1x1x5x5xi1>, tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x2x4xf32>) -> (tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>)
+  return %o, %lse, %gq, %gk, %gv : tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>, tensor<2x5x2x4xf32>
+}
+func.func @packed(%qkv: tensor<2x5x6x4xf32>, %m: tensor<1x1x5x5xi1>, %g: tensor<2x5x2x4xf32>) -> (tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x6x4xf32>) {
+  %o, %lse = slapo.flash_attention %qkv, %qkv, %qkv keep %m {bshd, packed_qkv, masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x5x2x4xf32>, tensor<2x2x5xf32>)
+  %d = slapo.flash_attention_grad %qkv, %qkv, %qkv keep %m result %o, %lse grad %g {bshd, packed_qkv, masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<1x1x5x5xi1>, tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x2x4xf32>) -> tensor<2x5x6x4xf32>
+  return %o, %lse, %d : tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x6x4xf32>
+}
+)mlir";
+  Program program(source);
+  at::manual_seed(6);
+  at::Tensor qkv = randn({2, 5, 6, 4}), g = randn({2, 5, 2, 4});
+  at::Tensor mask = at::ones({1, 1, 5, 5}, at::kBool).tril();
+  auto third = [&](int64_t part) {
+    return qkv.narrow(2, 2 * part, 2).contiguous();
+  };
+  auto separate = ref::evaluate(program.func("separate"),
+                                {third(0), third(1), third(2), mask, g}, {});
+  auto packed = ref::evaluate(program.func("packed"), {qkv, mask, g}, {});
+  INFO(program.diagnostics);
+  REQUIRE(mlir::succeeded(separate));
+  REQUIRE(mlir::succeeded(packed));
+  REQUIRE(packed->size() == 3);
+  CHECK(ref::relativeError((*packed)[0], (*separate)[0]) < 1e-6);
+  CHECK(ref::relativeError((*packed)[1], (*separate)[1]) < 1e-6);
+  at::Tensor joined =
+      at::cat({(*separate)[2], (*separate)[3], (*separate)[4]}, 2);
+  REQUIRE((*packed)[2].sizes() == joined.sizes());
+  CHECK(ref::relativeError((*packed)[2], joined) < 1e-6);
+}
+
 TEST_CASE("triangular keeps the lower or upper triangle",
           "[reference][elementwise]") {
   at::manual_seed(8);

@@ -526,6 +526,23 @@ def FoldPermutes : Pass<"slapo-fold-permutes", "::mlir::ModuleOp"> {
   let dependentDialects = ["::slapo::SlapoDialect"];
 }
 
+def PackQkv : Pass<"slapo-pack-qkv", "::mlir::ModuleOp"> {
+  let summary = "token-major flash attentions read query, key and value from their fused projection";
+  let description = [{
+    A `bshd` slapo.flash_attention whose query, key and value are the
+    thirds of one [B, T, 3C] tensor along its last dim (three slices, each
+    reshaped to the same [B, T, H, D]: GPT-2's c_attn output split) reads
+    that tensor viewed [B, T, 3H, D] instead, `packed_qkv`, and its
+    gradient, where the concat of its three gradients (reshaped back) alone
+    reads them, writes one [B, T, 3H, D] gradient in their place: the
+    slices and the concat, each a copy of the projection's output or its
+    gradient, are gone. Runs after slapo-fold-permutes (which makes the
+    attentions token-major) and before slapo-checkpoint and
+    slapo-plan-memory.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+}
+
 def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
   let summary = "schedule primitive checkpoint(): modules whose forward the backward recomputes";
   let description = [{

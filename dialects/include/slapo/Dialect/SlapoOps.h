@@ -55,6 +55,13 @@ bool holdsExactly(mlir::Type wide, mlir::Type narrow);
 llvm::SmallVector<int64_t> swapHeadsAndRows(llvm::ArrayRef<int64_t> shape,
                                             bool bshd);
 
+/// The [B, H, rows, size] of flash attention operand `operand` (query, key
+/// or value): its type's shape, swapped back from the [B, rows, H, size] of
+/// `bshd`, with a third of its heads under `packedQkv` (the three share one
+/// operand).
+llvm::SmallVector<int64_t> getHeadsMajorShape(mlir::Value operand, bool bshd,
+                                              bool packedQkv);
+
 /// The operands of a slapo.flash_attention or slapo.flash_attention_grad
 /// that its `bshd` stores token-major (query, key and value; the gradient's
 /// result and grad too), and its results that it does (the result; the

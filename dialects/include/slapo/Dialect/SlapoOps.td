@@ -727,6 +727,13 @@ def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
     around the op, which would copy each tensor. The masks, `logsumexp` and
     the dropout's elements keep the [B, H, T, S] order of the scores.
 
+    With `packed_qkv` (and `bshd`), query, key and value are one tensor
+    [B, T, 3H, D] given three times: heads [0, H) are the queries, [H, 2H)
+    the keys, [2H, 3H) the values (self-attention: S = T, E = D). It is
+    GPT-2's fused projection [B, T, 3C] viewed by heads, which
+    slapo-pack-qkv gives the op in place of the three slices that would
+    copy it.
+
     ```mlir
     %o, %lse = slapo.flash_attention %q, %k, %v keep %mask {masked_score = -3.4028234663852886E+38 : f64, scale = 0.35355339059327379 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
     ```
@@ -736,7 +743,8 @@ def Slapo_FlashAttentionOp : Slapo_Op<"flash_attention",
                             Optional<Slapo_BoolTensor>:$keep,
                             Optional<Slapo_FloatTensor>:$bias, F64Attr:$scale,
                             F64Attr:$masked_score),
-                       Slapo_AttentionDropout.args, (ins UnitAttr:$bshd));
+                       Slapo_AttentionDropout.args,
+                       (ins UnitAttr:$bshd, UnitAttr:$packed_qkv));
   let results = (outs Slapo_FloatTensor:$result,
                       Slapo_FloatTensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value (`keep` $keep^)? "
@@ -766,7 +774,10 @@ def Slapo_FlashAttentionGradOp : Slapo_Op<"flash_attention_grad",
     ((grad x value^T) * M - rowsum(grad * result)) (FlashAttention-2's
     dropout backward; the row sum is still that of grad * result). With
     `bshd`, the forward's layout: query, key, value, result, grad and the
-    gradients stored [B, T, H, D].
+    gradients stored [B, T, H, D]. Three results, the gradients of query,
+    key and value; with `packed_qkv`, the forward's packed operand, one: the
+    gradient of that [B, T, 3H, D] tensor, each third the gradient of its
+    part (what the concat of the three gradients would copy together).
   }];
   let arguments = !con((ins Slapo_FloatTensor:$query, Slapo_FloatTensor:$key,
                             Slapo_FloatTensor:$value,
@@ -776,15 +787,25 @@ def Slapo_FlashAttentionGradOp : Slapo_Op<"flash_attention_grad",
                             Slapo_FloatTensor:$logsumexp,
                             Slapo_FloatTensor:$grad, F64Attr:$scale,
                             F64Attr:$masked_score),
-                       Slapo_AttentionDropout.args, (ins UnitAttr:$bshd));
-  let results = (outs Slapo_FloatTensor:$grad_query,
-                      Slapo_FloatTensor:$grad_key,
-                      Slapo_FloatTensor:$grad_value);
+                       Slapo_AttentionDropout.args,
+                       (ins UnitAttr:$bshd, UnitAttr:$packed_qkv));
+  let results = (outs Variadic<Slapo_FloatTensor>:$grads);
   let assemblyFormat = "$query `,` $key `,` $value (`keep` $keep^)? "
                        "(`bias` $bias^)? `result` $result `,` $logsumexp "
                        "`grad` $grad (`step` $step^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The gradients of query, key and value, unless `packed_qkv` gives
+    /// them as one.
+    ::mlir::Value getGradQuery() { return getUnpackedGrad(0); }
+    ::mlir::Value getGradKey() { return getUnpackedGrad(1); }
+    ::mlir::Value getGradValue() { return getUnpackedGrad(2); }
+    ::mlir::Value getUnpackedGrad(unsigned operand) {
+      assert(!getPackedQkv() && "a packed gradient has one result");
+      return getGrads()[operand];
+    }
+  }];
 }
 
 // The window of a 2-d convolution or pooling: one stride, padding (on both

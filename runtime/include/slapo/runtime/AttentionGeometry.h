@@ -3,7 +3,23 @@
 // Shared by the CPU and CUDA backends' flash attention (KernelSet.inc's
 // flashAttention and flashAttentionGrad), so that both read the same mask
 // element for every score: the keep mask and the additive bias broadcast
-// to [B, H, T, S] as PyTorch broadcasts them.
+// to [B, H, T, S] as PyTorch broadcasts them; and the same element of every
+// operand, a head window's included.
+//
+// Head windows: GPT-2's attention projects c_attn(h) into one [B, T, 3C]
+// tensor and splits it into query, key and value. Token-major
+// (AttentionLayout::Bshd), that tensor viewed as [B, T, 3H, D] holds the
+// query in heads [0, H), the key in [H, 2H) and the value in [2H, 3H), so
+// that the kernels read them where they are, with no slice that copies: a
+// query, key or value (or, in flashAttentionGrad, a gradient of theirs)
+// under Bshd may be H consecutive heads of a wider tensor [B, T, Hs, D], Hs
+// >= H. Such a Tensor's `shape` is the wider tensor's [B, T, Hs, D] (its
+// rows of one head are Hs * D elements apart) and its `data` points at the
+// window's first head, element [0, 0, first, 0] (KernelTypes.h's headWindow).
+// H, the attention's heads, is then out's (out, out's gradient and the
+// log-sum-exp are never windows), and every operand is addressed with the heads
+// it stores (headStart and rowStride's storedHeads), so that nothing outside
+// the windows is read or written.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
@@ -17,6 +33,7 @@
 #include "slapo/runtime/Tensor.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace slapo::rt {
@@ -27,7 +44,8 @@ namespace slapo::rt {
 /// is at b * strides[0] + h * strides[1] + t * strides[2] + s * strides[3]
 /// (0 along the dims it broadcasts over). With a dropout, probability (b, h,
 /// t, s) is kept iff keepsDropped(dropoutRow(b, h, t), s) and then scaled
-/// by keptScale.
+/// by keptScale. H is out's heads: query, key and value may be head windows
+/// of more (see above; checkAttentionHeads checks that they can be).
 struct AttentionGeometry {
   int64_t batch, heads, rows, keys, headSize, valueSize;
   AttentionLayout layout;
@@ -36,10 +54,10 @@ struct AttentionGeometry {
   double keptScale = 1;
 
   AttentionGeometry(const Tensor &query, const Tensor &key, const Tensor &value,
-                    const Tensor &keep, const Tensor &bias,
+                    const Tensor &keep, const Tensor &bias, const Tensor &out,
                     AttentionLayout layout,
                     const AttentionDropout &dropout = {})
-      : batch(query.shape[0]), heads(query.shape[headDim(layout)]),
+      : batch(query.shape[0]), heads(out.shape[headDim(layout)]),
         rows(query.shape[3 - headDim(layout)]),
         keys(key.shape[3 - headDim(layout)]), headSize(query.shape[3]),
         valueSize(value.shape[3]), layout(layout) {
@@ -62,18 +80,27 @@ struct AttentionGeometry {
                                            : Shape{batch, length, heads, width};
   }
 
+  /// The heads `operand` stores, its head dim's size: `heads`, or more for
+  /// a head window, which is addressed with them.
+  int64_t getStoredHeads(const Tensor &operand) const {
+    return operand.shape[headDim(layout)];
+  }
+
   /// Where row 0 of head (b, h) starts in a tensor of `count` rows of
   /// `size` elements per head (query, out and their gradients: `rows`;
-  /// key, value and theirs: `keys`; size the head's or the value's).
+  /// key, value and theirs: `keys`; size the head's or the value's) that
+  /// stores `storedHeads` heads (getStoredHeads), relative to its `data`: a
+  /// head window's first head, so that h counts from it.
   SLAPO_HOST_DEVICE int64_t headStart(int64_t b, int64_t h, int64_t count,
-                                      int64_t size) const {
-    return layout == AttentionLayout::Bhsd ? (b * heads + h) * count * size
-                                           : (b * count * heads + h) * size;
+                                      int64_t size, int64_t storedHeads) const {
+    return layout == AttentionLayout::Bhsd
+               ? (b * storedHeads + h) * count * size
+               : (b * count * storedHeads + h) * size;
   }
 
   /// The distance between consecutive rows of one head in such a tensor.
-  SLAPO_HOST_DEVICE int64_t rowStride(int64_t size) const {
-    return layout == AttentionLayout::Bhsd ? size : heads * size;
+  SLAPO_HOST_DEVICE int64_t rowStride(int64_t size, int64_t storedHeads) const {
+    return layout == AttentionLayout::Bhsd ? size : storedHeads * size;
   }
 
   /// Where row t of head (b, h) of a mask of `strides` starts.
@@ -136,6 +163,76 @@ inline void checkLogSumExpType(const char *kernel, const Tensor &query,
     throw Error(std::string("'") + kernel + "' keeps the log-sum-exp of " +
                 getName(query.dtype) + " attention in " + getName(expected) +
                 ", not " + getName(logsumexp.dtype));
+}
+
+/// An operand of flashAttention or flashAttentionGrad and its name, for
+/// checkAttentionHeads's errors.
+struct NamedOperand {
+  const char *name;
+  const Tensor &tensor;
+};
+
+/// Throws unless `kernel`'s operands in `layout` can be addressed with the
+/// heads of `out` (its head dim's size, the attention's): each of `windows`
+/// (query, key, value and their gradients) stores out's heads or, under
+/// AttentionLayout::Bshd, more (a head window), and each of `whole` (out's
+/// gradient) exactly out's.
+inline void
+checkAttentionHeads(const char *kernel, AttentionLayout layout,
+                    const Tensor &out,
+                    std::initializer_list<NamedOperand> windows,
+                    std::initializer_list<NamedOperand> whole = {}) {
+  int dim = AttentionGeometry::headDim(layout);
+  int64_t heads = out.shape[dim];
+  auto check = [&](const NamedOperand &operand, bool window) {
+    int64_t stored = operand.tensor.shape[dim];
+    if (stored == heads ||
+        (window && layout == AttentionLayout::Bshd && stored > heads))
+      return;
+    const char *rule =
+        !window ? "out's gradient has out's heads"
+        : layout == AttentionLayout::Bhsd
+            ? "under AttentionLayout::Bhsd every operand has out's heads"
+            : "a head window holds at least out's heads";
+    throw Error(std::string("'") + kernel + "': " + operand.name + " " +
+                operand.tensor.shape.str() + " has a head dim of " +
+                std::to_string(stored) + " and out " + out.shape.str() +
+                " of " + std::to_string(heads) + ": " + rule);
+  };
+  for (const NamedOperand &operand : windows)
+    check(operand, /*window=*/true);
+  for (const NamedOperand &operand : whole)
+    check(operand, /*window=*/false);
+}
+
+/// What every backend's flashAttention checks of its operands before it
+/// runs: the log-sum-exp's type and the heads.
+inline void checkFlashAttention(const Tensor &query, const Tensor &key,
+                                const Tensor &value, const Tensor &out,
+                                const Tensor &logsumexp,
+                                AttentionLayout layout) {
+  checkLogSumExpType("flashAttention", query, logsumexp);
+  checkAttentionHeads("flashAttention", layout, out,
+                      {{"query", query}, {"key", key}, {"value", value}});
+}
+
+/// flashAttentionGrad's checkFlashAttention.
+inline void checkFlashAttentionGrad(const Tensor &query, const Tensor &key,
+                                    const Tensor &value, const Tensor &out,
+                                    const Tensor &logsumexp, const Tensor &grad,
+                                    const Tensor &gradQuery,
+                                    const Tensor &gradKey,
+                                    const Tensor &gradValue,
+                                    AttentionLayout layout) {
+  checkLogSumExpType("flashAttentionGrad", query, logsumexp);
+  checkAttentionHeads("flashAttentionGrad", layout, out,
+                      {{"query", query},
+                       {"key", key},
+                       {"value", value},
+                       {"gradQuery", gradQuery},
+                       {"gradKey", gradKey},
+                       {"gradValue", gradValue}},
+                      {{"grad", grad}});
 }
 
 } // namespace slapo::rt

@@ -7,9 +7,12 @@
 #ifndef SLAPO_RUNTIME_KERNELTYPES_H
 #define SLAPO_RUNTIME_KERNELTYPES_H
 
+#include "slapo/runtime/Error.h"
 #include "slapo/runtime/Shard.h"
+#include "slapo/runtime/Tensor.h"
 
 #include <cstdint>
+#include <string>
 
 namespace slapo::rt {
 
@@ -72,6 +75,23 @@ struct DropoutPlacement {
 /// write them (Bshd, stored [B, T, H, D]: the heads of a token side by side),
 /// where the permutes that split and merge heads would copy them.
 enum class AttentionLayout { Bhsd, Bshd };
+
+/// Heads [firstHead, firstHead + H) of `tensor` [B, T, Hs, D] as a head
+/// window of flashAttention or flashAttentionGrad (AttentionGeometry.h):
+/// `tensor`'s dtype and shape, its data advanced to element [0, 0, firstHead,
+/// 0]. How generated code passes the query, key and value of one packed [B, T,
+/// 3H, D] tensor (headWindow(x, 0), headWindow(x, H), headWindow(x, 2 * H)),
+/// and their gradients into one. Throws unless `tensor` has rank 4 and
+/// firstHead is one of its heads.
+inline Tensor headWindow(const Tensor &tensor, int64_t firstHead) {
+  if (tensor.getRank() != 4 || firstHead < 0 || firstHead >= tensor.shape[2])
+    throw Error("no head window at head " + std::to_string(firstHead) +
+                " of a tensor of " + tensor.shape.str() +
+                ": a head window starts at a head of a [B, T, H, D] tensor");
+  return Tensor(static_cast<char *>(tensor.data) +
+                    firstHead * tensor.shape[3] * getSize(tensor.dtype),
+                tensor.dtype, tensor.shape);
+}
 
 /// The dropout flashAttention applies to its probabilities [B, H, T, S]
 /// (slapo.flash_attention's dropout_p): drawn as dropout() would draw it for
