@@ -359,7 +359,8 @@ private:
   /// The call of the loop that computes `fused`, written first if no group
   /// before it computes the same.
   FailureOr<std::string> getFusedLoopCall(FusedOp fused);
-  /// getFusedLoopCall of a group with row ops: a loop over its rows.
+  /// getFusedLoopCall of a group with row ops (a loop over its rows) or
+  /// column sums (over blocks of its columns, each over the rows).
   FailureOr<std::string> getFusedRowsCall(FusedOp fused);
   /// The dropouts of `fused`, a loop over `numElements` elements.
   FailureOr<FusedDraws> getFusedDraws(FusedOp fused, int64_t numElements);
@@ -1253,7 +1254,7 @@ std::string Emitter::getFusedCall(FusedOp fused, StringRef text,
 }
 
 FailureOr<std::string> Emitter::getFusedLoopCall(FusedOp fused) {
-  if (fused.hasRowOps())
+  if (fused.hasRowOps() || fused.hasColumnSums())
     return getFusedRowsCall(fused);
   Block &body = fused.getBody().front();
   SmallVector<int64_t> loop = fused.getLoopShape();
@@ -1390,6 +1391,7 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   int64_t numElements = ShapedType::getNumElements(loop);
   StringRef scalar = getScalarType(fused.getResult(0).getType());
   bool cuda = info.target == "cuda";
+  bool columns = fused.hasColumnSums();
   std::string rowLength = std::to_string(length);
   std::string rowStart = "row * " + rowLength;
   std::string element = "(" + rowStart + " + j)";
@@ -1407,11 +1409,25 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   // takes a row: each thread folds every blockDim.x-th element, then the
   // block combines them (FusedLoop.cuh), a softmax's exponential computed
   // again where it is read.
-  std::string loopStart =
-      cuda ? "    for (int64_t j = threadIdx.x; j < " + rowLength +
-                 "; j += blockDim.x) {\n"
-           : "#pragma omp simd\n    for (int64_t j = 0; j < " + rowLength +
-                 "; ++j) {\n";
+  //
+  // A group with column sums has no row ops: its one pass writes the
+  // results and adds the summed values to their columns' sums, which
+  // accumulate as the reduce kernel's do, in its column order. On the CPU
+  // (cpu/ElementMath.h) a task takes blocks of columns, each over the rows
+  // in order, the pass over a row's columns of the block vectorized, sums
+  // in f64. On the GPU (BlockReduce.cuh) a block takes tiles of columns, a
+  // thread one column's rows of its slice, sums in the result's type (f32,
+  // or f64); the slices' sums are then combined.
+  std::string loopStart;
+  if (columns)
+    loopStart = cuda ? "    {\n"
+                     : "#pragma omp simd\n    for (int64_t j = first; j < "
+                       "stop; ++j) {\n";
+  else
+    loopStart = cuda ? "    for (int64_t j = threadIdx.x; j < " + rowLength +
+                           "; j += blockDim.x) {\n"
+                     : "#pragma omp simd\n    for (int64_t j = 0; j < " +
+                           rowLength + "; ++j) {\n";
   std::string pointers, constants, scratch, rowStarts, code;
   DenseMap<Value, std::string> names;
   DenseMap<Value, std::string> elementLoads;
@@ -1541,6 +1557,8 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   };
   for (Operation &op : body.without_terminator()) {
     std::string k = opNames[&op].substr(1);
+    if (isColumnSum(&op))
+      continue;
     if (!isa<FusibleRowOpInterface>(op)) {
       // An elementwise op of the rows: once per row.
       if (isRowValue(op.getResult(0)))
@@ -1614,45 +1632,113 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
       code += llvm::formatv("    const {0} scale{1} = {0}(1.0 / sum{1});\n",
                             scalar, k);
   }
-  // The results: the loop's in a last pass, the rows' once per row.
-  SmallVector<Value> elementResults;
-  std::string stores, rowStores;
+  // The results: the loop's in a last pass, the rows' once per row, the
+  // columns' sums after the rows.
+  SmallVector<Value> elementValues;
+  std::string stores, rowStores, sumStarts, sumStores;
   for (auto [n, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {
     FusedElementAccess access =
         declareFusedResult(result, n, body.getNumArguments(), cuda, pointers);
+    if (Operation *sum = result.getDefiningOp(); sum && isColumnSum(sum)) {
+      Value summed = sum->getOperand(0);
+      elementValues.push_back(summed);
+      std::string k = opNames[sum].substr(1);
+      if (cuda) {
+        StringRef sumType = getScalarType(result.getType());
+        sumStarts += llvm::formatv("    {0} acc{1} = 0;\n", sumType, k);
+        stores += llvm::formatv("      acc{0} += {1}({2});\n", k, sumType,
+                                names[summed]);
+        sumStores +=
+            llvm::formatv("    acc{0} = cuda::sumColumnSlices(acc{0});\n"
+                          "    if (cuda::getColumnSlice() == 0 && j < {1})\n"
+                          "      out{2}[j] = {3};\n",
+                          k, rowLength, n,
+                          access.narrow(access.valueType + "(acc" + k + ")"));
+      } else {
+        sumStarts +=
+            llvm::formatv("    double acc{0}[cpu::kColumnBlock] = {{};\n", k);
+        stores += llvm::formatv("      acc{0}[j - first] += double({1});\n", k,
+                                names[summed]);
+        sumStores += llvm::formatv(
+            "    for (int64_t j = first; j < stop; ++j)\n"
+            "      out{0}[j] = {1};\n",
+            n, access.narrow(access.valueType + "(acc" + k + "[j - first])"));
+      }
+      continue;
+    }
     if (isRowValue(result)) {
       rowStores += llvm::formatv("{0}    out{1}[row] = {2};\n",
                                  cuda ? "    if (threadIdx.x == 0)\n  " : "", n,
                                  access.narrow(names[result]));
       continue;
     }
-    elementResults.push_back(result);
+    elementValues.push_back(result);
     stores += llvm::formatv("      out{0}[{1}] = {2};\n", n, element,
                             access.narrow(names[result]));
   }
-  if (!elementResults.empty())
+  if (!elementValues.empty())
     code +=
-        loopStart + getElementStatements(elementResults) + stores + "    }\n";
+        loopStart + getElementStatements(elementValues) + stores + "    }\n";
   code += rowStores;
 
+  std::string comment = getFusedOpNames(fused) + " row by row (rows of " +
+                        rowLength + " elements), in registers.";
+  // The CUDA kernel's parameters, then the group's pointers and constants.
+  std::string cudaStart =
+      llvm::formatv("(cuda::FusedOperands<{0}> operands, int64_t numRows) {{\n",
+                    fused.getNumOperands() + fused.getNumResults() +
+                        draws->arguments.size())
+          .str() +
+      pointers + constants;
+  if (columns) {
+    comment = getFusedOpNames(fused) + " by blocks of columns, each over the " +
+              std::to_string(numElements / length) + " rows of " + rowLength +
+              " elements in order, in registers; the column sums in the " +
+              "reduce kernel's order.";
+    std::string text =
+        cuda ? cudaStart +
+                   "  for (int64_t tile = blockIdx.x; tile * cuda::kColumnTile "
+                   "< " +
+                   rowLength +
+                   "; tile += gridDim.x) {\n"
+                   "    const int64_t j = tile * cuda::kColumnTile + "
+                   "cuda::getColumnLane();\n" +
+                   sumStarts +
+                   "    for (int64_t row = cuda::getColumnSlice(); j < " +
+                   rowLength +
+                   " && row < numRows; row += cuda::kColumnSlices) {\n"
+             : "(void *const *data, int64_t begin, int64_t end) {\n" +
+                   pointers + constants +
+                   "  for (int64_t block = begin; block < end; ++block) {\n"
+                   "    const cpu::ColumnBlock columns = "
+                   "cpu::getColumnBlock(block, " +
+                   rowLength +
+                   ");\n"
+                   "    const int64_t first = columns.first;\n"
+                   "    const int64_t stop = first + columns.width;\n" +
+                   sumStarts + "    for (int64_t row = 0; row < " +
+                   std::to_string(numElements / length) + "; ++row) {\n";
+    // The row's statements, one loop deeper than a row group's.
+    std::string rowCode = rowStarts + code;
+    for (StringRef line : llvm::split(rowCode, '\n'))
+      if (!line.empty())
+        text += (line.starts_with("#") ? "" : "  ") + line.str() + "\n";
+    text += "    }\n" + sumStores + "  }\n}\n";
+    return getFusedCall(fused, text, comment, *draws, "runFusedColumns",
+                        std::to_string(numElements / length) + ", " +
+                            rowLength);
+  }
+
   std::string text =
-      cuda ? llvm::formatv("(cuda::FusedOperands<{0}> operands, int64_t "
-                           "numRows) {{\n",
-                           fused.getNumOperands() + fused.getNumResults() +
-                               draws->arguments.size())
-                     .str() +
-                 pointers + constants +
+      cuda ? cudaStart +
                  "  for (int64_t row = blockIdx.x; row < numRows; row += "
                  "gridDim.x) {\n"
            : "(void *const *data, int64_t begin, int64_t end) {\n" + pointers +
                  constants + scratch +
                  "  for (int64_t row = begin; row < end; ++row) {\n";
   text += rowStarts + code + "  }\n}\n";
-  return getFusedCall(fused, text,
-                      getFusedOpNames(fused) + " row by row (rows of " +
-                          rowLength + " elements), in registers.",
-                      *draws, "runFusedRows",
+  return getFusedCall(fused, text, comment, *draws, "runFusedRows",
                       std::to_string(numElements / length) + ", " + rowLength);
 }
 

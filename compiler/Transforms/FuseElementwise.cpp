@@ -12,6 +12,12 @@
 // softmax; a softmax's gradient with its row sum in the middle), and the
 // elementwise ops on their row values: the emitter computes it row by row.
 //
+// A group without row ops also holds the column sums of its values (a bias
+// gradient: slapo.sum over every dim but the last, possibly of a reshape
+// that keeps the last dim, which keeps the rows' order): the emitter adds
+// each row to the sums as it computes it, in the reduce kernel's order, and
+// a summed value that nothing else reads is never written.
+//
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
@@ -47,6 +53,18 @@ struct Group {
   SmallVector<Operation *> ops;
   llvm::SmallPtrSet<Operation *, 8> members;
   SmallVector<int64_t> loop;
+  /// Column sums of the group's values (`summed`, a member's result that
+  /// `sum` reads directly or through a reshape that keeps the last dim).
+  struct ColumnSum {
+    SumOp sum;
+    Value summed;
+  };
+  SmallVector<ColumnSum> columnSums;
+
+  bool hasRowOps() const {
+    return llvm::any_of(
+        ops, [](Operation *op) { return isa<FusibleRowOpInterface>(op); });
+  }
 };
 
 /// The shape of the loop that computes `op`: a row op's input's.
@@ -93,8 +111,10 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
       sinkBiasAddsPastReshapes(step,
                                [&](Operation *op) { return isCandidate(op); });
     std::vector<Group> groups = findGroups(step.getBody().front());
+    if (kind.empty())
+      addColumnSums(step.getBody().front(), groups);
     for (Group &group : groups)
-      if (group.ops.size() > 1)
+      if (group.ops.size() + group.columnSums.size() > 1)
         buildFusedOp(group);
   }
 
@@ -183,17 +203,12 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
   /// built where its last op is, and its results must be there before they
   /// are read).
   bool canJoin(Group &group, Operation *op) {
-    Operation *first = group.ops.front();
     ArrayRef<int64_t> shape = tensorType(op->getResult(0)).getShape();
     bool onRows = !isa<FusibleRowOpInterface>(op) && !group.loop.empty() &&
                   group.loop.back() > 1 &&
                   shape == ArrayRef(getRowShape(group.loop));
     if ((getLoopShape(op) != ArrayRef(group.loop) && !onRows) ||
-        first->getAttr(kPhaseAttrName) != op->getAttr(kPhaseAttrName) ||
-        first->getAttr(kMicrobatchAttrName) !=
-            op->getAttr(kMicrobatchAttrName) ||
-        getBlockPath(getModulePath(first)) != getBlockPath(getModulePath(op)) ||
-        first->hasAttr(kRecomputedAttrName) != op->hasAttr(kRecomputedAttrName))
+        !isInSamePart(group, op))
       return false;
     for (Operation *member : group.ops)
       for (Operation *user : member->getUsers())
@@ -201,6 +216,50 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
             !op->isBeforeInBlock(user))
           return false;
     return true;
+  }
+
+  /// Whether `op` runs in the same phase, microbatch, block of a module list
+  /// and recomputation as `group`'s ops.
+  static bool isInSamePart(Group &group, Operation *op) {
+    Operation *first = group.ops.front();
+    return first->getAttr(kPhaseAttrName) == op->getAttr(kPhaseAttrName) &&
+           first->getAttr(kMicrobatchAttrName) ==
+               op->getAttr(kMicrobatchAttrName) &&
+           getBlockPath(getModulePath(first)) ==
+               getBlockPath(getModulePath(op)) &&
+           first->hasAttr(kRecomputedAttrName) ==
+               op->hasAttr(kRecomputedAttrName);
+  }
+
+  /// Gives each group without row ops the column sums of its values (of its
+  /// loop's shape: every value of such a group) that run in its part of the
+  /// step. The sums read a member, directly or through a reshape, so they
+  /// come after the group's last op (canJoin: no outside reader is before
+  /// it), where the group is built.
+  void addColumnSums(Block &block, std::vector<Group> &groups) {
+    DenseMap<Operation *, Group *> groupOf;
+    for (Group &group : groups)
+      if (!group.hasRowOps())
+        for (Operation *op : group.ops)
+          groupOf[op] = &group;
+    for (SumOp sum : block.getOps<SumOp>()) {
+      if (!isColumnSum(sum) ||
+          !(modules.empty() || llvm::any_of(modules, [&](StringRef module) {
+              return isInModule(sum, module);
+            })))
+        continue;
+      // A reshape that keeps the last dim keeps the rows' order: the sum
+      // over its leading dims is the sum over the value's.
+      Value summed = sum.getInput();
+      if (auto reshape = summed.getDefiningOp<ReshapeOp>())
+        if (tensorType(reshape.getInput()).getRank() >= 2 &&
+            tensorType(reshape.getInput()).getShape().back() ==
+                tensorType(summed).getShape().back())
+          summed = reshape.getInput();
+      Group *group = groupOf.lookup(summed.getDefiningOp());
+      if (group && isInSamePart(*group, sum))
+        group->columnSums.push_back({sum, summed});
+    }
   }
 
   std::vector<Group> findGroups(Block &block) {
@@ -232,6 +291,18 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
 
   void buildFusedOp(Group &group) {
     Operation *last = group.ops.back();
+    // The column sums, and the reshapes that only they read, are computed
+    // by the group: their readers are not the group's.
+    llvm::SmallPtrSet<Operation *, 4> absorbed;
+    for (Group::ColumnSum columnSum : group.columnSums)
+      absorbed.insert(columnSum.sum);
+    for (Group::ColumnSum columnSum : group.columnSums)
+      if (Operation *reshape = columnSum.sum.getInput().getDefiningOp();
+          reshape != columnSum.summed.getDefiningOp() &&
+          llvm::all_of(reshape->getUsers(), [&](Operation *user) {
+            return absorbed.contains(user);
+          }))
+        absorbed.insert(reshape);
     llvm::SetVector<Value> inputs;
     SmallVector<Value> results;
     SmallVector<Location> locations;
@@ -242,11 +313,16 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
           inputs.insert(operand);
       for (Value result : op->getResults())
         if (llvm::any_of(result.getUsers(), [&](Operation *user) {
-              return !group.members.contains(user);
+              return !group.members.contains(user) && !absorbed.contains(user);
             }))
           results.push_back(result);
       locations.push_back(op->getLoc());
       module = getCommonModule(module, getModulePath(op));
+    }
+    for (Group::ColumnSum columnSum : group.columnSums) {
+      results.push_back(columnSum.sum);
+      locations.push_back(columnSum.sum.getLoc());
+      module = getCommonModule(module, getModulePath(columnSum.sum));
     }
     // Values nobody reads (none after CSE) need no loop.
     if (results.empty())
@@ -273,6 +349,13 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
       mapping.map(input, body->addArgument(input.getType(), input.getLoc()));
     for (Operation *op : group.ops)
       builder.clone(*op, mapping);
+    // A sum of a reshape becomes the sum of the value over its leading dims.
+    for (Group::ColumnSum columnSum : group.columnSums) {
+      mapping.map(columnSum.sum.getInput(), mapping.lookup(columnSum.summed));
+      auto sum = cast<SumOp>(builder.clone(*columnSum.sum, mapping));
+      sum.setDims(llvm::to_vector(
+          llvm::seq<int64_t>(0, tensorType(columnSum.summed).getRank() - 1)));
+    }
     SmallVector<Value> yielded;
     for (Value result : results)
       yielded.push_back(mapping.lookup(result));
@@ -280,6 +363,11 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
 
     for (auto [result, replacement] : llvm::zip(results, fused.getResults()))
       result.replaceAllUsesExcept(replacement, group.members);
+    for (Group::ColumnSum columnSum : group.columnSums)
+      columnSum.sum->erase();
+    for (Operation *op : absorbed)
+      if (isa<ReshapeOp>(op))
+        op->erase();
     for (Operation *op : llvm::reverse(group.ops))
       op->erase();
   }

@@ -1372,10 +1372,30 @@ SmallVector<int64_t> FusedOp::getLoopShape() {
   return llvm::to_vector(loop.getShape());
 }
 
+bool isColumnSum(Operation *op) {
+  auto sum = dyn_cast<SumOp>(op);
+  if (!sum || sum.getKeepdim())
+    return false;
+  ArrayRef<int64_t> shape = tensorType(sum.getInput()).getShape();
+  if (shape.size() < 2 || shape.back() <= 1 ||
+      sum.getDims().size() != shape.size() - 1)
+    return false;
+  // The verifier has made the dims distinct and in range.
+  return llvm::none_of(sum.getDims(), [&](int64_t dim) {
+    return dim == int64_t(shape.size()) - 1;
+  });
+}
+
 bool FusedOp::hasRowOps() {
   return llvm::any_of(
-      getBody().front().without_terminator(),
-      [](Operation &op) { return isa<FusibleRowOpInterface>(op); });
+      getBody().front().without_terminator(), [](Operation &op) {
+        return isa<FusibleRowOpInterface>(op) && !isColumnSum(&op);
+      });
+}
+
+bool FusedOp::hasColumnSums() {
+  return llvm::any_of(getBody().front().without_terminator(),
+                      [](Operation &op) { return isColumnSum(&op); });
 }
 
 /// The shape of a row value of a group whose loop is `loop`: its last dim 1.
@@ -1392,6 +1412,10 @@ LogicalResult FusedOp::verify() {
   SmallVector<int64_t> loop = getLoopShape();
   SmallVector<int64_t> row = getRowShape(loop);
   bool rows = hasRowOps();
+  bool columns = hasColumnSums();
+  if (rows && columns)
+    return emitOpError("holds both row ops and column sums");
+  SmallVector<int64_t> column(loop.end() - 1, loop.end());
   Block &body = getBody().front();
   if (body.getArgumentTypes() != getInputs().getTypes())
     return emitOpError("the region's arguments must have the operands' types");
@@ -1405,6 +1429,18 @@ LogicalResult FusedOp::verify() {
   }
   for (Operation &op : body.without_terminator()) {
     ArrayRef<int64_t> shape = tensorType(op.getResult(0)).getShape();
+    if (isColumnSum(&op)) {
+      if (tensorType(op.getOperand(0)).getShape() != ArrayRef(loop))
+        return emitOpError("holds a column sum of a value of shape ")
+               << shapeString(tensorType(op.getOperand(0)).getShape())
+               << ", not the loop's " << shapeString(loop);
+      // The loop has its columns' sums once it has taken every row.
+      if (llvm::any_of(op.getUsers(),
+                       [](Operation *user) { return !isa<YieldOp>(user); }))
+        return emitOpError("holds a column sum that an op of the group reads "
+                           "(only the yield may)");
+      continue;
+    }
     if (auto rowOp = dyn_cast<FusibleRowOpInterface>(op)) {
       if (!rowOp.isAlongLastDim() ||
           tensorType(op.getOperand(0)).getShape() != ArrayRef(loop))
@@ -1432,10 +1468,11 @@ LogicalResult FusedOp::verify() {
   }
   for (Value result : body.getTerminator()->getOperands()) {
     ArrayRef<int64_t> shape = tensorType(result).getShape();
-    if (shape != ArrayRef(loop) && shape != ArrayRef(row))
+    if (shape != ArrayRef(loop) && shape != ArrayRef(row) &&
+        !(columns && shape == ArrayRef(column)))
       return emitOpError("yields a value of shape ")
              << shapeString(shape) << ", not the loop's " << shapeString(loop)
-             << " nor its rows'";
+             << (columns ? ", its rows' nor its columns'" : " nor its rows'");
   }
   if (body.getTerminator()->getOperandTypes() != getResultTypes())
     return emitOpError("yields values whose types are not its results'");

@@ -3,9 +3,10 @@
 // The input's size-1 dims are dropped and adjacent dims that are both
 // reduced or both kept are merged, leaving alternating groups. When the last
 // group is reduced each output element is a sum of contiguous runs; when it
-// is kept, a task accumulates a block of adjacent outputs side by side. The
-// order in which each output accumulates does not depend on the thread
-// count, so results are reproducible.
+// is kept, a task accumulates a block of adjacent outputs side by side, in
+// the column order of cpu/ElementMath.h (that of the fused loops' column
+// sums). The order in which each output accumulates does not depend on the
+// thread count, so results are reproducible.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
@@ -19,9 +20,6 @@ namespace slapo::rt::cpu::SLAPO_CPU_VARIANT {
 using namespace detail;
 
 namespace {
-
-/// Adjacent outputs a task accumulates together when the last dim is kept.
-constexpr int64_t kOutputBlock = 256;
 
 /// How one kind starts, folds in an element and finishes, into T.
 template <ReduceKind Kind, typename T> struct Reducer {
@@ -170,14 +168,14 @@ void reduceGroups(Context &ctx, const In *in, T *out, const Groups &groups,
   }
 
   // The last group is kept: blocks of adjacent outputs accumulate together.
-  int64_t blocks = (length + kOutputBlock - 1) / kOutputBlock;
-  parallelFor(ctx, kept.total * blocks, grainFor(count * kOutputBlock),
+  int64_t blocks = getColumnBlocks(length);
+  parallelFor(ctx, kept.total * blocks, grainFor(count * kColumnBlock),
               [&](int64_t begin, int64_t end) {
-                Acc acc[kOutputBlock];
+                Acc acc[kColumnBlock];
                 for (int64_t task = begin; task < end; ++task) {
                   int64_t o = task / blocks;
-                  int64_t first = task % blocks * kOutputBlock;
-                  int64_t width = std::min(kOutputBlock, length - first);
+                  ColumnBlock columns = getColumnBlock(task % blocks, length);
+                  int64_t first = columns.first, width = columns.width;
                   const In *base = in + kept.offsetOf(o) + first;
                   std::fill(acc, acc + width, R::init());
                   reduced.forEach([&](int64_t offset) {

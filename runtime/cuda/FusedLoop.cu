@@ -24,4 +24,14 @@ void runFusedRows(Context &ctx, const FusedLoop &loop, void *const *data,
   detail::checkLaunch(loop.name);
 }
 
+void runFusedColumns(Context &ctx, const FusedLoop &loop, void *const *data,
+                     int64_t numRows, int64_t rowLength) {
+  if (numRows <= 0)
+    return;
+  int64_t tiles = (rowLength + kColumnTile - 1) / kColumnTile;
+  loop.launch(ctx.getStream(), detail::getGridSize(ctx, tiles, 1),
+              kColumnTile * kColumnSlices, data, numRows);
+  detail::checkLaunch(loop.name);
+}
+
 } // namespace slapo::rt::cuda

@@ -105,11 +105,10 @@ reduceRowsKernel(int64_t outputs, int64_t length, int splits,
   }
 }
 
-constexpr int kColumnTile = 32, kColumnSlices = 8;
-
-/// out[o, k] reduces in[o, r, k] over r: threadIdx.x picks k (coalesced),
-/// threadIdx.y a slice of r, and the slices combine in shared memory. With
-/// several splits (blockIdx.y) each writes partials[split][o * inner + k].
+/// out[o, k] reduces in[o, r, k] over r in the column order of
+/// BlockReduce.cuh (that of the fused kernels' column sums): a lane per k
+/// (coalesced), slices of r combined in shared memory. With several splits
+/// (blockIdx.y) each writes partials[split][o * inner + k].
 template <ReduceKind Kind, typename In, typename T>
 __global__ void
 reduceColumnsKernel(int64_t outer, int64_t length, int64_t inner, int splits,
@@ -117,28 +116,24 @@ reduceColumnsKernel(int64_t outer, int64_t length, int64_t inner, int splits,
                     typename Reducer<Kind, T>::Acc *partials, int64_t count) {
   using R = Reducer<Kind, T>;
   using Acc = typename R::Acc;
-  __shared__ Acc shared[kColumnSlices][kColumnTile + 1];
   int64_t tiles = (inner + kColumnTile - 1) / kColumnTile;
   int64_t begin, end;
   getSplitRange(length, splits, blockIdx.y, begin, end);
   for (int64_t tile = blockIdx.x; tile < outer * tiles; tile += gridDim.x) {
     int64_t o = tile / tiles;
-    int64_t k = tile % tiles * kColumnTile + threadIdx.x;
+    int64_t k = tile % tiles * kColumnTile + getColumnLane();
     Acc acc = R::init();
     if (k < inner)
-      for (int64_t r = begin + threadIdx.y; r < end; r += kColumnSlices)
+      for (int64_t r = begin + getColumnSlice(); r < end; r += kColumnSlices)
         acc = R::combine(acc, Acc(load(in[(o * length + r) * inner + k])));
-    shared[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && k < inner) {
-      for (int slice = 1; slice < kColumnSlices; ++slice)
-        acc = R::combine(acc, shared[slice][threadIdx.x]);
+    acc =
+        combineColumnSlices(acc, [](Acc a, Acc b) { return R::combine(a, b); });
+    if (getColumnSlice() == 0 && k < inner) {
       if (splits == 1)
         out[o * inner + k] = R::finish(acc, count);
       else
         partials[int64_t(blockIdx.y) * outer * inner + o * inner + k] = acc;
     }
-    __syncthreads(); // before the next tile overwrites `shared`
   }
 }
 
@@ -241,7 +236,7 @@ void reduceGroups(Context &ctx, const Groups &groups, const In *in, T *out,
     Acc *partials = splits > 1 ? getPartials(splits) : nullptr;
     dim3 grid(getGridSize(ctx, blocks, 1), splits);
     reduceColumnsKernel<Kind, In, T>
-        <<<grid, dim3(kColumnTile, kColumnSlices), 0, stream>>>(
+        <<<grid, kColumnTile * kColumnSlices, 0, stream>>>(
             outer, length, inner, splits, in, out, partials, count);
     checkLaunch("reduce");
     finish(splits, partials);

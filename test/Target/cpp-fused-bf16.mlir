@@ -38,13 +38,15 @@ module {
 // CHECK-NEXT:     const float v2 = BFloat16::fromFloat(v1).toFloat();
 // CHECK-NEXT:     out0[i] = v0;
 // CHECK-NEXT:     out1[i] = BFloat16::fromFloat(v2);
-// CHECK: /// cast, gelu_grad on each element, in registers.
+// The backward's group also sums fc1's bias gradient (test/Target/
+// cpp-fused-columns.mlir): a loop over column blocks.
+// CHECK: /// cast, gelu_grad, sum by blocks of columns, each over the 2 rows of 4 elements in order, in registers; the column sums in the reduce kernel's order.
 // CHECK-NEXT: SLAPO_VECTOR_INLINE void FusedLoop1Body(void *const *data, int64_t begin, int64_t end) {
 // CHECK-NEXT:   const BFloat16 *__restrict in0 = static_cast<const BFloat16 *>(data[0]);
-// CHECK:          const float a0 = in0[i].toFloat();
-// CHECK-NEXT:     const float a1 = in1[i];
-// CHECK-NEXT:     const float v0 = a0;
-// CHECK-NEXT:     const float v1 = cpu::applyBinary<BinaryKind::GeluTanhGrad>(v0, a1);
+// CHECK:            const float a0 = row0[j].toFloat();
+// CHECK-NEXT:       const float a1 = row1[j];
+// CHECK-NEXT:       const float v0 = a0;
+// CHECK-NEXT:       const float v1 = cpu::applyBinary<BinaryKind::GeluTanhGrad>(v0, a1);
 
 // The product reads the group's bf16 result; the weight's cast, alone, stays
 // the cast kernel.
@@ -60,5 +62,5 @@ module {
 // CUDA:   __nv_bfloat16 *__restrict out1 = static_cast<__nv_bfloat16 *>(operands.data[3]);
 // CUDA:     const float v2 = __bfloat162float(__float2bfloat16_rn(v1));
 // CUDA:     out1[i] = __float2bfloat16_rn(v2);
-// CUDA: static __global__ void FusedLoop1Kernel(cuda::FusedOperands<3> operands, int64_t numElements) {
-// CUDA:     const float a0 = __bfloat162float(in0[i]);
+// CUDA: static __global__ void FusedLoop1Kernel(cuda::FusedOperands<4> operands, int64_t numRows) {
+// CUDA:       const float a0 = __bfloat162float(row0[j]);

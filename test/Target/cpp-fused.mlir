@@ -49,13 +49,15 @@ module {
 // CHECK-NEXT: SLAPO_CPU_FUSED_LOOP(kFusedLoop0, FusedLoop0Body)
 
 // The backward's gelu gradient reads the add's result, which the group
-// therefore writes beside the gelu's.
+// therefore writes beside the gelu's; its group also sums the bias gradient
+// (test/Target/cpp-fused-columns.mlir).
 // CHECK: void forward(
 // CHECK: // "fc": fused (add, gelu)
 // CHECK: runFusedLoop(ctx, kFusedLoop0, std::array<void *, 4>{t{{[0-9]+}}_linear.data, t{{[0-9]+}}_get_param.data, [[ADD:t[0-9]+_fused]].data, [[GELU:t[0-9]+_fused]].data}.data(), 8);
 // CHECK: reduce(ctx, ReduceKind::Sum, [[GELU]],
 // CHECK: void backward(
-// CHECK: binary(ctx, BinaryKind::GeluTanhGrad, {{.*}}, [[ADD]],
+// CHECK: // "fc": fused (gelu_grad, sum)
+// CHECK: runFusedColumns(ctx, kFusedLoop1, std::array<void *, 4>{{{.*}}, [[ADD]].data, {{.*}}}.data(), 2, 4);
 
 // On the GPU the group is one kernel: a grid-stride loop, each thread one
 // element per step, the bias row's element found by index; the same call

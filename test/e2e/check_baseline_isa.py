@@ -7,7 +7,8 @@ Disassembles each FILE (objdump) and fails, naming the function and the instruct
 function uses an instruction beyond baseline x86-64 (SSE2): AVX or AVX-512 (any VEX or EVEX
 instruction), BMI, FMA, SSE3, SSSE3, SSE4 or POPCNT. The runtime's kernel builds for AVX2
 and AVX-512 (functions in the namespaces slapo::rt::cpu::avx2 and ::avx512, or instantiated
-for them), which run only where the CPU has them, are exempt. A wider instruction elsewhere
+for them) and a program's fused loops' (SLAPO_CPU_FUSED_LOOP's BODYAvx2 and BODYAvx512),
+which run only where the CPU has them, are exempt. A wider instruction elsewhere
 would be a SIGILL on an older CPU: a runtime file compiled for a wider ISA, or an inline
 function of a header compiled inside a kernel build's target pragma, whose copy the linker
 may keep for everyone.
@@ -31,7 +32,7 @@ PREFIXES = r"lock|rep\w*|data16|addr32|[c-gs]s|notrack|bnd"
 # (after any prefixes) is beyond the baseline.
 OFFENDING = re.compile(r"^ *[0-9a-f]+:\t((?:(?:%s) +)*(?:%s)(?: .*)?)$" % (PREFIXES, BEYOND_BASELINE),
                        re.MULTILINE)
-EXEMPT = re.compile(r"::avx(2|512)::")
+EXEMPT = re.compile(r"::avx(2|512)::|BodyAvx(2|512)\(void\* const\*, long, long\)$")
 FUNCTION = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 
 

@@ -143,6 +143,49 @@ bool sameValues(const std::vector<float> &a, const std::vector<float> &b) {
   return true;
 }
 
+/// A gelu gradient's group with its column sums (a bias gradient), as the
+/// emitter writes it: [3, 173] rows of 531 columns (three column blocks, the
+/// last one partial), the f32 gradient and its bf16 cast written, the sums
+/// of both (the bf16 one into f32, a widening sum) over the rows.
+constexpr int64_t kSumRows = 3 * 173, kSumColumns = 531;
+
+SLAPO_VECTOR_INLINE void geluGradColumnsBody(void *const *data, int64_t begin,
+                                             int64_t end) {
+  const float *__restrict in0 = static_cast<const float *>(data[0]);
+  const float *__restrict in1 = static_cast<const float *>(data[1]);
+  float *__restrict out0 = static_cast<float *>(data[2]);
+  BFloat16 *__restrict out1 = static_cast<BFloat16 *>(data[3]);
+  float *__restrict out2 = static_cast<float *>(data[4]);
+  float *__restrict out3 = static_cast<float *>(data[5]);
+  for (int64_t block = begin; block < end; ++block) {
+    const cpu::ColumnBlock columns = cpu::getColumnBlock(block, kSumColumns);
+    const int64_t first = columns.first;
+    const int64_t stop = first + columns.width;
+    double acc2[cpu::kColumnBlock] = {};
+    double acc3[cpu::kColumnBlock] = {};
+    for (int64_t row = 0; row < kSumRows; ++row) {
+      const float *__restrict row0 = in0 + row * kSumColumns;
+      const float *__restrict row1 = in1 + row * kSumColumns;
+#pragma omp simd
+      for (int64_t j = first; j < stop; ++j) {
+        const float a0 = row0[j];
+        const float a1 = row1[j];
+        const float v0 = cpu::applyBinary<BinaryKind::GeluTanhGrad>(a0, a1);
+        const float v1 = BFloat16::fromFloat(v0).toFloat();
+        out0[(row * kSumColumns + j)] = v0;
+        out1[(row * kSumColumns + j)] = BFloat16::fromFloat(v1);
+        acc2[j - first] += double(v0);
+        acc3[j - first] += double(v1);
+      }
+    }
+    for (int64_t j = first; j < stop; ++j)
+      out2[j] = float(acc2[j - first]);
+    for (int64_t j = first; j < stop; ++j)
+      out3[j] = float(acc3[j - first]);
+  }
+}
+SLAPO_CPU_FUSED_LOOP(kGeluGradColumns, geluGradColumnsBody)
+
 /// Normal values with a special one every 97 elements, unless `withSpecials` is
 /// false.
 std::vector<float> randomValues(size_t count, unsigned seed,
@@ -259,4 +302,43 @@ TEST_CASE("a row group gives the bits of the kernels on every ISA") {
     runFusedRows(ctx, kSoftmaxGradRows, gradData, rows, kKeys);
     CHECK(sameValues(fusedGrad, expected));
   }
+}
+
+TEST_CASE("a group's column sums give the bits of the reduce kernel") {
+  const int64_t n = kSumRows * kSumColumns;
+  std::vector<float> grad = randomValues(n, 6, false),
+                     x = randomValues(n, 7, false);
+  const Shape shape{3, kSumRows / 3, kSumColumns};
+  const CpuPaths &supported = getSupportedCpuPaths();
+  for (int isa = 0; isa <= static_cast<int>(supported.kernels); ++isa)
+    for (int threads : {1, 2, 3}) {
+      auto kernels = static_cast<KernelIsa>(isa);
+      INFO("kernels: " << getName(kernels) << ", threads: " << threads);
+      Context ctx(threads, {kernels, supported.bf16Matmul});
+      std::vector<float> values(n), sums(kSumColumns), bf16Sums(kSumColumns);
+      std::vector<BFloat16> rounded(n);
+      binary(ctx, BinaryKind::GeluTanhGrad,
+             Tensor(grad.data(), DType::F32, shape),
+             Tensor(x.data(), DType::F32, shape),
+             Tensor(values.data(), DType::F32, shape));
+      cast(ctx, Tensor(values.data(), DType::F32, shape),
+           Tensor(rounded.data(), DType::BF16, shape));
+      reduce(ctx, ReduceKind::Sum, Tensor(values.data(), DType::F32, shape),
+             Tensor(sums.data(), DType::F32, {kSumColumns}), 0b011u);
+      reduce(ctx, ReduceKind::Sum, Tensor(rounded.data(), DType::BF16, shape),
+             Tensor(bf16Sums.data(), DType::F32, {kSumColumns}), 0b011u);
+
+      std::vector<float> fused(n), fusedSums(kSumColumns),
+          fusedBf16Sums(kSumColumns);
+      std::vector<BFloat16> fusedRounded(n);
+      void *data[] = {grad.data(),      x.data(),
+                      fused.data(),     fusedRounded.data(),
+                      fusedSums.data(), fusedBf16Sums.data()};
+      runFusedColumns(ctx, kGeluGradColumns, data, kSumRows, kSumColumns);
+      CHECK(sameValues(fused, values));
+      CHECK(std::memcmp(fusedRounded.data(), rounded.data(),
+                        n * sizeof(BFloat16)) == 0);
+      CHECK(sameValues(fusedSums, sums));
+      CHECK(sameValues(fusedBf16Sums, bf16Sums));
+    }
 }

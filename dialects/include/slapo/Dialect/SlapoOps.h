@@ -72,6 +72,11 @@ struct TokenMajorValues {
 };
 TokenMajorValues getTokenMajorValues(mlir::Operation *attention);
 
+/// Whether `op` is a column sum: a slapo.sum over every dim of its input but
+/// the last (a bias gradient's sum over the tokens), not keeping them, of a
+/// last dim longer than 1. A fusion group may hold it (slapo.fused).
+bool isColumnSum(mlir::Operation *op);
+
 /// The shape PyTorch broadcasting gives two shapes, or failure if they do not
 /// broadcast.
 mlir::FailureOr<llvm::SmallVector<int64_t>>

@@ -325,7 +325,7 @@ def Slapo_TriangularOp : Slapo_Op<"triangular", [Pure, SameOperandsAndResultType
 
 def Slapo_FusedOp : Slapo_Op<"fused", [IsolatedFromAbove,
                                       RecursiveMemoryEffects]> {
-  let summary = "elementwise ops (and row reductions) computed as one loop";
+  let summary = "elementwise ops (and row reductions or column sums) computed as one loop";
   let description = [{
     The region's ops run on the block's arguments, which are the operands;
     `slapo.yield` names the values the group gives to ops outside it, the
@@ -338,13 +338,23 @@ def Slapo_FusedOp : Slapo_Op<"fused", [IsolatedFromAbove,
       its last dim with keepdim, giving a row value of the loop's shape with
       the last dim 1; slapo.softmax or slapo.log_softmax along the last dim,
       of the loop's shape;
-    - a FusibleElementwise op of the row shape (on row values and operands).
+    - a FusibleElementwise op of the row shape (on row values and operands);
+    - a column sum (isColumnSum): slapo.sum of a value of the loop's shape
+      over all its dims but the last, giving the [C] sums of its columns (a
+      bias gradient), in the input's type or a float type that holds it
+      exactly; only the yield reads it. A group holds row ops or column
+      sums, not both.
 
     Elementwise ops of the loop's shape may read row values (broadcast along
     the row). A group with row ops is computed row by row: each reduction
     is a stage of the row (a pass over its elements, the elementwise values
     it needs computed again from the operands), then one pass writes the
-    results; a result is of the loop's shape or of the row shape. An operand
+    results; a result is of the loop's shape or of the row shape. A group
+    with column sums is computed by blocks of adjacent columns, each taking
+    the rows in order and adding each row's values to its columns' sums as
+    it computes them (the order of the reduce kernel's sum over the leading
+    dims, so the sums keep their bits); a column sum's [C] is a result, and
+    the value it sums need not be one. An operand
     has the shape of the op that reads it, or broadcasts to it. Values of the
     region that are not results are never in memory: the emitted loop keeps
     them in registers (a row's scratch for a reduction's inputs), so the
@@ -373,6 +383,9 @@ def Slapo_FusedOp : Slapo_Op<"fused", [IsolatedFromAbove,
     /// Whether the group holds row ops (FusibleRowOpInterface), and so runs
     /// row by row over the loop's last dim.
     bool hasRowOps();
+    /// Whether the group holds column sums (isColumnSum), and so runs over
+    /// blocks of the loop's columns, each taking the rows in order.
+    bool hasColumnSums();
   }];
 }
 

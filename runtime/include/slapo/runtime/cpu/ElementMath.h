@@ -13,6 +13,7 @@
 #include "slapo/runtime/ElementMath.h"
 #include "slapo/runtime/cpu/VectorMath.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -114,6 +115,31 @@ SLAPO_VECTOR_INLINE C maxRow(const T *x, int64_t n, Load load) {
 }
 template <typename C> SLAPO_VECTOR_INLINE C maxRow(const C *x, int64_t n) {
   return maxRow<C>(x, n, [](C value) { return value; });
+}
+
+//===----------------------------------------------------------------------===//
+// Column reductions (a [rows, C] value reduced over its rows, as a bias
+// gradient's sum over the tokens): the one order of the reduce kernel and of
+// the generated fused loops' column sums. Each column folds the rows in
+// order from the reduction's start (a sum: 0 in f64), independently of the
+// others; a task takes one block of kColumnBlock adjacent columns, which
+// it folds side by side (the loop over a row's columns vectorizes). The
+// order depends on neither the ISA nor the thread count.
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kColumnBlock = 256;
+
+/// The columns [first, first + width) of block `block` of a row of
+/// `length` columns.
+struct ColumnBlock {
+  int64_t first, width;
+};
+inline ColumnBlock getColumnBlock(int64_t block, int64_t length) {
+  int64_t first = block * kColumnBlock;
+  return {first, std::min(kColumnBlock, length - first)};
+}
+inline int64_t getColumnBlocks(int64_t length) {
+  return (length + kColumnBlock - 1) / kColumnBlock;
 }
 
 } // namespace slapo::rt::cpu

@@ -8,7 +8,10 @@
 // chose at start-up, so one program runs on every x86-64 CPU. A group with
 // row reductions or softmaxes along the last dim is a loop over rows: per
 // row, a pass over its elements for each reduction (into a scratch row that
-// the loop allocates), then one that writes the results.
+// the loop allocates), then one that writes the results. A group with
+// column sums is a loop over blocks of columns (ElementMath.h's column
+// order): per block, the rows in order, each row's values written and added
+// to the block's sums.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_CPU_FUSEDLOOP_H
@@ -26,7 +29,8 @@
 namespace slapo::rt::cpu {
 
 /// One build of a fused loop: elements [begin, end) of the group's loop (or
-/// its rows [begin, end), runFusedRows),
+/// its rows [begin, end), runFusedRows, or its column blocks,
+/// runFusedColumns),
 /// reading its operands and writing its results at `data`, operands first,
 /// then two numbers for each dropout of the group (the key and the first
 /// counter of its mask, Random.h's dropoutKey).
@@ -48,6 +52,13 @@ void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
 /// whatever their number.
 void runFusedRows(Context &ctx, const FusedLoop &loop, void *const *data,
                   int64_t numRows, int64_t rowLength);
+
+/// Runs the build of `loop` that ctx's kernels use over the column blocks
+/// of `numRows` rows of `rowLength` elements (cpu::getColumnBlocks), split
+/// over ctx's threads as the reduce kernel's column sums are: each block's
+/// columns take the rows in order, whatever the threads' number.
+void runFusedColumns(Context &ctx, const FusedLoop &loop, void *const *data,
+                     int64_t numRows, int64_t rowLength);
 
 } // namespace slapo::rt::cpu
 

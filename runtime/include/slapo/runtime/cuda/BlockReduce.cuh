@@ -2,7 +2,8 @@
 //-*-===//
 //
 // Shared by the runtime's kernels (KernelSupport.cuh) and the kernels slapoc
-// generates for fusion groups with row reductions (FusedLoop.cuh).
+// generates for fusion groups with row reductions or column sums
+// (FusedLoop.cuh).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_CUDA_BLOCKREDUCE_CUH
@@ -49,6 +50,36 @@ __device__ inline T blockReduce(T value, Combine combine, T identity,
     shared[warp] = value;
   __syncthreads();
   return warpReduce(lane < warps ? shared[lane] : identity, combine);
+}
+
+//===----------------------------------------------------------------------===//
+// Column reductions (a [rows, C] value reduced over its rows, as a bias
+// gradient's sum over the tokens): the order of the reduce kernel and of the
+// generated kernels' column sums. A block of kColumnTile * kColumnSlices
+// threads takes a tile of kColumnTile adjacent columns (one per lane, rows
+// read coalesced); slice s of the block folds rows s, s + kColumnSlices, ...
+// of its range in order, then the slices' values are combined in slice
+// order.
+//===----------------------------------------------------------------------===//
+
+constexpr int kColumnTile = 32, kColumnSlices = 8;
+
+/// The thread's column in its block's tile, and its slice of the rows.
+__device__ inline int getColumnLane() { return threadIdx.x % kColumnTile; }
+__device__ inline int getColumnSlice() { return threadIdx.x / kColumnTile; }
+
+/// Combines the block's slices' values of each column in slice order; slice
+/// 0 gets its column's. Every thread of the block calls it (barriers).
+template <typename T, typename Combine>
+__device__ inline T combineColumnSlices(T value, Combine combine) {
+  __shared__ T shared[kColumnSlices][kColumnTile + 1];
+  shared[getColumnSlice()][getColumnLane()] = value;
+  __syncthreads();
+  if (getColumnSlice() == 0)
+    for (int slice = 1; slice < kColumnSlices; ++slice)
+      value = combine(value, shared[slice][getColumnLane()]);
+  __syncthreads(); // before a next call overwrites `shared`
+  return value;
 }
 
 } // namespace slapo::rt::cuda::detail

@@ -9,7 +9,14 @@
 // with row reductions or softmaxes along the last dim gives each row one
 // block (runFusedRows): each reduction is a pass of the block's threads over
 // the row, combined across the block (sumFusedRow, maxFusedRow), then a
-// pass writes the results.
+// pass writes the results. A group with column sums gives each block a tile
+// of columns (runFusedColumns): its threads take the rows in the column
+// order of BlockReduce.cuh, write the values and add them to the sums, which
+// the block then combines (sumColumnSlices). Unlike the reduce kernel, whose
+// number of row splits depends on the GPU's size, it does not split the
+// rows: a column's sum is the reduce kernel's bits where that takes one
+// split (outputs enough to fill the GPU, or few rows), and differs within
+// rounding where it splits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
@@ -58,6 +65,12 @@ void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
 void runFusedRows(Context &ctx, const FusedLoop &loop, void *const *data,
                   int64_t numRows, int64_t rowLength);
 
+/// Runs `loop`, a kernel over column tiles (a block per tile of
+/// kColumnTile columns, numElements its number of rows), over `numRows` rows
+/// of `rowLength` elements.
+void runFusedColumns(Context &ctx, const FusedLoop &loop, void *const *data,
+                     int64_t numRows, int64_t rowLength);
+
 /// The sum of the block's threads' `value`s (a row's partial sums); every
 /// thread gets it.
 template <typename A> __device__ inline A sumFusedRow(A value) {
@@ -74,6 +87,16 @@ template <typename C> __device__ inline C maxFusedRow(C value) {
       value, [](C a, C b) { return maxPropagatingNaN(a, b); }, C(-INFINITY),
       shared);
 }
+
+/// The sums of a column's slices (BlockReduce.cuh's column order): the
+/// slice-0 thread of each column gets its column's. Every thread calls it.
+template <typename A> __device__ inline A sumColumnSlices(A value) {
+  return detail::combineColumnSlices(value, [](A a, A b) { return a + b; });
+}
+using detail::getColumnLane;
+using detail::getColumnSlice;
+using detail::kColumnSlices;
+using detail::kColumnTile;
 
 /// The thread's first element and the grid's stride, in elements.
 __device__ inline int64_t getFusedLoopStart() {
