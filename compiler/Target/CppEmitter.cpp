@@ -374,10 +374,13 @@ private:
                                 StringRef index, const FusedDraws &draws);
   /// Names the fused loop `text` (defining it with `comment` where no group
   /// before wrote the same) and returns the call of `runner` with the
-  /// group's addresses and then `sizes`.
+  /// group's addresses and then `sizes`. A CUDA group with column sums also
+  /// has `finishText`, the kernel that adds its splits' partial sums
+  /// (`partialBytes` per split).
   std::string getFusedCall(FusedOp fused, StringRef text, StringRef comment,
                            const FusedDraws &draws, StringRef runner,
-                           StringRef sizes);
+                           StringRef sizes, StringRef finishText = "",
+                           int64_t partialBytes = 0);
   /// The phase function's `step` argument, which `value` (an operand of `op`
   /// that kernels take as a number on the host) must be: the step number
   /// lives in the arena too, but in the device's memory.
@@ -1221,13 +1224,25 @@ static std::string getFusedOpNames(FusedOp fused) {
 
 std::string Emitter::getFusedCall(FusedOp fused, StringRef text,
                                   StringRef comment, const FusedDraws &draws,
-                                  StringRef runner, StringRef sizes) {
+                                  StringRef runner, StringRef sizes,
+                                  StringRef finishText, int64_t partialBytes) {
   unsigned numOperands =
       fused.getNumOperands() + fused.getNumResults() + draws.arguments.size();
   auto [it, inserted] = fusedLoopNames.try_emplace(
-      text, "FusedLoop" + std::to_string(fusedLoopNames.size()));
+      (text + finishText).str(),
+      "FusedLoop" + std::to_string(fusedLoopNames.size()));
   std::string name = it->second;
-  if (inserted && info.target == "cuda")
+  if (inserted && !finishText.empty())
+    fusedLoops +=
+        "/// " + comment.str() + "\n" + "static __global__ void " + name +
+        "Kernel" + text.str() + "/// " + name +
+        "Kernel's splits' partial sums, added in split order.\n" +
+        "static __global__ void " + name + "Finish" + finishText.str() +
+        llvm::formatv("SLAPO_CUDA_FUSED_COLUMNS(k{0}, {0}Kernel, {0}Finish, "
+                      "{1}, {2})\n\n",
+                      name, numOperands, partialBytes)
+            .str();
+  else if (inserted && info.target == "cuda")
     fusedLoops += "/// " + comment.str() + "\n" + "static __global__ void " +
                   name + "Kernel" + text.str() +
                   llvm::formatv("SLAPO_CUDA_FUSED_LOOP(k{0}, {0}Kernel, {1})"
@@ -1636,25 +1651,61 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   // columns' sums after the rows.
   SmallVector<Value> elementValues;
   std::string stores, rowStores, sumStarts, sumStores;
+  // On the GPU each split of the rows keeps `partialBytes` of partial sums:
+  // each sum's accumulators of every column, the sums' one after the other
+  // (8-byte aligned); the finishing kernel adds them in split order.
+  int64_t partialBytes = 0;
+  std::string finishPointers, finishCode;
   for (auto [n, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {
-    FusedElementAccess access =
-        declareFusedResult(result, n, body.getNumArguments(), cuda, pointers);
+    std::string declaration;
+    FusedElementAccess access = declareFusedResult(
+        result, n, body.getNumArguments(), cuda, declaration);
+    pointers += declaration;
     if (Operation *sum = result.getDefiningOp(); sum && isColumnSum(sum)) {
       Value summed = sum->getOperand(0);
       elementValues.push_back(summed);
       std::string k = opNames[sum].substr(1);
       if (cuda) {
         StringRef sumType = getScalarType(result.getType());
+        int64_t offset = partialBytes;
+        int64_t bytes =
+            length *
+            result.getType().cast<RankedTensorType>().getElementTypeBitWidth() /
+            8;
+        partialBytes += (bytes + 7) / 8 * 8;
+        // Column j's partial sum of split {0}: written by the kernel, read
+        // by the finishing kernel (`const`).
+        std::string partial = llvm::formatv(
+            "reinterpret_cast<{{1}{0} *>(partials + {{0} + {1})[j]", sumType,
+            offset);
+        std::string finished =
+            access.narrow(access.valueType + "(acc" + k + ")");
         sumStarts += llvm::formatv("    {0} acc{1} = 0;\n", sumType, k);
         stores += llvm::formatv("      acc{0} += {1}({2});\n", k, sumType,
                                 names[summed]);
-        sumStores +=
-            llvm::formatv("    acc{0} = cuda::sumColumnSlices(acc{0});\n"
-                          "    if (cuda::getColumnSlice() == 0 && j < {1})\n"
-                          "      out{2}[j] = {3};\n",
-                          k, rowLength, n,
-                          access.narrow(access.valueType + "(acc" + k + ")"));
+        sumStores += llvm::formatv(
+            "    acc{0} = cuda::sumColumnSlices(acc{0});\n"
+            "    if (cuda::getColumnSlice() == 0 && j < {1}) {{\n"
+            "      if (gridDim.y == 1)\n"
+            "        out{2}[j] = {3};\n"
+            "      else\n"
+            "        {4} = acc{0};\n"
+            "    }\n",
+            k, rowLength, n, finished,
+            llvm::formatv(partial.c_str(),
+                          "int64_t(blockIdx.y) * kPartialBytes", "")
+                .str());
+        finishPointers += declaration;
+        finishCode += llvm::formatv(
+            "    {0} acc{1} = {2};\n"
+            "    for (int split = 1; split < splits; ++split)\n"
+            "      acc{1} += {3};\n"
+            "    out{4}[j] = {5};\n",
+            sumType, k, llvm::formatv(partial.c_str(), "0", "const ").str(),
+            llvm::formatv(partial.c_str(), "split * kPartialBytes", "const ")
+                .str(),
+            n, finished);
       } else {
         sumStarts +=
             llvm::formatv("    double acc{0}[cpu::kColumnBlock] = {{};\n", k);
@@ -1685,19 +1736,25 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
   std::string comment = getFusedOpNames(fused) + " row by row (rows of " +
                         rowLength + " elements), in registers.";
   // The CUDA kernel's parameters, then the group's pointers and constants.
+  std::string cudaOperands = llvm::formatv(
+      "cuda::FusedOperands<{0}> operands",
+      fused.getNumOperands() + fused.getNumResults() + draws->arguments.size());
   std::string cudaStart =
-      llvm::formatv("(cuda::FusedOperands<{0}> operands, int64_t numRows) {{\n",
-                    fused.getNumOperands() + fused.getNumResults() +
-                        draws->arguments.size())
-          .str() +
-      pointers + constants;
+      "(" + cudaOperands + ", int64_t numRows) {\n" + pointers + constants;
   if (columns) {
     comment = getFusedOpNames(fused) + " by blocks of columns, each over the " +
               std::to_string(numElements / length) + " rows of " + rowLength +
               " elements in order, in registers; the column sums in the " +
               "reduce kernel's order.";
+    std::string partialBytesConstant = llvm::formatv(
+        "  constexpr int64_t kPartialBytes = {0};\n", partialBytes);
     std::string text =
-        cuda ? cudaStart +
+        cuda ? "(" + cudaOperands + ", int64_t numRows, char *partials) {\n" +
+                   pointers + constants + partialBytesConstant +
+                   "  // The rows of this split (blockIdx.y).\n"
+                   "  int64_t begin, end;\n"
+                   "  cuda::getSplitRange(numRows, gridDim.y, blockIdx.y, "
+                   "begin, end);\n"
                    "  for (int64_t tile = blockIdx.x; tile * cuda::kColumnTile "
                    "< " +
                    rowLength +
@@ -1705,9 +1762,9 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
                    "    const int64_t j = tile * cuda::kColumnTile + "
                    "cuda::getColumnLane();\n" +
                    sumStarts +
-                   "    for (int64_t row = cuda::getColumnSlice(); j < " +
-                   rowLength +
-                   " && row < numRows; row += cuda::kColumnSlices) {\n"
+                   "    for (int64_t row = begin + "
+                   "cuda::getColumnSlice(); j < " +
+                   rowLength + " && row < end; row += cuda::kColumnSlices) {\n"
              : "(void *const *data, int64_t begin, int64_t end) {\n" +
                    pointers + constants +
                    "  for (int64_t block = begin; block < end; ++block) {\n"
@@ -1725,9 +1782,16 @@ FailureOr<std::string> Emitter::getFusedRowsCall(FusedOp fused) {
       if (!line.empty())
         text += (line.starts_with("#") ? "" : "  ") + line.str() + "\n";
     text += "    }\n" + sumStores + "  }\n}\n";
+    std::string finishText;
+    if (cuda)
+      finishText =
+          "(" + cudaOperands + ", int splits, const char *partials) {\n" +
+          finishPointers + partialBytesConstant +
+          "  for (int64_t j = cuda::getFusedLoopStart(); j < " + rowLength +
+          "; j += cuda::getFusedLoopStride()) {\n" + finishCode + "  }\n}\n";
     return getFusedCall(fused, text, comment, *draws, "runFusedColumns",
-                        std::to_string(numElements / length) + ", " +
-                            rowLength);
+                        std::to_string(numElements / length) + ", " + rowLength,
+                        finishText, partialBytes);
   }
 
   std::string text =

@@ -24,13 +24,24 @@ void runFusedRows(Context &ctx, const FusedLoop &loop, void *const *data,
   detail::checkLaunch(loop.name);
 }
 
-void runFusedColumns(Context &ctx, const FusedLoop &loop, void *const *data,
+void runFusedColumns(Context &ctx, const FusedColumns &loop, void *const *data,
                      int64_t numRows, int64_t rowLength) {
   if (numRows <= 0)
     return;
+  cudaStream_t stream = ctx.getStream();
   int64_t tiles = (rowLength + kColumnTile - 1) / kColumnTile;
-  loop.launch(ctx.getStream(), detail::getGridSize(ctx, tiles, 1),
-              kColumnTile * kColumnSlices, data, numRows);
+  int splits = detail::getColumnSplits(ctx, tiles, numRows);
+  char *partials =
+      splits > 1 ? static_cast<char *>(ctx.getImpl().getScratch(
+                       Scratch::Partials, splits * loop.partialBytes, stream))
+                 : nullptr;
+  loop.launch(stream, dim3(detail::getGridSize(ctx, tiles, 1), splits),
+              kColumnTile * kColumnSlices, data, numRows, partials);
+  detail::checkLaunch(loop.name);
+  if (splits == 1)
+    return;
+  loop.finish(stream, detail::getGridSize(ctx, rowLength, detail::kBlockSize),
+              detail::kBlockSize, data, splits, partials);
   detail::checkLaunch(loop.name);
 }
 

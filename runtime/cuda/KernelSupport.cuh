@@ -190,6 +190,25 @@ inline unsigned getGridSize(Context &ctx, int64_t work, int64_t perBlock) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, cap));
 }
 
+/// The number of splits of a reduction of `length` elements per output
+/// over `blocks` blocks, each split getting at least `minimum` elements:
+/// enough for a few waves of blocks.
+inline int getSplits(Context &ctx, int64_t blocks, int64_t length,
+                     int64_t minimum) {
+  int64_t wanted = int64_t(ctx.getImpl().multiprocessors) * 4;
+  int64_t byWork = (length + minimum - 1) / minimum;
+  int64_t byGrid = (wanted + blocks - 1) / blocks;
+  return static_cast<int>(
+      std::clamp<int64_t>(std::min(byWork, byGrid), 1, 65535));
+}
+
+/// getSplits of column sums over `rows` rows in `tiles` tiles of columns:
+/// the reduce kernel's and the generated kernels' (runFusedColumns) alike,
+/// so that both add a column's rows in the same order.
+inline int getColumnSplits(Context &ctx, int64_t tiles, int64_t rows) {
+  return getSplits(ctx, tiles, rows, kColumnSlices * 16);
+}
+
 /// Throws Error naming `kernel` when its launch failed.
 inline void checkLaunch(const char *kernel) {
   checkCuda(

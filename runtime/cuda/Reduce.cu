@@ -51,14 +51,6 @@ template <ReduceKind Kind, typename T> struct Reducer {
   }
 };
 
-/// The range of [0, length) that split `split` of `splits` reduces.
-__device__ inline void getSplitRange(int64_t length, int splits, int split,
-                                     int64_t &begin, int64_t &end) {
-  int64_t chunk = (length + splits - 1) / splits;
-  begin = min(length, split * chunk);
-  end = min(length, begin + chunk);
-}
-
 /// Output o (kept layout: its first element in the input) reduces the
 /// elements at the reduced layout's offsets, `Threads` threads (a warp or
 /// the block) per output. With several splits (blockIdx.y), each writes
@@ -194,17 +186,6 @@ struct Groups {
   }
 };
 
-/// The number of splits of a reduction of `length` elements per output
-/// over `blocks` blocks, each split getting at least `minimum` elements:
-/// enough for a few waves of blocks.
-int getSplits(Context &ctx, int64_t blocks, int64_t length, int64_t minimum) {
-  int64_t wanted = int64_t(ctx.getImpl().multiprocessors) * 4;
-  int64_t byWork = (length + minimum - 1) / minimum;
-  int64_t byGrid = (wanted + blocks - 1) / blocks;
-  return static_cast<int>(
-      std::clamp<int64_t>(std::min(byWork, byGrid), 1, 65535));
-}
-
 template <ReduceKind Kind, typename In, typename T>
 void reduceGroups(Context &ctx, const Groups &groups, const In *in, T *out,
                   int64_t outputs, int64_t count) {
@@ -232,7 +213,7 @@ void reduceGroups(Context &ctx, const Groups &groups, const In *in, T *out,
     int64_t inner = groups.dims[last], length = groups.dims[last - 1];
     int64_t outer = outputs / inner;
     int64_t blocks = outer * ((inner + kColumnTile - 1) / kColumnTile);
-    int splits = getSplits(ctx, blocks, length, kColumnSlices * 16);
+    int splits = getColumnSplits(ctx, blocks, length);
     Acc *partials = splits > 1 ? getPartials(splits) : nullptr;
     dim3 grid(getGridSize(ctx, blocks, 1), splits);
     reduceColumnsKernel<Kind, In, T>

@@ -62,5 +62,5 @@ module {
 // CUDA:   __nv_bfloat16 *__restrict out1 = static_cast<__nv_bfloat16 *>(operands.data[3]);
 // CUDA:     const float v2 = __bfloat162float(__float2bfloat16_rn(v1));
 // CUDA:     out1[i] = __float2bfloat16_rn(v2);
-// CUDA: static __global__ void FusedLoop1Kernel(cuda::FusedOperands<4> operands, int64_t numRows) {
+// CUDA: static __global__ void FusedLoop1Kernel(cuda::FusedOperands<4> operands, int64_t numRows, char *partials) {
 // CUDA:       const float a0 = __bfloat162float(row0[j]);

@@ -74,19 +74,41 @@ module {
 // in order, sums in f32 as the reduce kernel's; the slices' sums are then
 // combined and written.
 // CUDA: /// gelu_grad, sum by blocks of columns, each over the 6 rows of 8 elements in order, in registers; the column sums in the reduce kernel's order.
-// CUDA-NEXT: static __global__ void [[LOOP:FusedLoop[0-9]+]]Kernel(cuda::FusedOperands<4> operands, int64_t numRows) {
-// CUDA:        for (int64_t tile = blockIdx.x; tile * cuda::kColumnTile < 8; tile += gridDim.x) {
+// CUDA-NEXT: static __global__ void [[LOOP:FusedLoop[0-9]+]]Kernel(cuda::FusedOperands<4> operands, int64_t numRows, char *partials) {
+// CUDA:        constexpr int64_t kPartialBytes = 32;
+// CUDA-NEXT:   // The rows of this split (blockIdx.y).
+// CUDA-NEXT:   int64_t begin, end;
+// CUDA-NEXT:   cuda::getSplitRange(numRows, gridDim.y, blockIdx.y, begin, end);
+// CUDA-NEXT:   for (int64_t tile = blockIdx.x; tile * cuda::kColumnTile < 8; tile += gridDim.x) {
 // CUDA-NEXT:     const int64_t j = tile * cuda::kColumnTile + cuda::getColumnLane();
 // CUDA-NEXT:     float acc1 = 0;
-// CUDA-NEXT:     for (int64_t row = cuda::getColumnSlice(); j < 8 && row < numRows; row += cuda::kColumnSlices) {
+// CUDA-NEXT:     for (int64_t row = begin + cuda::getColumnSlice(); j < 8 && row < end; row += cuda::kColumnSlices) {
 // CUDA:              const float v0 = cuda::applyBinary<BinaryKind::GeluTanhGrad>(a0, a1);
 // CUDA-NEXT:         out0[(row * 8 + j)] = v0;
 // CUDA-NEXT:         acc1 += float(v0);
 // CUDA-NEXT:       }
 // CUDA-NEXT:     }
 // CUDA-NEXT:     acc1 = cuda::sumColumnSlices(acc1);
-// CUDA-NEXT:     if (cuda::getColumnSlice() == 0 && j < 8)
-// CUDA-NEXT:       out1[j] = float(acc1);
+// CUDA-NEXT:     if (cuda::getColumnSlice() == 0 && j < 8) {
+// CUDA-NEXT:       if (gridDim.y == 1)
+// CUDA-NEXT:         out1[j] = float(acc1);
+// CUDA-NEXT:       else
+// CUDA-NEXT:         reinterpret_cast<float *>(partials + int64_t(blockIdx.y) * kPartialBytes + 0)[j] = acc1;
+// CUDA-NEXT:     }
 // CUDA-NEXT:   }
 // CUDA-NEXT: }
+// The splits' partial sums (where the reduce kernel would split the rows,
+// so does this one), added in split order as its finishing kernel does.
+// CUDA-NEXT: /// [[LOOP]]Kernel's splits' partial sums, added in split order.
+// CUDA-NEXT: static __global__ void [[LOOP]]Finish(cuda::FusedOperands<4> operands, int splits, const char *partials) {
+// CUDA-NEXT:   float *__restrict out1 = static_cast<float *>(operands.data[3]);
+// CUDA-NEXT:   constexpr int64_t kPartialBytes = 32;
+// CUDA-NEXT:   for (int64_t j = cuda::getFusedLoopStart(); j < 8; j += cuda::getFusedLoopStride()) {
+// CUDA-NEXT:     float acc1 = reinterpret_cast<const float *>(partials + 0 + 0)[j];
+// CUDA-NEXT:     for (int split = 1; split < splits; ++split)
+// CUDA-NEXT:       acc1 += reinterpret_cast<const float *>(partials + split * kPartialBytes + 0)[j];
+// CUDA-NEXT:     out1[j] = float(acc1);
+// CUDA-NEXT:   }
+// CUDA-NEXT: }
+// CUDA-NEXT: SLAPO_CUDA_FUSED_COLUMNS(k[[LOOP]], [[LOOP]]Kernel, [[LOOP]]Finish, 4, 32)
 // CUDA: runFusedColumns(ctx, k[[LOOP]], std::array<void *, 4>{{{.*}}}.data(), 6, 8);

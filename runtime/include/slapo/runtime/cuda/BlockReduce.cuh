@@ -59,10 +59,20 @@ __device__ inline T blockReduce(T value, Combine combine, T identity,
 // threads takes a tile of kColumnTile adjacent columns (one per lane, rows
 // read coalesced); slice s of the block folds rows s, s + kColumnSlices, ...
 // of its range in order, then the slices' values are combined in slice
-// order.
+// order. Where the columns alone would not fill the GPU the rows are split
+// (getSplitRange of blockIdx.y; the host's getColumnSplits): each split's
+// sums are partial results, added in split order by a second kernel.
 //===----------------------------------------------------------------------===//
 
 constexpr int kColumnTile = 32, kColumnSlices = 8;
+
+/// The range of [0, length) that split `split` of `splits` reduces.
+__device__ inline void getSplitRange(int64_t length, int splits, int split,
+                                     int64_t &begin, int64_t &end) {
+  int64_t chunk = (length + splits - 1) / splits;
+  begin = min(length, split * chunk);
+  end = min(length, begin + chunk);
+}
 
 /// The thread's column in its block's tile, and its slice of the rows.
 __device__ inline int getColumnLane() { return threadIdx.x % kColumnTile; }

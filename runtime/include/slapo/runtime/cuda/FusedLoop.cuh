@@ -12,11 +12,10 @@
 // pass writes the results. A group with column sums gives each block a tile
 // of columns (runFusedColumns): its threads take the rows in the column
 // order of BlockReduce.cuh, write the values and add them to the sums, which
-// the block then combines (sumColumnSlices). Unlike the reduce kernel, whose
-// number of row splits depends on the GPU's size, it does not split the
-// rows: a column's sum is the reduce kernel's bits where that takes one
-// split (outputs enough to fill the GPU, or few rows), and differs within
-// rounding where it splits.
+// the block then combines (sumColumnSlices). Its rows are split over
+// blockIdx.y as the reduce kernel splits the same sum's (getColumnSplits),
+// each split's sums partial results that a second generated kernel adds in
+// split order, so that a column's sum is the reduce kernel's bits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
@@ -65,10 +64,32 @@ void runFusedLoop(Context &ctx, const FusedLoop &loop, void *const *data,
 void runFusedRows(Context &ctx, const FusedLoop &loop, void *const *data,
                   int64_t numRows, int64_t rowLength);
 
-/// Runs `loop`, a kernel over column tiles (a block per tile of
-/// kColumnTile columns, numElements its number of rows), over `numRows` rows
-/// of `rowLength` elements.
-void runFusedColumns(Context &ctx, const FusedLoop &loop, void *const *data,
+/// Launches a fused kernel over column tiles on `stream`: `grid`.x tiles,
+/// `grid`.y splits of the `numRows` rows, each split's partial sums at
+/// `partials` (null with one split).
+using FusedColumnsLaunch = void (*)(cudaStream_t stream, dim3 grid,
+                                    unsigned threads, void *const *data,
+                                    int64_t numRows, char *partials);
+/// Launches the kernel that adds the `splits` splits' partial sums at
+/// `partials` in split order into the sums, over `blocks` x `threads`.
+using FusedColumnsFinish = void (*)(cudaStream_t stream, unsigned blocks,
+                                    unsigned threads, void *const *data,
+                                    int splits, const char *partials);
+
+/// A generated kernel over column tiles and its finishing kernel; each split
+/// keeps `partialBytes` of partial sums (each sum's accumulators of every
+/// column).
+struct FusedColumns {
+  const char *name;
+  FusedColumnsLaunch launch;
+  FusedColumnsFinish finish;
+  int64_t partialBytes;
+};
+
+/// Runs `loop` (a block per tile of kColumnTile columns) over `numRows`
+/// rows of `rowLength` elements, split as the reduce kernel splits a column
+/// sum of that shape, then its finishing kernel where there are splits.
+void runFusedColumns(Context &ctx, const FusedColumns &loop, void *const *data,
                      int64_t numRows, int64_t rowLength);
 
 /// The sum of the block's threads' `value`s (a row's partial sums); every
@@ -95,6 +116,7 @@ template <typename A> __device__ inline A sumColumnSlices(A value) {
 }
 using detail::getColumnLane;
 using detail::getColumnSlice;
+using detail::getSplitRange;
 using detail::kColumnSlices;
 using detail::kColumnTile;
 
@@ -123,5 +145,29 @@ __device__ inline int64_t getFusedLoopStride() {
     KERNEL<<<blocks, threads, 0, stream>>>(operands, numElements);             \
   }                                                                            \
   static const ::slapo::rt::cuda::FusedLoop NAME = {#KERNEL, KERNEL##Launch};
+
+/// Defines the FusedColumns `NAME` that launches `KERNEL`, a static
+/// __global__ function of (FusedOperands<N>, int64_t numRows, char
+/// *partials), and `FINISH`, one of (FusedOperands<N>, int splits, const
+/// char *partials), each split keeping PARTIAL_BYTES of partial sums.
+#define SLAPO_CUDA_FUSED_COLUMNS(NAME, KERNEL, FINISH, N, PARTIAL_BYTES)       \
+  static void KERNEL##Launch(cudaStream_t stream, dim3 grid, unsigned threads, \
+                             void *const *data, int64_t numRows,               \
+                             char *partials) {                                 \
+    ::slapo::rt::cuda::FusedOperands<N> operands;                              \
+    for (int i = 0; i < N; ++i)                                                \
+      operands.data[i] = data[i];                                              \
+    KERNEL<<<grid, threads, 0, stream>>>(operands, numRows, partials);         \
+  }                                                                            \
+  static void FINISH##Launch(cudaStream_t stream, unsigned blocks,             \
+                             unsigned threads, void *const *data, int splits,  \
+                             const char *partials) {                           \
+    ::slapo::rt::cuda::FusedOperands<N> operands;                              \
+    for (int i = 0; i < N; ++i)                                                \
+      operands.data[i] = data[i];                                              \
+    FINISH<<<blocks, threads, 0, stream>>>(operands, splits, partials);        \
+  }                                                                            \
+  static const ::slapo::rt::cuda::FusedColumns NAME = {                        \
+      #KERNEL, KERNEL##Launch, FINISH##Launch, PARTIAL_BYTES};
 
 #endif // SLAPO_RUNTIME_CUDA_FUSEDLOOP_CUH
