@@ -187,6 +187,11 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
       return false;
     if (!kind.empty())
       return kindOps.contains(op);
+    return isInSelectedModules(op);
+  }
+
+  /// Whether `op` is in one of the pass's `modules` (all ops without any).
+  bool isInSelectedModules(Operation *op) {
     return modules.empty() || llvm::any_of(modules, [&](StringRef module) {
              return isInModule(op, module);
            });
@@ -243,10 +248,7 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
         for (Operation *op : group.ops)
           groupOf[op] = &group;
     for (SumOp sum : block.getOps<SumOp>()) {
-      if (!isColumnSum(sum) ||
-          !(modules.empty() || llvm::any_of(modules, [&](StringRef module) {
-              return isInModule(sum, module);
-            })))
+      if (!isColumnSum(sum) || !isInSelectedModules(sum))
         continue;
       // A reshape that keeps the last dim keeps the rows' order: the sum
       // over its leading dims is the sum over the value's.

@@ -312,15 +312,21 @@ Strided getStats(const AttentionGeometry &g) {
   return getContiguous({g.batch, g.heads, g.rows, 1});
 }
 
+/// The query, key and value inputs of `c`'s graphs, forward and backward.
+std::array<std::shared_ptr<fe::graph::Tensor_attributes>, 3>
+addQueryKeyValue(const Config &c, fe::graph::Graph &graph) {
+  const AttentionGeometry &g = c.g;
+  return {
+      addInput(graph, "query", kQuery, c.getHeads(kQuery, g.rows, g.headSize)),
+      addInput(graph, "key", kKey, c.getHeads(kKey, g.keys, g.headSize)),
+      addInput(graph, "value", kValue,
+               c.getHeads(kValue, g.keys, g.valueSize))};
+}
+
 std::shared_ptr<fe::graph::Graph> makeForward(const Config &c) {
   std::shared_ptr<fe::graph::Graph> graph = makeGraph(c);
   const AttentionGeometry &g = c.g;
-  auto query =
-      addInput(*graph, "query", kQuery, c.getHeads(kQuery, g.rows, g.headSize));
-  auto key =
-      addInput(*graph, "key", kKey, c.getHeads(kKey, g.keys, g.headSize));
-  auto value = addInput(*graph, "value", kValue,
-                        c.getHeads(kValue, g.keys, g.valueSize));
+  auto [query, key, value] = addQueryKeyValue(c, *graph);
   auto attributes = fe::graph::SDPA_attributes()
                         .set_name("flash_attention")
                         .set_generate_stats(true);
@@ -336,12 +342,7 @@ std::shared_ptr<fe::graph::Graph> makeBackward(const Config &c,
                                                bool deterministic) {
   std::shared_ptr<fe::graph::Graph> graph = makeGraph(c);
   const AttentionGeometry &g = c.g;
-  auto query =
-      addInput(*graph, "query", kQuery, c.getHeads(kQuery, g.rows, g.headSize));
-  auto key =
-      addInput(*graph, "key", kKey, c.getHeads(kKey, g.keys, g.headSize));
-  auto value = addInput(*graph, "value", kValue,
-                        c.getHeads(kValue, g.keys, g.valueSize));
+  auto [query, key, value] = addQueryKeyValue(c, *graph);
   auto out =
       addInput(*graph, "out", kOut, c.getHeads(kOut, g.rows, g.valueSize));
   auto grad =
