@@ -69,23 +69,38 @@ at::Tensor attentionDropout(OpT op, const at::Tensor &scores) {
 
 /// The operands `x` of a flash_attention or its gradient with query, key,
 /// value (and the gradient's result and grad) as [B, H, rows, size], which
-/// the formulas read: transposed from the [B, rows, H, size] of `bshd`, and
+/// the formulas read: transposed from the [B, rows, H, size] of `bshd`,
 /// query, key and value each their third of the heads of `packed_qkv`'s one
-/// tensor.
+/// tensor, and a grouped key and value repeated to H heads as repeat_kv
+/// repeats them.
 template <typename OpT>
 std::vector<at::Tensor> headsMajorOperands(OpT op, Operands x) {
   std::vector<at::Tensor> operands(x.begin(), x.end());
-  if (!op.getBshd())
-    return operands;
-  for (mlir::OpOperand *operand : getTokenMajorValues(op).operands)
-    operands[operand->getOperandNumber()] =
-        operands[operand->getOperandNumber()].transpose(1, 2);
+  if (op.getBshd())
+    for (mlir::OpOperand *operand : getTokenMajorValues(op).operands)
+      operands[operand->getOperandNumber()] =
+          operands[operand->getOperandNumber()].transpose(1, 2);
   if (op.getPackedQkv())
     for (int64_t part = 0; part < 3; ++part) {
       int64_t heads = operands[part].size(1) / 3;
       operands[part] = operands[part].narrow(1, part * heads, heads);
     }
+  if (int64_t group = operands[0].size(1) / operands[1].size(1); group > 1)
+    for (int part = 1; part < 3; ++part)
+      operands[part] = operands[part].repeat_interleave(group, /*dim=*/1);
   return operands;
+}
+
+/// The gradient [B, H, S, size] of a key or value repeated to H heads as
+/// the gradient of the `keyHeads` heads it repeats: the sum over each
+/// group's query heads, in their order.
+at::Tensor sumGroups(const at::Tensor &grad, int64_t keyHeads) {
+  if (grad.size(1) == keyHeads)
+    return grad;
+  return grad
+      .view({grad.size(0), keyHeads, grad.size(1) / keyHeads, grad.size(2),
+             grad.size(3)})
+      .sum(2);
 }
 
 /// A [B, H, rows, size] result of the formulas as `op` stores it.
@@ -141,15 +156,19 @@ static void registerAttentionOps(OpTable &table) {
           dScores = at::where(x[3], dScores, at::zeros({}, dScores.options()));
         double scale = op.getScale().convertToDouble();
         at::ScalarType stored = x[0].scalar_type();
+        int64_t keyHeads =
+            getHeadsMajorShape(op.getKey(), op.getBshd(), op.getPackedQkv())[1];
         std::vector<at::Tensor> grads = {
             toStored(
                 op, (at::matmul(dScores, x[1].to(compute)) * scale).to(stored)),
-            toStored(op,
-                     (at::matmul(dScores.transpose(-1, -2), x[0].to(compute)) *
-                      scale)
-                         .to(stored)),
-            toStored(op,
-                     at::matmul(dropped.transpose(-1, -2), grad).to(stored))};
+            toStored(op, sumGroups(at::matmul(dScores.transpose(-1, -2),
+                                              x[0].to(compute)) *
+                                       scale,
+                                   keyHeads)
+                             .to(stored)),
+            toStored(op, sumGroups(at::matmul(dropped.transpose(-1, -2), grad),
+                                   keyHeads)
+                             .to(stored))};
         if (op.getPackedQkv())
           results.push_back(at::cat(grads, /*dim=*/2));
         else

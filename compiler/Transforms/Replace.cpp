@@ -307,6 +307,45 @@ Value transposeBack(OpBuilder &builder, Location loc, Value keyT) {
   return TensorBuilder(builder, loc).permute(source, permutation);
 }
 
+/// The key or value heads that `repeated` [B, H, S, D] repeats H / Hk times
+/// each, as Hugging Face's repeat_kv does for grouped-query attention
+/// (reshape to [B, Hk, 1, S, D], broadcast to [B, Hk, H / Hk, S, D],
+/// reshape to [B, H, S, D]): the [B, Hk, S, D] tensor, which flash_attention
+/// reads as it is instead of the copy; `repeated` itself otherwise.
+Value getRepeatedHeads(Value repeated) {
+  auto merge = repeated.getDefiningOp<ReshapeOp>();
+  auto broadcast =
+      merge ? merge.getInput().getDefiningOp<BroadcastOp>() : BroadcastOp();
+  auto unsqueeze =
+      broadcast ? broadcast.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!unsqueeze)
+    return repeated;
+  Value heads = unsqueeze.getInput();
+  ArrayRef<int64_t> shape = shapeOf(heads), expanded = shapeOf(broadcast);
+  if (shape.size() != 4)
+    return repeated;
+  int64_t batch = shape[0], keyHeads = shape[1], length = shape[2],
+          size = shape[3], group = expanded[2];
+  bool repeats =
+      shapeOf(unsqueeze) ==
+          ArrayRef<int64_t>({batch, keyHeads, 1, length, size}) &&
+      expanded == ArrayRef<int64_t>({batch, keyHeads, group, length, size}) &&
+      shapeOf(repeated) ==
+          ArrayRef<int64_t>({batch, keyHeads * group, length, size});
+  return repeats ? heads : repeated;
+}
+
+/// Erases `value`'s producer, and then theirs, while nothing reads them:
+/// the repeat_kv that grouped-query attention no longer reads.
+void eraseUnread(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!op->use_empty() || !isa<ReshapeOp, BroadcastOp>(op))
+      return;
+    value = op->getOperand(0);
+    op->erase();
+  }
+}
+
 void replaceAttention(AttentionMatch &match) {
   MatmulOp output = match.output;
   OpBuilder builder(output);
@@ -317,7 +356,15 @@ void replaceAttention(AttentionMatch &match) {
   Location loc = FusedLoc::get(builder.getContext(), locations);
   Value query = match.scores.getLhs();
   Value keyT = match.scores.getRhs();
-  Value key = transposeBack(builder, loc, keyT);
+  Value repeatedKey = transposeBack(builder, loc, keyT),
+        repeatedValue = output.getRhs();
+  // Grouped-query attention's key and value heads, read where they are.
+  Value key = getRepeatedHeads(repeatedKey),
+        value = getRepeatedHeads(repeatedValue);
+  if (shapeOf(key)[1] != shapeOf(value)[1]) {
+    key = repeatedKey;
+    value = repeatedValue;
+  }
   ArrayRef<int64_t> rows = shapeOf(output.getResult()).drop_back();
   auto lse = RankedTensorType::get(
       rows, FlashAttentionOp::getLogSumExpElementType(elementTypeOf(query)));
@@ -325,8 +372,8 @@ void replaceAttention(AttentionMatch &match) {
   // split are given later, as to every dropout).
   DropoutOp dropout = match.dropout;
   auto attention = builder.create<FlashAttentionOp>(
-      loc, output.getType(), lse, query, key, output.getRhs(), match.keep,
-      match.bias, builder.getF64FloatAttr(match.scale),
+      loc, output.getType(), lse, query, key, value, match.keep, match.bias,
+      builder.getF64FloatAttr(match.scale),
       builder.getF64FloatAttr(match.maskedScore), /*step=*/Value(),
       dropout ? dropout.getPAttr() : FloatAttr(),
       dropout ? dropout.getStreamAttr() : IntegerAttr(),
@@ -334,6 +381,9 @@ void replaceAttention(AttentionMatch &match) {
       /*shard_chunks=*/nullptr, /*bshd=*/nullptr, /*packed_qkv=*/nullptr);
   output.getResult().replaceAllUsesWith(attention.getResult());
   eraseChain(match.ops);
+  eraseUnread(repeatedKey);
+  if (repeatedValue != repeatedKey)
+    eraseUnread(repeatedValue);
 }
 
 /// The ops of one RMSNorm: square, mean over the last dim, + eps, rsqrt,

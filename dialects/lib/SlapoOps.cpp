@@ -793,10 +793,10 @@ static LogicalResult verifyPackedQkv(Operation *op, Value query, Value key,
 }
 
 /// Checks the operands flash_attention and its gradient share: query
-/// [B, H, T, D], key [B, H, S, D], value [B, H, S, E] of one element type
-/// (each stored [B, T or S, H, *] with `bshd`; one [B, T, 3H, D] with
-/// `packed_qkv`), and masks that broadcast to the scores [B, H, T, S]; sets
-/// `scores`.
+/// [B, H, T, D], key [B, Hk, S, D], value [B, Hk, S, E] of one element type,
+/// Hk = H or, grouped-query attention, a divisor of H (each stored [B, T or
+/// S, H or Hk, *] with `bshd`; one [B, T, 3H, D] with `packed_qkv`), and
+/// masks that broadcast to the scores [B, H, T, S]; sets `scores`.
 static LogicalResult verifyAttentionOperands(Operation *op, Value query,
                                              Value key, Value value, Value keep,
                                              Value bias, bool bshd,
@@ -814,12 +814,17 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value query,
   SmallVector<int64_t> k = getHeadsMajorShape(key, bshd, packedQkv);
   SmallVector<int64_t> v = getHeadsMajorShape(value, bshd, packedQkv);
   // The thirds of packed_qkv's one tensor agree by construction.
+  if (!packedQkv && (k[1] < 1 || q[1] % k[1]))
+    return op->emitOpError("key has ")
+           << k[1] << " heads, which do not divide the query's " << q[1]
+           << " (grouped-query attention shares each key and value head "
+              "among H / Hk query heads)";
   if (!packedQkv &&
       (failed(verifyShape(op, key, "key",
-                          swapHeadsAndRows({q[0], q[1], k[2], q[3]}, bshd),
-                          "query's batch, heads and head size")) ||
+                          swapHeadsAndRows({q[0], k[1], k[2], q[3]}, bshd),
+                          "query's batch and head size")) ||
        failed(verifyShape(op, value, "value",
-                          swapHeadsAndRows({q[0], q[1], k[2], v[3]}, bshd),
+                          swapHeadsAndRows({q[0], k[1], k[2], v[3]}, bshd),
                           "key's batch, heads and length"))))
     return failure();
   scores.assign({q[0], q[1], q[2], k[2]});

@@ -7,10 +7,15 @@
 // log-sum-exp, in the compute type (f32 for 16-bit elements); the backward
 // computes every probability again from it, so that no [T, S] tensor is
 // ever in memory. One task per (batch, head) and block of query rows in the
-// forward, per (batch, head) in the backward (whose key and value gradients
-// sum over all query rows). An attention
-// dropout is drawn inside the tiles, element by element as dropout() draws
-// it, and drawn again by the backward: no mask is stored either.
+// forward, per (batch, key head) in the backward (whose key and value
+// gradients sum over all query rows). An attention dropout is drawn inside
+// the tiles, element by element as dropout() draws it, and drawn again by
+// the backward: no mask is stored either.
+//
+// Grouped-query attention (AttentionGeometry's keyHeads) reads a group's
+// key and value head, where it is, for each of the group's query heads; the
+// backward computes each query head's key and value gradients as it would
+// against its own copy (repeat_kv's) and sums them in query-head order.
 //
 // Either AttentionLayout, and head windows of wider tensors, only move the
 // heads' rows (AttentionGeometry's headStart and rowStride, each operand
@@ -26,7 +31,9 @@
 #include "slapo/runtime/AttentionGeometry.h"
 #include "slapo/runtime/cpu/VectorMath.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -207,32 +214,34 @@ void flashAttention(Context &ctx, const Tensor &query, const Tensor &key,
         ctx, g.batch * g.heads * blocks, 1, [&](int64_t begin, int64_t end) {
           std::vector<C> scores(kKeyTile), sums(kQueryBlock * g.valueSize);
           std::vector<C> maxima(kQueryBlock), totals(kQueryBlock);
-          // The block's query rows (packRows). The head's keys, transposed
-          // tile by tile (transposeTile), and values (packRows), packed
-          // where the thread's tasks reach a new head: they are
-          // consecutive, so the blocks of a head share them.
+          // The block's query rows (packRows). The key head's keys,
+          // transposed tile by tile (transposeTile), and values (packRows),
+          // packed where the thread's tasks reach a new key head: they are
+          // consecutive, so the blocks of a head, and the heads of a
+          // grouped-query group, share them.
           std::vector<C> queries(kQueryBlock * g.headSize),
               keysT(tiles * kKeyTile * g.headSize),
               values(g.keys * g.valueSize);
-          int64_t packedHead = -1;
+          int64_t packedKeyHead = -1;
           for (int64_t task = begin; task < end; ++task) {
             int64_t head = task / blocks, block = task % blocks;
             int64_t b = head / g.heads, h = head % g.heads;
+            int64_t kh = g.keyHead(h), keyHead = b * g.keyHeads + kh;
             int64_t first = block * kQueryBlock;
             int64_t count = std::min(kQueryBlock, g.rows - first);
             auto q = getHeadRows<const T>(g, query, b, h, g.rows, g.headSize);
             packRows(q.rows, g.headSize, q.stride, first, count,
                      queries.data());
-            if (head != packedHead) {
-              auto k = getHeadRows<const T>(g, key, b, h, g.keys, g.headSize);
+            if (keyHead != packedKeyHead) {
+              auto k = getHeadRows<const T>(g, key, b, kh, g.keys, g.headSize);
               for (int64_t tile = 0; tile < g.keys; tile += kKeyTile)
                 transposeTile(k.rows, g.headSize, k.stride, tile,
                               std::min(kKeyTile, g.keys - tile),
                               keysT.data() + tile * g.headSize);
               auto v =
-                  getHeadRows<const T>(g, value, b, h, g.keys, g.valueSize);
+                  getHeadRows<const T>(g, value, b, kh, g.keys, g.valueSize);
               packRows(v.rows, g.valueSize, v.stride, 0, g.keys, values.data());
-              packedHead = head;
+              packedKeyHead = keyHead;
             }
             std::fill(maxima.begin(), maxima.end(),
                       -std::numeric_limits<C>::infinity());
@@ -313,7 +322,10 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
   dispatch(FloatTypes(), query.dtype, "flashAttentionGrad", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
-    parallelFor(ctx, g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+    // One task per (batch, key head): it alone writes the key head's
+    // gradients, the sums of its group's query heads.
+    int64_t group = g.heads / g.keyHeads;
+    parallelFor(ctx, g.batch * g.keyHeads, 1, [&](int64_t begin, int64_t end) {
       std::vector<C> scores(kKeyTile), rowDots(g.rows);
       // A block of rows' dropped probabilities and score gradients
       // [kQueryBlock][kKeyTile], for the key and value gradients.
@@ -321,120 +333,140 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
           scoreGrads(kQueryBlock * kKeyTile);
       std::vector<C> keysT(g.headSize * kKeyTile),
           valuesT(g.valueSize * kKeyTile);
+      // A query head's gradients (dk and dv as against its own copy of the
+      // key and value head), and the key head's: the group's query heads'
+      // dk and dv, each summed whole, in query-head order.
       std::vector<C> dq(g.rows * g.headSize), dk(g.keys * g.headSize),
           dv(g.keys * g.valueSize);
-      // The head's query, key and out-gradient rows (packRows): each is
-      // read for every tile or block.
+      std::vector<C> groupDk(g.keys * g.headSize),
+          groupDv(g.keys * g.valueSize);
+      // The query head's query and out-gradient rows and the key head's
+      // key rows (packRows): each is read for every tile or block.
       std::vector<C> queries(g.rows * g.headSize), keys(g.keys * g.headSize),
           grads(g.rows * g.valueSize);
-      for (int64_t head = begin; head < end; ++head) {
-        int64_t b = head / g.heads, h = head % g.heads;
-        auto queryRows =
-            getHeadRows<const T>(g, query, b, h, g.rows, g.headSize);
-        auto keyRows = getHeadRows<const T>(g, key, b, h, g.keys, g.headSize);
-        auto gradRows =
-            getHeadRows<const T>(g, grad, b, h, g.rows, g.valueSize);
-        packRows(queryRows.rows, g.headSize, queryRows.stride, 0, g.rows,
-                 queries.data());
-        packRows(keyRows.rows, g.headSize, keyRows.stride, 0, g.keys,
-                 keys.data());
-        packRows(gradRows.rows, g.valueSize, gradRows.stride, 0, g.rows,
-                 grads.data());
-        const C *q = queries.data(), *k = keys.data(), *dO = grads.data();
-        auto valueRows =
-            getHeadRows<const T>(g, value, b, h, g.keys, g.valueSize);
-        auto outRows = getHeadRows<const T>(g, out, b, h, g.rows, g.valueSize);
-        const C *lse = logsumexp.as<C>() + head * g.rows;
-        // rowsum(grad * out): the softmax's sum(grad * p) per row, as
-        // FlashAttention-2 computes it without the probabilities.
-        for (int64_t t = 0; t < g.rows; ++t) {
-          C dot = 0;
-          for (int64_t e = 0; e < g.valueSize; ++e)
-            dot += dO[t * g.valueSize + e] *
-                   load(outRows.rows[t * outRows.stride + e]);
-          rowDots[t] = dot;
-        }
-        std::fill(dq.begin(), dq.end(), C(0));
-        std::fill(dk.begin(), dk.end(), C(0));
-        std::fill(dv.begin(), dv.end(), C(0));
-        for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
-          int64_t width = std::min(kKeyTile, g.keys - tile);
-          transposeTile(k, g.headSize, g.headSize, tile, width, keysT.data());
-          transposeTile(valueRows.rows, g.valueSize, valueRows.stride, tile,
-                        width, valuesT.data());
-          for (int64_t first = 0; first < g.rows; first += kQueryBlock) {
-            int64_t count = std::min(kQueryBlock, g.rows - first);
-            for (int64_t i = 0; i < count; ++i) {
-              int64_t t = first + i;
-              MaskRows masks = maskRows(g, keep, bias, sizeof(T), b, h, t);
-              const C *dORow = dO + t * g.valueSize;
-              scoreRow(g, q + t * g.headSize, keysT.data(), tile, width,
-                       masks.keep, static_cast<const T *>(masks.bias), C(scale),
-                       C(maskedScore), scores.data());
-              C rowLse = lse[t];
-              C *p = dropped.data() + i * kKeyTile;
-              for (int64_t j = 0; j < width; ++j)
-                p[j] = vexp(scores[j] - rowLse);
-              // dp[j] = the grad row . value j, summed over the value's
-              // dims in order.
-              C *dScores = scoreGrads.data() + i * kKeyTile;
-              std::fill(dScores, dScores + width, C(0));
-              addWeightedRows(
-                  dScores, width, g.valueSize,
-                  [&](int64_t e) { return dORow[e]; },
-                  [&](int64_t e) { return valuesT.data() + e * kKeyTile; });
-              uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
-              for (int64_t j = 0; j < width; ++j) {
-                int64_t s = tile + j;
-                // The dropout's factor (kept: 1/(1-p), else 0): the values
-                // met the dropped probabilities, and the gradient of the
-                // probabilities is dropped alike (FlashAttention-2's
-                // dropout backward; rowDots is unchanged, as sum(P * dP) =
-                // rowsum(dO * O) still holds).
-                C factor =
-                    g.drops
-                        ? (g.keepsDropped(dropRow, s) ? C(g.keptScale) : C(0))
-                        : C(1);
-                // A masked score is a constant: no gradient passes it.
-                bool masked = masks.keep && !masks.keep[s * g.keepStrides[3]];
-                dScores[j] =
-                    masked
-                        ? C(0)
-                        : p[j] * (dScores[j] * factor - rowDots[t]) * C(scale);
-                p[j] *= factor;
-              }
-              addWeightedRows(
-                  dq.data() + t * g.headSize, g.headSize, width,
-                  [&](int64_t j) { return dScores[j]; },
-                  [&](int64_t j) { return k + (tile + j) * g.headSize; });
-            }
-            // The block's share of the tile's key and value gradients, its
-            // rows in order.
-            for (int64_t j = 0; j < width; ++j) {
-              int64_t s = tile + j;
-              addWeightedRows(
-                  dv.data() + s * g.valueSize, g.valueSize, count,
-                  [&](int64_t i) { return dropped[i * kKeyTile + j]; },
-                  [&](int64_t i) { return dO + (first + i) * g.valueSize; });
-              addWeightedRows(
-                  dk.data() + s * g.headSize, g.headSize, count,
-                  [&](int64_t i) { return scoreGrads[i * kKeyTile + j]; },
-                  [&](int64_t i) { return q + (first + i) * g.headSize; });
-            }
-          }
-        }
-        // The head's dense [count][size] sums into its rows of `to` (of a
-        // head window: its heads' only).
+      for (int64_t keyHead = begin; keyHead < end; ++keyHead) {
+        int64_t b = keyHead / g.keyHeads, kh = keyHead % g.keyHeads;
+        // The dense [count][size] sums of head h into its rows of `to` (of
+        // a head window: its heads' only).
         auto write = [&](const std::vector<C> &from, const Tensor &to,
-                         int64_t count, int64_t size) {
+                         int64_t h, int64_t count, int64_t size) {
           auto target = getHeadRows<T>(g, to, b, h, count, size);
           for (int64_t r = 0; r < count; ++r)
             for (int64_t c = 0; c < size; ++c)
               target.rows[r * target.stride + c] = store<T>(from[r * size + c]);
         };
-        write(dq, gradQuery, g.rows, g.headSize);
-        write(dk, gradKey, g.keys, g.headSize);
-        write(dv, gradValue, g.keys, g.valueSize);
+        auto keyRows = getHeadRows<const T>(g, key, b, kh, g.keys, g.headSize);
+        packRows(keyRows.rows, g.headSize, keyRows.stride, 0, g.keys,
+                 keys.data());
+        const C *k = keys.data();
+        auto valueRows =
+            getHeadRows<const T>(g, value, b, kh, g.keys, g.valueSize);
+        std::fill(groupDk.begin(), groupDk.end(), C(0));
+        std::fill(groupDv.begin(), groupDv.end(), C(0));
+        for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
+          int64_t head = b * g.heads + h;
+          auto queryRows =
+              getHeadRows<const T>(g, query, b, h, g.rows, g.headSize);
+          auto gradRows =
+              getHeadRows<const T>(g, grad, b, h, g.rows, g.valueSize);
+          packRows(queryRows.rows, g.headSize, queryRows.stride, 0, g.rows,
+                   queries.data());
+          packRows(gradRows.rows, g.valueSize, gradRows.stride, 0, g.rows,
+                   grads.data());
+          const C *q = queries.data(), *dO = grads.data();
+          auto outRows =
+              getHeadRows<const T>(g, out, b, h, g.rows, g.valueSize);
+          const C *lse = logsumexp.as<C>() + head * g.rows;
+          // rowsum(grad * out): the softmax's sum(grad * p) per row, as
+          // FlashAttention-2 computes it without the probabilities.
+          for (int64_t t = 0; t < g.rows; ++t) {
+            C dot = 0;
+            for (int64_t e = 0; e < g.valueSize; ++e)
+              dot += dO[t * g.valueSize + e] *
+                     load(outRows.rows[t * outRows.stride + e]);
+            rowDots[t] = dot;
+          }
+          std::fill(dq.begin(), dq.end(), C(0));
+          std::fill(dk.begin(), dk.end(), C(0));
+          std::fill(dv.begin(), dv.end(), C(0));
+          for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
+            int64_t width = std::min(kKeyTile, g.keys - tile);
+            transposeTile(k, g.headSize, g.headSize, tile, width, keysT.data());
+            transposeTile(valueRows.rows, g.valueSize, valueRows.stride, tile,
+                          width, valuesT.data());
+            for (int64_t first = 0; first < g.rows; first += kQueryBlock) {
+              int64_t count = std::min(kQueryBlock, g.rows - first);
+              for (int64_t i = 0; i < count; ++i) {
+                int64_t t = first + i;
+                MaskRows masks = maskRows(g, keep, bias, sizeof(T), b, h, t);
+                const C *dORow = dO + t * g.valueSize;
+                scoreRow(g, q + t * g.headSize, keysT.data(), tile, width,
+                         masks.keep, static_cast<const T *>(masks.bias),
+                         C(scale), C(maskedScore), scores.data());
+                C rowLse = lse[t];
+                C *p = dropped.data() + i * kKeyTile;
+                for (int64_t j = 0; j < width; ++j)
+                  p[j] = vexp(scores[j] - rowLse);
+                // dp[j] = the grad row . value j, summed over the value's
+                // dims in order.
+                C *dScores = scoreGrads.data() + i * kKeyTile;
+                std::fill(dScores, dScores + width, C(0));
+                addWeightedRows(
+                    dScores, width, g.valueSize,
+                    [&](int64_t e) { return dORow[e]; },
+                    [&](int64_t e) { return valuesT.data() + e * kKeyTile; });
+                uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
+                for (int64_t j = 0; j < width; ++j) {
+                  int64_t s = tile + j;
+                  // The dropout's factor (kept: 1/(1-p), else 0): the
+                  // values met the dropped probabilities, and the gradient
+                  // of the probabilities is dropped alike
+                  // (FlashAttention-2's dropout backward; rowDots is
+                  // unchanged, as sum(P * dP) = rowsum(dO * O) still
+                  // holds).
+                  C factor =
+                      g.drops
+                          ? (g.keepsDropped(dropRow, s) ? C(g.keptScale) : C(0))
+                          : C(1);
+                  // A masked score is a constant: no gradient passes it.
+                  bool masked = masks.keep && !masks.keep[s * g.keepStrides[3]];
+                  dScores[j] = masked
+                                   ? C(0)
+                                   : p[j] * (dScores[j] * factor - rowDots[t]) *
+                                         C(scale);
+                  p[j] *= factor;
+                }
+                addWeightedRows(
+                    dq.data() + t * g.headSize, g.headSize, width,
+                    [&](int64_t j) { return dScores[j]; },
+                    [&](int64_t j) { return k + (tile + j) * g.headSize; });
+              }
+              // The block's share of the tile's key and value gradients,
+              // its rows in order.
+              for (int64_t j = 0; j < width; ++j) {
+                int64_t s = tile + j;
+                addWeightedRows(
+                    dv.data() + s * g.valueSize, g.valueSize, count,
+                    [&](int64_t i) { return dropped[i * kKeyTile + j]; },
+                    [&](int64_t i) { return dO + (first + i) * g.valueSize; });
+                addWeightedRows(
+                    dk.data() + s * g.headSize, g.headSize, count,
+                    [&](int64_t i) { return scoreGrads[i * kKeyTile + j]; },
+                    [&](int64_t i) { return q + (first + i) * g.headSize; });
+              }
+            }
+          }
+          write(dq, gradQuery, h, g.rows, g.headSize);
+          // 0 + x is x: sums that start at +0 are never -0 (an exact zero
+          // rounds to +0), so that a group of one head writes the bits of
+          // its own gradients.
+          std::transform(groupDk.begin(), groupDk.end(), dk.begin(),
+                         groupDk.begin(), std::plus<C>());
+          std::transform(groupDv.begin(), groupDv.end(), dv.begin(),
+                         groupDv.begin(), std::plus<C>());
+        }
+        write(groupDk, gradKey, kh, g.keys, g.headSize);
+        write(groupDv, gradValue, kh, g.keys, g.valueSize);
       }
     });
   });

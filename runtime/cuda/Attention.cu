@@ -11,13 +11,21 @@
 // (runtime/cpu/Attention.cpp).
 //
 // The backward runs two passes instead of one with atomic adds: a key-major
-// pass, one block per (batch * head, key tile), sums the key and value
+// pass, one block per (batch * key head, key tile), sums the key and value
 // gradients over every query row; a query-major pass, one block per (batch
 // * head, query tile), sums the query gradient over every key. Each
 // gradient element is then summed by one thread in a fixed order: the
 // result does not depend on scheduling (the same bits on every run, as the
 // rest of the runtime), 16-bit gradients need no f32 scratch, and the cost
 // is computing the scores twice.
+//
+// Grouped-query attention (AttentionGeometry.h): a query head reads the
+// keys and values of its keyHead, and a block of the key-major pass sums
+// the gradients of its key head over the query heads of its group, one
+// head after the other in the same threads (each head's sums added to the
+// group's, as the CPU adds them), so that the key and value gradients need
+// no atomics either and keep a fixed order; without grouping, the group is
+// the one query head and its sums are the key head's.
 //
 // An attention dropout is drawn inside the tiles, element by element as the
 // dropout kernel draws it, by the forward and again by both backward passes.
@@ -107,41 +115,48 @@ template <typename C> struct KeyTiles {
   }
 };
 
-/// Where a block works: head (b, h) of batch * heads, and `count` rows or
-/// keys from `first`, blocks taking `step` each of a head's `length`
-/// (`perHead` blocks).
+/// Where a block works: head h of batch b of batch * `heads` (the query's
+/// heads, or in the key-major pass the key's), and `count` rows or keys
+/// from `first`, blocks taking `step` each of a head's `length` (`perHead`
+/// blocks).
 struct BlockPlace {
-  int64_t head, b, h, first;
+  int64_t b, h, first;
   int count;
 
-  __device__ BlockPlace(const AttentionGeometry &g, int64_t perHead, int step,
+  __device__ BlockPlace(int64_t heads, int64_t perHead, int step,
                         int64_t length)
-      : head(blockIdx.x / perHead), b(head / g.heads), h(head % g.heads),
+      : b(blockIdx.x / perHead / heads), h(blockIdx.x / perHead % heads),
         first(blockIdx.x % perHead * step),
         count(clampCount(length - first, step)) {}
 };
 
-/// Where element i of the block's head's rows from `first` is, counting
-/// them dense (`size` elements each, as shared memory holds them), in a
-/// tensor of `length` rows of `size` elements per head in g's layout that
-/// stores `storedHeads` heads.
-__device__ int64_t getRowOffset(const AttentionGeometry &g,
-                                const BlockPlace &place, int64_t storedHeads,
-                                int64_t length, int64_t size, int64_t first,
-                                int64_t i) {
-  return g.headStart(place.b, place.h, length, size, storedHeads) +
+/// Where the log-sum-exp of row 0 of query head (b, h) is: [B, H, T] in
+/// every layout.
+__device__ int64_t getLogSumExpStart(const AttentionGeometry &g, int64_t b,
+                                     int64_t h) {
+  return (b * g.heads + h) * g.rows;
+}
+
+/// Where element i of head (b, h)'s rows from `first` is, counting them
+/// dense (`size` elements each, as shared memory holds them), in a tensor
+/// of `length` rows of `size` elements per head in g's layout that stores
+/// `storedHeads` heads.
+__device__ int64_t getRowOffset(const AttentionGeometry &g, int64_t b,
+                                int64_t h, int64_t storedHeads, int64_t length,
+                                int64_t size, int64_t first, int64_t i) {
+  return g.headStart(b, h, length, size, storedHeads) +
          (first + i / size) * g.rowStride(size, storedHeads) + i % size;
 }
 
-/// Rows [first, first + count) of the block's head of `from` (`length` rows
-/// of `width` elements per head) into shared rows of `stride`, zeros in the
+/// Rows [first, first + count) of head (b, h) of `from` (`length` rows of
+/// `width` elements per head) into shared rows of `stride`, zeros in the
 /// rows from count to `tileRows`.
 template <typename T, typename C>
-__device__ void loadTile(const AttentionGeometry &g, const BlockPlace &place,
+__device__ void loadTile(const AttentionGeometry &g, int64_t b, int64_t h,
                          HeadTensor<const T> from, int64_t length,
                          int64_t first, int count, int64_t width, int tileRows,
                          int stride, C *to) {
-  const T *rows = from.data + getRowOffset(g, place, from.storedHeads, length,
+  const T *rows = from.data + getRowOffset(g, b, h, from.storedHeads, length,
                                            width, first, 0);
   int64_t rowStride = g.rowStride(width, from.storedHeads);
   for (int64_t i = threadIdx.x; i < tileRows * width; i += blockDim.x) {
@@ -150,28 +165,29 @@ __device__ void loadTile(const AttentionGeometry &g, const BlockPlace &place,
   }
 }
 
-/// The inverse of loadTile: rows [first, first + count) of the block's head
-/// of `to` (`length` rows of `width` elements per head) from the dense rows
+/// The inverse of loadTile: rows [first, first + count) of head (b, h) of
+/// `to` (`length` rows of `width` elements per head) from the dense rows
 /// `from`, element i by the thread that sums it in the kernels' loops over
 /// [0, count * width).
 template <typename T, typename C>
-__device__ void storeTile(const AttentionGeometry &g, const BlockPlace &place,
+__device__ void storeTile(const AttentionGeometry &g, int64_t b, int64_t h,
                           const C *from, int64_t length, int64_t first,
                           int count, int64_t width, HeadTensor<T> to) {
   for (int64_t i = threadIdx.x; i < count * width; i += blockDim.x)
-    to.data[getRowOffset(g, place, to.storedHeads, length, width, first, i)] =
+    to.data[getRowOffset(g, b, h, to.storedHeads, length, width, first, i)] =
         store<T>(from[i]);
 }
 
-/// Keys and values [first, first + width) of the block's head into `tiles`.
+/// Keys and values [first, first + width) of key head (b, keyHead) into
+/// `tiles`.
 template <typename T, typename C>
-__device__ void loadKeyTiles(const AttentionOperands<T> &a,
-                             const BlockPlace &place, int64_t first, int width,
+__device__ void loadKeyTiles(const AttentionOperands<T> &a, int64_t b,
+                             int64_t keyHead, int64_t first, int width,
                              KeyTiles<C> &tiles) {
   const AttentionGeometry &g = a.geometry;
-  loadTile(g, place, a.key, g.keys, first, width, g.headSize, kKeys,
+  loadTile(g, b, keyHead, a.key, g.keys, first, width, g.headSize, kKeys,
            tiles.keyStride, tiles.key);
-  loadTile(g, place, a.value, g.keys, first, width, g.valueSize, kKeys,
+  loadTile(g, b, keyHead, a.value, g.keys, first, width, g.valueSize, kKeys,
            tiles.valueStride, tiles.value);
 }
 
@@ -247,13 +263,13 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
   using C = Compute<T>;
   const AttentionGeometry &g = a.geometry;
   ForwardShared<C> sh = carveShared<ForwardShared, C>(g);
-  BlockPlace place(g, blocks, kRows, g.rows);
-  int64_t head = place.head, first = place.first;
+  BlockPlace place(g.heads, blocks, kRows, g.rows);
+  int64_t b = place.b, h = place.h, first = place.first;
   int rows = place.count;
   int64_t D = g.headSize, E = g.valueSize;
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
-  loadTile(g, place, a.query, g.rows, first, rows, D, kRows, int(D), sh.query);
+  loadTile(g, b, h, a.query, g.rows, first, rows, D, kRows, int(D), sh.query);
   for (int64_t i = threadIdx.x; i < kRows * E; i += blockDim.x)
     sh.sums[i] = 0;
   if (threadIdx.x < kRows) {
@@ -263,13 +279,13 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
   for (int64_t tile = 0; tile < g.keys; tile += kKeys) {
     int width = clampCount(g.keys - tile, kKeys);
     __syncthreads(); // the previous tile's readers are done
-    loadKeyTiles(a, place, tile, width, sh.tiles);
+    loadKeyTiles(a, b, g.keyHead(h), tile, width, sh.tiles);
     __syncthreads();
     for (int i = threadIdx.x; i < kRows * kKeys; i += blockDim.x) {
       int r = i / kKeys, j = i % kKeys;
       bool kept;
       sh.scores[i] = r < rows && j < width
-                         ? getScore(a, place.b, place.h, first + r, tile + j,
+                         ? getScore(a, b, h, first + r, tile + j,
                                     sh.query + r * D, sh.tiles, j, kept)
                          : -std::numeric_limits<C>::infinity();
     }
@@ -289,8 +305,7 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
       // The softmax's sum is the undropped one; the values get the dropped
       // probabilities.
       if (g.drops)
-        p *= g.keepsDropped(g.dropoutRow(place.b, place.h, first + r),
-                            tile + lane)
+        p *= g.keepsDropped(g.dropoutRow(b, h, first + r), tile + lane)
                  ? C(g.keptScale)
                  : C(0);
       sh.scores[r * kKeys + lane] = p;
@@ -315,10 +330,10 @@ __global__ void flashAttentionKernel(AttentionOperands<T> a, int64_t blocks,
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < rows * E; i += blockDim.x)
-    out[getRowOffset(g, place, g.heads, g.rows, E, first, i)] =
+    out[getRowOffset(g, b, h, g.heads, g.rows, E, first, i)] =
         store<T>(sh.sums[i] * (C(1) / sh.totals[i / E]));
   if (threadIdx.x < rows)
-    logsumexp[head * g.rows + first + threadIdx.x] =
+    logsumexp[getLogSumExpStart(g, b, h) + first + threadIdx.x] =
         sh.maxima[threadIdx.x] + log(sh.totals[threadIdx.x]);
 }
 
@@ -351,24 +366,22 @@ template <typename T> struct GradOperands {
   const T *grad;
 };
 
-/// Loads query rows [first, first + rows) of the block's head into
-/// `block`, with their log-sum-exp and rowsum(grad * out): the softmax's
-/// sum(grad * p) per row, as FlashAttention-2 computes it without the
-/// probabilities.
+/// Loads rows [first, first + rows) of query head (b, h) into `block`,
+/// with their log-sum-exp and rowsum(grad * out): the softmax's sum(grad *
+/// p) per row, as FlashAttention-2 computes it without the probabilities.
 template <typename T, typename C>
 __device__ void loadQueryBlock(const AttentionOperands<T> &a,
-                               const GradOperands<T> &go,
-                               const BlockPlace &place, int64_t first, int rows,
-                               QueryBlock<C> &block) {
+                               const GradOperands<T> &go, int64_t b, int64_t h,
+                               int64_t first, int rows, QueryBlock<C> &block) {
   const AttentionGeometry &g = a.geometry;
   int64_t D = g.headSize, E = g.valueSize;
-  loadTile(g, place, a.query, g.rows, first, rows, D, kRows, int(D),
+  loadTile(g, b, h, a.query, g.rows, first, rows, D, kRows, int(D),
            block.query);
-  loadTile(g, place, HeadTensor<const T>{go.grad, g.heads}, g.rows, first, rows,
+  loadTile(g, b, h, HeadTensor<const T>{go.grad, g.heads}, g.rows, first, rows,
            E, kRows, int(E), block.grad);
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int r = warp; r < kRows; r += kWarps) {
-    int64_t row = getRowOffset(g, place, g.heads, g.rows, E, first + r, 0);
+    int64_t row = getRowOffset(g, b, h, g.heads, g.rows, E, first + r, 0);
     C dot = 0;
     for (int64_t e = lane; r < rows && e < E; e += 32)
       dot += load(go.grad[row + e]) * load(go.out[row + e]);
@@ -376,7 +389,8 @@ __device__ void loadQueryBlock(const AttentionOperands<T> &a,
     if (lane == 0) {
       block.rowDots[r] = dot;
       block.logsumexp[r] =
-          r < rows ? go.logsumexp[place.head * g.rows + first + r] : C(0);
+          r < rows ? go.logsumexp[getLogSumExpStart(g, b, h) + first + r]
+                   : C(0);
     }
   }
 }
@@ -426,20 +440,41 @@ __device__ void scoreTileGrads(const AttentionOperands<T> &a, int64_t b,
 template <typename C> struct KeyGradShared {
   KeyTiles<C> tiles;
   QueryBlock<C> block;
-  /// The tile's key and value gradients, summed over the query rows.
+  /// The tile's key and value gradients of one query head, summed over its
+  /// rows.
   C *keyGrads, *valueGrads;
+  /// Under grouped-query attention, the group's: the sums of its query
+  /// heads' in query-head order, as the CPU adds them. Null without
+  /// grouping, where the one query head's are the key head's.
+  C *groupKeyGrads = nullptr, *groupValueGrads = nullptr;
 
   __host__ __device__ KeyGradShared(const AttentionGeometry &g,
                                     SharedCarver<C> &carver)
       : tiles(g, carver), block(g, carver, /*withProbabilities=*/true) {
     keyGrads = carver.take(int64_t(kKeys) * g.headSize);
     valueGrads = carver.take(int64_t(kKeys) * g.valueSize);
+    if (g.keyHeads < g.heads) {
+      groupKeyGrads = carver.take(int64_t(kKeys) * g.headSize);
+      groupValueGrads = carver.take(int64_t(kKeys) * g.valueSize);
+    }
   }
 };
 
-/// The key-major pass: one block per (batch * head, tile of kKeys keys),
-/// over every query row, kRows at a time; each thread owns gradient
-/// elements and adds the rows to them in order, as the CPU does.
+/// Adds a query head's `count` gradients `head` to its group's `group`
+/// and zeroes them for the next head, element i in the thread that summed
+/// it in the key-major pass's loops over [0, count).
+template <typename C>
+__device__ void addToGroup(C *head, C *group, int64_t count) {
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    group[i] += head[i];
+    head[i] = 0;
+  }
+}
+
+/// The key-major pass: one block per (batch * key head, tile of kKeys
+/// keys), over every query row of each query head that reads the key head,
+/// kRows at a time; each thread owns gradient elements and adds the rows to
+/// them in order, and the heads' sums in order, as the CPU does.
 template <typename T>
 __global__ void flashAttentionKeyGradKernel(AttentionOperands<T> a,
                                             GradOperands<T> go, int64_t tiles,
@@ -448,42 +483,59 @@ __global__ void flashAttentionKeyGradKernel(AttentionOperands<T> a,
   using C = Compute<T>;
   const AttentionGeometry &g = a.geometry;
   KeyGradShared<C> sh = carveShared<KeyGradShared, C>(g);
-  BlockPlace place(g, tiles, kKeys, g.keys);
-  int64_t tile = place.first;
+  BlockPlace place(g.keyHeads, tiles, kKeys, g.keys);
+  int64_t b = place.b, keyHead = place.h, tile = place.first;
   int width = place.count;
   int64_t D = g.headSize, E = g.valueSize;
+  // The query heads whose keyHead is this block's: `group` consecutive ones.
+  int64_t group = g.heads / g.keyHeads;
+  bool grouped = sh.groupKeyGrads != nullptr;
 
-  loadKeyTiles(a, place, tile, width, sh.tiles);
-  for (int64_t i = threadIdx.x; i < kKeys * D; i += blockDim.x)
+  loadKeyTiles(a, b, keyHead, tile, width, sh.tiles);
+  for (int64_t i = threadIdx.x; i < kKeys * D; i += blockDim.x) {
     sh.keyGrads[i] = 0;
-  for (int64_t i = threadIdx.x; i < kKeys * E; i += blockDim.x)
+    if (grouped)
+      sh.groupKeyGrads[i] = 0;
+  }
+  for (int64_t i = threadIdx.x; i < kKeys * E; i += blockDim.x) {
     sh.valueGrads[i] = 0;
-  for (int64_t first = 0; first < g.rows; first += kRows) {
-    int rows = clampCount(g.rows - first, kRows);
-    __syncthreads(); // the previous rows' readers are done
-    loadQueryBlock(a, go, place, first, rows, sh.block);
-    __syncthreads();
-    scoreTileGrads(a, place.b, place.h, first, rows, tile, width, sh.tiles,
-                   sh.block);
-    __syncthreads();
-    for (int64_t i = threadIdx.x; i < width * E; i += blockDim.x) {
-      int64_t j = i / E, e = i % E;
-      C sum = sh.valueGrads[i];
-      for (int r = 0; r < rows; ++r)
-        sum += sh.block.probabilities[r * kKeys + j] * sh.block.grad[r * E + e];
-      sh.valueGrads[i] = sum;
+    if (grouped)
+      sh.groupValueGrads[i] = 0;
+  }
+  for (int64_t h = keyHead * group; h < (keyHead + 1) * group; ++h) {
+    for (int64_t first = 0; first < g.rows; first += kRows) {
+      int rows = clampCount(g.rows - first, kRows);
+      __syncthreads(); // the previous rows' readers are done
+      loadQueryBlock(a, go, b, h, first, rows, sh.block);
+      __syncthreads();
+      scoreTileGrads(a, b, h, first, rows, tile, width, sh.tiles, sh.block);
+      __syncthreads();
+      for (int64_t i = threadIdx.x; i < width * E; i += blockDim.x) {
+        int64_t j = i / E, e = i % E;
+        C sum = sh.valueGrads[i];
+        for (int r = 0; r < rows; ++r)
+          sum +=
+              sh.block.probabilities[r * kKeys + j] * sh.block.grad[r * E + e];
+        sh.valueGrads[i] = sum;
+      }
+      for (int64_t i = threadIdx.x; i < width * D; i += blockDim.x) {
+        int64_t j = i / D, d = i % D;
+        C sum = sh.keyGrads[i];
+        for (int r = 0; r < rows; ++r)
+          sum += sh.block.scoreGrads[r * kKeys + j] * sh.block.query[r * D + d];
+        sh.keyGrads[i] = sum;
+      }
     }
-    for (int64_t i = threadIdx.x; i < width * D; i += blockDim.x) {
-      int64_t j = i / D, d = i % D;
-      C sum = sh.keyGrads[i];
-      for (int r = 0; r < rows; ++r)
-        sum += sh.block.scoreGrads[r * kKeys + j] * sh.block.query[r * D + d];
-      sh.keyGrads[i] = sum;
+    if (grouped) {
+      addToGroup(sh.keyGrads, sh.groupKeyGrads, width * D);
+      addToGroup(sh.valueGrads, sh.groupValueGrads, width * E);
     }
   }
   // Each thread writes the elements it summed: no barrier needed.
-  storeTile(g, place, sh.keyGrads, g.keys, tile, width, D, gradKey);
-  storeTile(g, place, sh.valueGrads, g.keys, tile, width, E, gradValue);
+  storeTile(g, b, keyHead, grouped ? sh.groupKeyGrads : sh.keyGrads, g.keys,
+            tile, width, D, gradKey);
+  storeTile(g, b, keyHead, grouped ? sh.groupValueGrads : sh.valueGrads, g.keys,
+            tile, width, E, gradValue);
 }
 
 template <typename C> struct QueryGradShared {
@@ -508,21 +560,20 @@ flashAttentionQueryGradKernel(AttentionOperands<T> a, GradOperands<T> go,
   using C = Compute<T>;
   const AttentionGeometry &g = a.geometry;
   QueryGradShared<C> sh = carveShared<QueryGradShared, C>(g);
-  BlockPlace place(g, blocks, kRows, g.rows);
-  int64_t first = place.first;
+  BlockPlace place(g.heads, blocks, kRows, g.rows);
+  int64_t b = place.b, h = place.h, first = place.first;
   int rows = place.count;
   int64_t D = g.headSize;
 
-  loadQueryBlock(a, go, place, first, rows, sh.block);
+  loadQueryBlock(a, go, b, h, first, rows, sh.block);
   for (int64_t i = threadIdx.x; i < kRows * D; i += blockDim.x)
     sh.queryGrads[i] = 0;
   for (int64_t tile = 0; tile < g.keys; tile += kKeys) {
     int width = clampCount(g.keys - tile, kKeys);
     __syncthreads(); // the previous tile's readers are done
-    loadKeyTiles(a, place, tile, width, sh.tiles);
+    loadKeyTiles(a, b, g.keyHead(h), tile, width, sh.tiles);
     __syncthreads();
-    scoreTileGrads(a, place.b, place.h, first, rows, tile, width, sh.tiles,
-                   sh.block);
+    scoreTileGrads(a, b, h, first, rows, tile, width, sh.tiles, sh.block);
     __syncthreads();
     for (int64_t i = threadIdx.x; i < rows * D; i += blockDim.x) {
       int64_t r = i / D, d = i % D;
@@ -533,7 +584,7 @@ flashAttentionQueryGradKernel(AttentionOperands<T> a, GradOperands<T> go,
       sh.queryGrads[i] = sum;
     }
   }
-  storeTile(g, place, sh.queryGrads, g.rows, first, rows, D, gradQuery);
+  storeTile(g, b, h, sh.queryGrads, g.rows, first, rows, D, gradQuery);
 }
 
 //===----------------------------------------------------------------------===//
@@ -712,9 +763,9 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
     const AttentionGeometry &g = a.geometry;
     int64_t tiles = ceilDiv(g.keys, kKeys), blocks = ceilDiv(g.rows, kRows);
     launchTiled(ctx, "flashAttentionGrad", flashAttentionKeyGradKernel<T>,
-                g.batch * g.heads * tiles, getSharedBytes<KeyGradShared, C>(g),
-                g, a, go, tiles, getHeadTensor<T>(g, gradKey),
-                getHeadTensor<T>(g, gradValue));
+                g.batch * g.keyHeads * tiles,
+                getSharedBytes<KeyGradShared, C>(g), g, a, go, tiles,
+                getHeadTensor<T>(g, gradKey), getHeadTensor<T>(g, gradValue));
     launchTiled(ctx, "flashAttentionGrad", flashAttentionQueryGradKernel<T>,
                 g.batch * g.heads * blocks,
                 getSharedBytes<QueryGradShared, C>(g), g, a, go, blocks,

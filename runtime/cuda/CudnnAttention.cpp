@@ -33,6 +33,11 @@
 // H, [T * Hs * D, D, Hs * D, 1], from its first head: the query, key and
 // value of GPT-2's packed projection are read in place, and their gradients
 // written into one packed tensor. The stats and the bias stay contiguous.
+// Grouped-query attention's key and value and their gradients are [B, Hk,
+// S, D], Hk the key heads (AttentionGeometry.h), with their layout's strides
+// for Hk heads: cuDNN reads a query head's group's key and value and sums
+// the group's key and value gradients itself (its SDPA takes any Hk that
+// divides H).
 // cuDNN needs every operand 16-byte aligned, a window's first head
 // included: a configuration with one that is not runs on the runtime's own
 // kernels.
@@ -140,7 +145,8 @@ struct Config {
   /// Whether every operand is 16-byte aligned, as cuDNN needs.
   bool aligned = true;
   /// The heads each operand stores, by uid: g.heads, or under Bshd more
-  /// for a head window, whose rows are that many heads apart. 0 for the
+  /// for a head window, whose rows are that many heads apart, or
+  /// g.keyHeads for a grouped key, value or gradient of theirs. 0 for the
   /// tensors the pass does not have.
   int64_t storedHeads[kGradValue + 1] = {};
   /// The compute capability (10 * major + minor) the graph is for where it
@@ -156,10 +162,18 @@ struct Config {
     }
   }
 
+  /// Whether `uid` is key, value or a gradient of theirs, whose heads are
+  /// g.keyHeads.
+  static bool isKeySide(Uid uid) {
+    return uid == kKey || uid == kValue || uid == kGradKey || uid == kGradValue;
+  }
+
   /// Query, key, value, out or a gradient of theirs (`uid`): [B, H, length,
-  /// width] in the attention's layout, with the heads it stores.
+  /// width] (H: g.keyHeads for the key side) in the attention's layout, with
+  /// the heads it stores.
   Strided getHeads(Uid uid, int64_t length, int64_t width) const {
-    Strided heads = getContiguous({g.batch, g.heads, length, width});
+    Strided heads = getContiguous(
+        {g.batch, isKeySide(uid) ? g.keyHeads : g.heads, length, width});
     int64_t stored = storedHeads[uid];
     if (g.layout == AttentionLayout::Bshd)
       heads.strides = {length * stored * width, width, stored * width, 1};
@@ -173,20 +187,24 @@ struct Config {
     int64_t scaleBits;
     std::memcpy(&scaleBits, &scale, sizeof(scale));
     std::vector<int64_t> key = {
-        int64_t(pass), int64_t(dtype), int64_t(g.layout), g.batch,     g.heads,
-        g.rows,        g.keys,         g.headSize,        g.valueSize, causal,
-        biased,        biasBatch,      biasHeads,         scaleBits,   aligned};
+        int64_t(pass), int64_t(dtype), int64_t(g.layout),
+        g.batch,       g.heads,        g.keyHeads,
+        g.rows,        g.keys,         g.headSize,
+        g.valueSize,   causal,         biased,
+        biasBatch,     biasHeads,      scaleBits,
+        aligned};
     key.insert(key.end(), std::begin(storedHeads), std::end(storedHeads));
     return key;
   }
 
-  /// "bf16 attention of query [2, 3, 37, 24] and key [2, 3, 37, 24] ...".
+  /// "bf16 attention of query [2, 4, 37, 24], key [2, 2, 37, 24] and value
+  /// [2, 2, 37, 24] ...".
   std::string describe() const {
     std::string text =
         std::string(getName(dtype)) + " attention of query " +
         Shape({g.batch, g.heads, g.rows, g.headSize}).str() + ", key " +
-        Shape({g.batch, g.heads, g.keys, g.headSize}).str() + " and value " +
-        Shape({g.batch, g.heads, g.keys, g.valueSize}).str();
+        Shape({g.batch, g.keyHeads, g.keys, g.headSize}).str() + " and value " +
+        Shape({g.batch, g.keyHeads, g.keys, g.valueSize}).str();
     if (g.layout == AttentionLayout::Bshd)
       text += ", stored [B, T, H, D]";
     const std::pair<Uid, const char *> windows[] = {
@@ -544,16 +562,18 @@ std::string validateCudnnAttention(DType dtype,
                                    bool causal, int64_t biasBatch,
                                    int64_t biasHeads, bool backward,
                                    int smVersion, AttentionLayout layout,
-                                   int64_t storedHeads) {
+                                   int64_t storedHeads, int64_t keyHeads) {
   auto [batch, heads, rows, keys, headSize, valueSize] = sizes;
   auto stored = [&](int64_t tensorHeads, int64_t length, int64_t width) {
     return AttentionGeometry::getStoredShape(layout, batch, tensorHeads, length,
                                              width);
   };
+  // A grouped key and value are never head windows.
+  int64_t keyStoredHeads = keyHeads < heads ? keyHeads : storedHeads;
   // Their gradients alike.
   Tensor query(nullptr, dtype, stored(storedHeads, rows, headSize));
-  Tensor key(nullptr, dtype, stored(storedHeads, keys, headSize));
-  Tensor value(nullptr, dtype, stored(storedHeads, keys, valueSize));
+  Tensor key(nullptr, dtype, stored(keyStoredHeads, keys, headSize));
+  Tensor value(nullptr, dtype, stored(keyStoredHeads, keys, valueSize));
   // And out's gradient.
   Tensor out(nullptr, dtype, stored(heads, rows, valueSize));
   Config c{

@@ -50,7 +50,9 @@ bool runCudnnAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
 /// value size) with cuDNN's causal mask or not and a bias of [biasBatch,
 /// biasHeads, rows, keys] (biasBatch 0: none), its operands in `layout`
 /// (query, key, value and their gradients stored with `storedHeads` heads:
-/// the heads of `sizes`, or under Bshd more, as head windows), validated
+/// the heads of `sizes`, or under Bshd more, as head windows), key and
+/// value `keyHeads` heads (the heads of `sizes`, or fewer for grouped-query
+/// attention, and then they and their gradients store that many), validated
 /// without a GPU for one of compute capability `smVersion` (90: Hopper):
 /// the empty string where it is valid, else the frontend's reason. What the
 /// tests check of the graphs where no GPU builds and runs them.
@@ -59,7 +61,7 @@ std::string validateCudnnAttention(DType dtype,
                                    bool causal, int64_t biasBatch,
                                    int64_t biasHeads, bool backward,
                                    int smVersion, AttentionLayout layout,
-                                   int64_t storedHeads);
+                                   int64_t storedHeads, int64_t keyHeads);
 
 /// How many forwards and backwards ran through cuDNN in `ctx` so far: what
 /// the conformance test checks to know that a case tested cuDNN's path.

@@ -79,11 +79,38 @@ func.func @f16_grad_logsumexp(%q: tensor<1x2x4x4xf16>, %l: tensor<1x2x4xf16>) {
 
 // -----
 
-// With bshd the operands are [B, T, H, D]: a key of another number of heads
-// (dim 2) is refused, as one of another length (dim 1) is not.
+// With bshd the operands are [B, T, H, D]: a key whose heads (dim 2) do not
+// divide the query's is refused, as one of another length (dim 1) is not.
 func.func @bshd_key_heads(%q: tensor<1x4x2x8xf32>, %k: tensor<1x6x3x8xf32>) {
-  // expected-error @+1 {{key shape [1, 6, 3, 8] differs from [1, 6, 2, 8], the query's batch, heads and head size}}
+  // expected-error @+1 {{key has 3 heads, which do not divide the query's 2 (grouped-query attention shares each key and value head among H / Hk query heads)}}
   %o, %l = slapo.flash_attention %q, %k, %k {bshd, masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x2x8xf32>, tensor<1x6x3x8xf32>, tensor<1x6x3x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+// Grouped-query attention: key and value share their heads, fewer than the
+// query's.
+func.func @grouped_value_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x1x4x8xf32>) {
+  // expected-error @+1 {{value shape [1, 1, 4, 8] differs from [1, 2, 4, 8], the key's batch, heads and length}}
+  %o, %l = slapo.flash_attention %q, %k, %v {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @grouped_key_batch(%q: tensor<1x4x4x8xf32>, %k: tensor<2x2x4x8xf32>) {
+  // expected-error @+1 {{key shape [2, 2, 4, 8] differs from [1, 2, 4, 8], the query's batch and head size}}
+  %o, %l = slapo.flash_attention %q, %k, %k {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4xf32>)
+  return
+}
+
+// -----
+
+// The gradients of a grouped key and value have their heads.
+func.func @grouped_grad_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %l: tensor<1x4x4xf32>) {
+  // expected-error @+1 {{gradient type 'tensor<1x4x4x8xf32>' differs from its operand's 'tensor<1x2x4x8xf32>'}}
+  %a, %b, %c = slapo.flash_attention_grad %q, %k, %k result %q, %l grad %q {masked_score = 0.0 : f64, scale = 1.0 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
 

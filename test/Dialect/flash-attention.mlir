@@ -52,3 +52,16 @@ func.func @packed_qkv(%qkv: tensor<2x5x6x4xf32>, %m: tensor<1x1x5x5xi1>, %g: ten
   %d = slapo.flash_attention_grad %qkv, %qkv, %qkv keep %m result %o, %l grad %g {bshd, packed_qkv, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<2x5x6x4xf32>, tensor<1x1x5x5xi1>, tensor<2x5x2x4xf32>, tensor<2x2x5xf32>, tensor<2x5x2x4xf32>) -> tensor<2x5x6x4xf32>
   return
 }
+
+// Grouped-query attention: key and value of 2 heads shared by 6 query heads
+// (3 each), heads-major and token-major; their gradients have their heads.
+// CHECK-LABEL: func.func @grouped
+func.func @grouped(%q: tensor<2x6x5x4xf32>, %k: tensor<2x2x7x4xf32>, %v: tensor<2x2x7x6xf32>, %g: tensor<2x6x5x6xf32>, %qt: tensor<2x5x6x4xf32>, %kt: tensor<2x7x1x4xf32>) {
+  // CHECK-NEXT: %[[O:.*]], %[[L:.*]] = slapo.flash_attention {{.*}} : (tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32>) -> (tensor<2x6x5x6xf32>, tensor<2x6x5xf32>)
+  // CHECK-NEXT: slapo.flash_attention_grad {{.*}} -> (tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32>)
+  // CHECK-NEXT: slapo.flash_attention {{.*}} {bshd, {{.*}} : (tensor<2x5x6x4xf32>, tensor<2x7x1x4xf32>, tensor<2x7x1x4xf32>) -> (tensor<2x5x6x4xf32>, tensor<2x6x5xf32>)
+  %o, %l = slapo.flash_attention %q, %k, %v {masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32>) -> (tensor<2x6x5x6xf32>, tensor<2x6x5xf32>)
+  %a, %b, %c = slapo.flash_attention_grad %q, %k, %v result %o, %l grad %g {masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32>, tensor<2x6x5x6xf32>, tensor<2x6x5xf32>, tensor<2x6x5x6xf32>) -> (tensor<2x6x5x4xf32>, tensor<2x2x7x4xf32>, tensor<2x2x7x6xf32>)
+  %ot, %lt = slapo.flash_attention %qt, %kt, %kt {bshd, masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x5x6x4xf32>, tensor<2x7x1x4xf32>, tensor<2x7x1x4xf32>) -> (tensor<2x5x6x4xf32>, tensor<2x6x5xf32>)
+  return
+}

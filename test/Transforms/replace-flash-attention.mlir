@@ -54,6 +54,85 @@ module {
 
 // -----
 
+// LLaMA's grouped-query attention: 4 query heads share 2 key and value
+// heads, which Hugging Face's repeat_kv copies (reshape to [B, Hk, 1, S, D],
+// broadcast, reshape to [B, H, S, D]). flash_attention reads the 2 heads
+// where they are; the copies go.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %k: tensor<2x2x8x2xf32>, %v: tensor<2x2x8x3xf32>, %m: tensor<1x1x8x8xf32>) -> tensor<2x4x8x3xf32> {
+    %k1 = slapo.reshape %k {slapo.module = "attn"} : tensor<2x2x8x2xf32> -> tensor<2x2x1x8x2xf32>
+    %k2 = slapo.broadcast %k1 {slapo.module = "attn"} : tensor<2x2x1x8x2xf32> -> tensor<2x2x2x8x2xf32>
+    %kr = slapo.reshape %k2 {slapo.module = "attn"} : tensor<2x2x2x8x2xf32> -> tensor<2x4x8x2xf32>
+    %v1 = slapo.reshape %v {slapo.module = "attn"} : tensor<2x2x8x3xf32> -> tensor<2x2x1x8x3xf32>
+    %v2 = slapo.broadcast %v1 {slapo.module = "attn"} : tensor<2x2x1x8x3xf32> -> tensor<2x2x2x8x3xf32>
+    %vr = slapo.reshape %v2 {slapo.module = "attn"} : tensor<2x2x2x8x3xf32> -> tensor<2x4x8x3xf32>
+    %kt = slapo.permute %kr {permutation = array<i64: 0, 1, 3, 2>, slapo.module = "attn"} : tensor<2x4x8x2xf32> -> tensor<2x4x2x8xf32>
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    %c = slapo.constant dense<5.000000e-01> : tensor<f32>
+    %d = slapo.mul %s, %c {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+    %a = slapo.add %d, %m {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+    %p = slapo.softmax %a {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %vr {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x3xf32>) -> tensor<2x4x8x3xf32>
+    return %o : tensor<2x4x8x3xf32>
+  }
+}
+// CHECK-LABEL: func.func @forward
+//  CHECK-NEXT: %[[O:.*]], %{{.*}} = slapo.flash_attention %arg0, %arg1, %arg2 bias %arg3 {{.*}} : (tensor<2x4x8x2xf32>, tensor<2x2x8x2xf32>, tensor<2x2x8x3xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x4x8x3xf32>, tensor<2x4x8xf32>)
+//  CHECK-NEXT: return %[[O]]
+
+// -----
+
+// A repeated key that something else reads too keeps its copy for that
+// reader; the attention reads the key's 2 heads.
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %k: tensor<2x2x8x2xf32>, %v: tensor<2x2x8x2xf32>) -> (tensor<2x4x8x2xf32>, tensor<2x4x8x2xf32>) {
+    %k1 = slapo.reshape %k {slapo.module = "attn"} : tensor<2x2x8x2xf32> -> tensor<2x2x1x8x2xf32>
+    %k2 = slapo.broadcast %k1 {slapo.module = "attn"} : tensor<2x2x1x8x2xf32> -> tensor<2x2x2x8x2xf32>
+    %kr = slapo.reshape %k2 {slapo.module = "attn"} : tensor<2x2x2x8x2xf32> -> tensor<2x4x8x2xf32>
+    %v1 = slapo.reshape %v {slapo.module = "attn"} : tensor<2x2x8x2xf32> -> tensor<2x2x1x8x2xf32>
+    %v2 = slapo.broadcast %v1 {slapo.module = "attn"} : tensor<2x2x1x8x2xf32> -> tensor<2x2x2x8x2xf32>
+    %vr = slapo.reshape %v2 {slapo.module = "attn"} : tensor<2x2x2x8x2xf32> -> tensor<2x4x8x2xf32>
+    %kt = slapo.permute %kr {permutation = array<i64: 0, 1, 3, 2>, slapo.module = "attn"} : tensor<2x4x8x2xf32> -> tensor<2x4x2x8xf32>
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %vr {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o, %kr : tensor<2x4x8x2xf32>, tensor<2x4x8x2xf32>
+  }
+}
+// CHECK-LABEL: func.func @forward
+//       CHECK: %[[KR:.*]] = slapo.reshape %{{.*}} : tensor<2x2x2x8x2xf32> -> tensor<2x4x8x2xf32>
+//   CHECK-NOT: slapo.broadcast
+//       CHECK: %[[O:.*]], %{{.*}} = slapo.flash_attention %arg0, %arg1, %arg2 {{.*}} : (tensor<2x4x8x2xf32>, tensor<2x2x8x2xf32>, tensor<2x2x8x2xf32>) -> (tensor<2x4x8x2xf32>, tensor<2x4x8xf32>)
+//  CHECK-NEXT: return %[[O]], %[[KR]]
+
+// -----
+
+// A broadcast that tiles the heads ([B, 1, Hk, S, D]: query head h would
+// read value head h % Hk) is no repeat_kv: the value stays repeated, and so
+// does the key with it (key and value of flash_attention share their heads).
+module {
+  func.func @forward(%q: tensor<2x4x8x2xf32>, %k: tensor<2x2x8x2xf32>, %v: tensor<2x2x8x2xf32>) -> tensor<2x4x8x2xf32> {
+    %k1 = slapo.reshape %k {slapo.module = "attn"} : tensor<2x2x8x2xf32> -> tensor<2x2x1x8x2xf32>
+    %k2 = slapo.broadcast %k1 {slapo.module = "attn"} : tensor<2x2x1x8x2xf32> -> tensor<2x2x2x8x2xf32>
+    %kr = slapo.reshape %k2 {slapo.module = "attn"} : tensor<2x2x2x8x2xf32> -> tensor<2x4x8x2xf32>
+    %v1 = slapo.reshape %v {slapo.module = "attn"} : tensor<2x2x8x2xf32> -> tensor<2x1x2x8x2xf32>
+    %v2 = slapo.broadcast %v1 {slapo.module = "attn"} : tensor<2x1x2x8x2xf32> -> tensor<2x2x2x8x2xf32>
+    %vr = slapo.reshape %v2 {slapo.module = "attn"} : tensor<2x2x2x8x2xf32> -> tensor<2x4x8x2xf32>
+    %kt = slapo.permute %kr {permutation = array<i64: 0, 1, 3, 2>, slapo.module = "attn"} : tensor<2x4x8x2xf32> -> tensor<2x4x2x8xf32>
+    %s = slapo.matmul %q, %kt {slapo.module = "attn"} : (tensor<2x4x8x2xf32>, tensor<2x4x2x8xf32>) -> tensor<2x4x8x8xf32>
+    %p = slapo.softmax %s {dim = 3 : i64, slapo.module = "attn"} : tensor<2x4x8x8xf32>
+    %o = slapo.matmul %p, %vr {slapo.module = "attn"} : (tensor<2x4x8x8xf32>, tensor<2x4x8x2xf32>) -> tensor<2x4x8x2xf32>
+    return %o : tensor<2x4x8x2xf32>
+  }
+}
+// CHECK-LABEL: func.func @forward
+//       CHECK: %[[KR:.*]] = slapo.reshape %{{.*}} : tensor<2x2x2x8x2xf32> -> tensor<2x4x8x2xf32>
+//       CHECK: %[[VR:.*]] = slapo.reshape %{{.*}} : tensor<2x2x2x8x2xf32> -> tensor<2x4x8x2xf32>
+//  CHECK-NEXT: %[[O:.*]], %{{.*}} = slapo.flash_attention %arg0, %[[KR]], %[[VR]] {{.*}} : (tensor<2x4x8x2xf32>, tensor<2x4x8x2xf32>, tensor<2x4x8x2xf32>) -> (tensor<2x4x8x2xf32>, tensor<2x4x8xf32>)
+//  CHECK-NEXT: return %[[O]]
+
+// -----
+
 // In bf16 (a module run in bf16 throughout), the log-sum-exp is f32: the
 // compute type, as PyTorch keeps it; in f64, f64.
 module {

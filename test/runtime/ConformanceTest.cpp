@@ -1147,27 +1147,33 @@ std::array<Tensor, 3> getWindows(const Tensor &packed, int64_t heads) {
 /// (AttentionLayout::Bshd), on both paths; the "packed heads" cases
 /// (token-major too) read query, key and value as head windows of one
 /// packed [B, T, 3H, D] tensor and write their gradients as windows of
-/// another, which is compared whole.
+/// another, which is compared whole. The "grouped" cases are grouped-query
+/// attention (LLaMA's): 4 query heads on 2 or 1 key and value heads, whose
+/// gradients sum their group's query heads; on both paths, in both layouts,
+/// with dropout and with masks that vary along the (query) heads.
 void addAttention(CaseList &cases) {
   struct AttentionCase {
     const char *name;
-    int64_t batch, heads, rows, keys, headSize, valueSize;
+    /// keyHeads: key and value's, `heads` or a divisor of it.
+    int64_t batch, heads, keyHeads, rows, keys, headSize, valueSize;
     Shape keepShape, biasShape; // rank 0: none
     AttentionDropout dropout = {};
     /// Run in bf16 and f16 only, and on the CUDA backend through cuDNN.
     bool cudnn = false;
     AttentionLayout layout = AttentionLayout::Bhsd;
     /// Query, key and value head windows of one packed tensor (token-major,
-    /// as many keys as rows, the value size the head size).
+    /// as many keys as rows and key heads as heads, the value size the head
+    /// size).
     bool packed = false;
   };
   const AttentionCase kCases[] = {
-      {"causal", 2, 3, 37, 37, 24, 24, {1, 1, 37, 37}, {}},
-      {"padding bias", 2, 2, 19, 45, 16, 40, {}, {2, 1, 1, 45}},
-      {"no mask", 1, 2, 33, 70, 64, 64, {}, {}},
-      {"full masks", 1, 2, 17, 17, 8, 12, {1, 2, 17, 17}, {1, 2, 17, 17}},
+      {"causal", 2, 3, 3, 37, 37, 24, 24, {1, 1, 37, 37}, {}},
+      {"padding bias", 2, 2, 2, 19, 45, 16, 40, {}, {2, 1, 1, 45}},
+      {"no mask", 1, 2, 2, 33, 70, 64, 64, {}, {}},
+      {"full masks", 1, 2, 2, 17, 17, 8, 12, {1, 2, 17, 17}, {1, 2, 17, 17}},
       {"causal dropout",
        2,
+       3,
        3,
        37,
        37,
@@ -1179,6 +1185,7 @@ void addAttention(CaseList &cases) {
       {"padding bias dropout, dp rank 1 and tp rank 1 of split heads",
        2,
        2,
+       2,
        19,
        45,
        16,
@@ -1188,9 +1195,21 @@ void addAttention(CaseList &cases) {
        {0.2,
         {/*seed=*/5, /*step=*/4, /*stream=*/3, /*rankStream=*/1},
         {/*dpRank=*/1, {/*axis=*/1, /*chunks=*/1, /*tp=*/2}, /*tpRank=*/1}}},
-      {"cuDNN causal", 2, 3, 37, 37, 64, 64, {1, 1, 37, 37}, {}, {}, true},
-      {"cuDNN padding bias", 2, 2, 19, 45, 64, 64, {}, {2, 1, 1, 45}, {}, true},
+      {"cuDNN causal", 2, 3, 3, 37, 37, 64, 64, {1, 1, 37, 37}, {}, {}, true},
+      {"cuDNN padding bias",
+       2,
+       2,
+       2,
+       19,
+       45,
+       64,
+       64,
+       {},
+       {2, 1, 1, 45},
+       {},
+       true},
       {"cuDNN causal and padding bias",
+       2,
        2,
        2,
        45,
@@ -1204,6 +1223,7 @@ void addAttention(CaseList &cases) {
       {"cuDNN full keep mask",
        1,
        2,
+       2,
        17,
        17,
        64,
@@ -1214,6 +1234,7 @@ void addAttention(CaseList &cases) {
        true},
       {"cuDNN causal head size 128",
        1,
+       2,
        2,
        129,
        129,
@@ -1226,6 +1247,7 @@ void addAttention(CaseList &cases) {
       {"causal token-major",
        2,
        3,
+       3,
        37,
        37,
        24,
@@ -1236,6 +1258,7 @@ void addAttention(CaseList &cases) {
        false,
        AttentionLayout::Bshd},
       {"padding bias dropout token-major",
+       2,
        2,
        2,
        19,
@@ -1250,6 +1273,7 @@ void addAttention(CaseList &cases) {
       {"cuDNN causal and padding bias token-major",
        2,
        2,
+       2,
        45,
        45,
        64,
@@ -1261,6 +1285,7 @@ void addAttention(CaseList &cases) {
        AttentionLayout::Bshd},
       {"causal packed heads",
        2,
+       3,
        3,
        37,
        37,
@@ -1275,6 +1300,7 @@ void addAttention(CaseList &cases) {
       {"causal dropout packed heads",
        2,
        3,
+       3,
        37,
        37,
        24,
@@ -1288,6 +1314,7 @@ void addAttention(CaseList &cases) {
       {"cuDNN causal packed heads",
        2,
        3,
+       3,
        37,
        37,
        64,
@@ -1298,6 +1325,104 @@ void addAttention(CaseList &cases) {
        true,
        AttentionLayout::Bshd,
        true},
+      {"grouped causal", 2, 4, 2, 37, 37, 24, 24, {1, 1, 37, 37}, {}},
+      {"grouped full masks",
+       1,
+       4,
+       2,
+       17,
+       17,
+       8,
+       12,
+       {1, 4, 17, 17},
+       {1, 4, 17, 17}},
+      {"grouped causal dropout",
+       2,
+       4,
+       1,
+       37,
+       37,
+       24,
+       24,
+       {1, 1, 37, 37},
+       {},
+       {0.1, {/*seed=*/5, /*step=*/2, /*stream=*/1, /*rankStream=*/0}}},
+      {"grouped causal token-major",
+       2,
+       4,
+       1,
+       37,
+       37,
+       24,
+       24,
+       {1, 1, 37, 37},
+       {},
+       {},
+       false,
+       AttentionLayout::Bshd},
+      {"grouped causal dropout token-major",
+       2,
+       4,
+       2,
+       37,
+       37,
+       24,
+       24,
+       {1, 1, 37, 37},
+       {},
+       {0.1, {/*seed=*/5, /*step=*/2, /*stream=*/1, /*rankStream=*/0}},
+       false,
+       AttentionLayout::Bshd},
+      {"cuDNN grouped causal",
+       2,
+       4,
+       2,
+       37,
+       37,
+       64,
+       64,
+       {1, 1, 37, 37},
+       {},
+       {},
+       true},
+      {"cuDNN grouped full keep mask",
+       1,
+       4,
+       1,
+       17,
+       17,
+       64,
+       64,
+       {1, 4, 17, 17},
+       {},
+       {},
+       true},
+      {"cuDNN grouped causal token-major",
+       2,
+       4,
+       1,
+       37,
+       37,
+       64,
+       64,
+       {1, 1, 37, 37},
+       {},
+       {},
+       true,
+       AttentionLayout::Bshd},
+      {"cuDNN grouped causal and padding bias token-major",
+       2,
+       4,
+       2,
+       45,
+       45,
+       64,
+       64,
+       {1, 1, 45, 45},
+       {2, 1, 1, 45},
+       {},
+       true,
+       AttentionLayout::Bshd},
   };
   // torch.finfo(torch.float32).min, the masked score and padding bias the
   // modules use.
@@ -1311,14 +1436,14 @@ void addAttention(CaseList &cases) {
                   : dtype != DType::F32 && dtype != DType::BF16 &&
                         std::string(c.name) != "causal")
         continue;
-      auto stored = [&](int64_t length, int64_t width) {
-        return AttentionGeometry::getStoredShape(c.layout, c.batch, c.heads,
+      auto stored = [&](int64_t heads, int64_t length, int64_t width) {
+        return AttentionGeometry::getStoredShape(c.layout, c.batch, heads,
                                                  length, width);
       };
-      Shape queryShape = stored(c.rows, c.headSize);
-      Shape keyShape = stored(c.keys, c.headSize);
-      Shape valueShape = stored(c.keys, c.valueSize);
-      Shape outShape = stored(c.rows, c.valueSize);
+      Shape queryShape = stored(c.heads, c.rows, c.headSize);
+      Shape keyShape = stored(c.keyHeads, c.keys, c.headSize);
+      Shape valueShape = stored(c.keyHeads, c.keys, c.valueSize);
+      Shape outShape = stored(c.heads, c.rows, c.valueSize);
       HostTensor query = random(dtype, queryShape, 170, -2, 2);
       HostTensor key = random(dtype, keyShape, 171, -2, 2);
       HostTensor value = random(dtype, valueShape, 172);
@@ -1400,9 +1525,10 @@ void addAttention(CaseList &cases) {
                 outputs.push_back(session.download(gradient));
             return outputs;
           },
-          // Sums of up to 70 terms in another order, whose gradients
-          // cancel. The log-sum-exp is f32 for 16-bit operands (its
-          // tolerance is f32's: cuDNN's f32 stats as well). 16-bit results
+          // Sums of up to 148 terms (the key gradients of 4 grouped heads
+          // of 37 rows) in another order, whose gradients cancel. The
+          // log-sum-exp is f32 for 16-bit operands (its tolerance is f32's:
+          // cuDNN's f32 stats as well). 16-bit results
           // may round one way on one backend and the other way on the
           // other, twice (the result, which the backward's row sums read,
           // then the gradients). Where cuDNN may run the attention (16-bit,

@@ -2,7 +2,8 @@
 // linear cross entropy and flash attention with dropout against the
 // formulas, computed here in f64; flash attention on token-major operands
 // against the head-major one, on head windows of a packed tensor against
-// separate operands, and the norms with a folded cast against the norm and
+// separate operands, on grouped keys and values against them repeated to
+// every query head, and the norms with a folded cast against the norm and
 // the cast kernel, bit for bit.
 #include "slapo/runtime/AttentionGeometry.h"
 #include "slapo/runtime/Error.h"
@@ -18,6 +19,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace slapo::rt;
@@ -1459,25 +1461,28 @@ const AttentionMasks kAttentionMasks[] = {
     {"causal with dropout", true, false, 0.25}};
 
 /// What the kernels take of one of kAttentionMasks for `dtype` operands of
-/// `batch` x `rows` rows and keys of head size `depth`: the keep mask [1,
-/// 1, T, T], the padding bias [B, 1, 1, T] (masking batch row 1's last 9
-/// keys), and the scale, masked score and dropout; it holds the masks'
-/// elements.
+/// `batch` x `rows` rows against `keys` keys of head size `depth`: the keep
+/// mask [1, 1, T, S], the padding bias [B, 1, 1, S] (masking batch row 1's
+/// last 9 keys with bf16's lowest value, Hugging Face's padding score for
+/// bf16, which f32 holds exactly: an f32 run on a bf16 attention's values
+/// reads the same bias), and the scale, masked score and dropout; it holds
+/// the masks' elements.
 class AttentionArguments {
 public:
   AttentionArguments(const AttentionMasks &masks, DType dtype, int64_t batch,
-                     int64_t rows, int64_t depth)
-      : keepData(std::make_unique<bool[]>(rows * rows)) {
+                     int64_t rows, int64_t keys, int64_t depth)
+      : keepData(std::make_unique<bool[]>(rows * keys)) {
     const double kMaskedScore = -3.4028234663852886e38;
-    for (int64_t i = 0; i < rows * rows; ++i)
-      keepData[i] = i % rows <= i / rows;
-    std::vector<float> padding(batch * rows, 0);
-    std::fill(padding.end() - 9, padding.end(), float(kMaskedScore));
+    const float kPaddingScore = BFloat16{0xff7f}.toFloat();
+    for (int64_t i = 0; i < rows * keys; ++i)
+      keepData[i] = i % keys <= i / keys;
+    std::vector<float> padding(batch * keys, 0);
+    std::fill(padding.end() - 9, padding.end(), kPaddingScore);
     biasBytes = toBytes(dtype, padding);
     if (masks.causal)
-      keep = Tensor(keepData.get(), DType::Bool, {1, 1, rows, rows});
+      keep = Tensor(keepData.get(), DType::Bool, {1, 1, rows, keys});
     if (masks.padded)
-      bias = Tensor(biasBytes.data(), dtype, {batch, 1, 1, rows});
+      bias = Tensor(biasBytes.data(), dtype, {batch, 1, 1, keys});
     scale = 1 / std::sqrt(double(depth));
     maskedScore = masks.causal ? kMaskedScore : 0.0;
     dropout = {masks.p,
@@ -1485,17 +1490,33 @@ public:
   }
 
   /// The forward of query, key and value in `layout` into out and
-  /// logsumexp, then the backward of out's gradient `grad` into the
-  /// gradients.
+  /// logsumexp.
+  void forward(Context &ctx, AttentionLayout layout, const Tensor &query,
+               const Tensor &key, const Tensor &value, const Tensor &out,
+               const Tensor &logsumexp) const {
+    flashAttention(ctx, query, key, value, keep, bias, out, logsumexp, scale,
+                   maskedScore, layout, dropout);
+  }
+
+  /// The backward of out's gradient `grad` into the gradients.
+  void backward(Context &ctx, AttentionLayout layout, const Tensor &query,
+                const Tensor &key, const Tensor &value, const Tensor &out,
+                const Tensor &logsumexp, const Tensor &grad,
+                const Tensor &gradQuery, const Tensor &gradKey,
+                const Tensor &gradValue) const {
+    flashAttentionGrad(ctx, query, key, value, keep, bias, out, logsumexp, grad,
+                       gradQuery, gradKey, gradValue, scale, maskedScore,
+                       layout, dropout);
+  }
+
+  /// The forward, then the backward.
   void run(Context &ctx, AttentionLayout layout, const Tensor &query,
            const Tensor &key, const Tensor &value, const Tensor &out,
            const Tensor &logsumexp, const Tensor &grad, const Tensor &gradQuery,
            const Tensor &gradKey, const Tensor &gradValue) const {
-    flashAttention(ctx, query, key, value, keep, bias, out, logsumexp, scale,
-                   maskedScore, layout, dropout);
-    flashAttentionGrad(ctx, query, key, value, keep, bias, out, logsumexp, grad,
-                       gradQuery, gradKey, gradValue, scale, maskedScore,
-                       layout, dropout);
+    forward(ctx, layout, query, key, value, out, logsumexp);
+    backward(ctx, layout, query, key, value, out, logsumexp, grad, gradQuery,
+             gradKey, gradValue);
   }
 
 private:
@@ -1519,6 +1540,126 @@ void copyHeads(const std::vector<uint8_t> &from, int64_t fromHeads,
                 to.begin() + (t * toHeads + toFirst) * headBytes);
 }
 
+/// An attention's sizes: query [B, H, T, D] and out [B, H, T, E] against
+/// key [B, Hk, S, D] and value [B, Hk, S, E], where Hk is H but under
+/// grouped-query attention.
+struct AttentionSizes {
+  int64_t batch, heads, keyHeads, rows, keys, depth, width;
+};
+
+/// The shapes of an attention's operands stored in `layout`.
+struct AttentionShapes {
+  Shape query, key, value, out, logsumexp;
+};
+AttentionShapes getShapes(AttentionLayout layout, const AttentionSizes &s) {
+  auto stored = [&](int64_t heads, int64_t length, int64_t columns) {
+    return AttentionGeometry::getStoredShape(layout, s.batch, heads, length,
+                                             columns);
+  };
+  return {stored(s.heads, s.rows, s.depth), stored(s.keyHeads, s.keys, s.depth),
+          stored(s.keyHeads, s.keys, s.width), stored(s.heads, s.rows, s.width),
+          Shape{s.batch, s.heads, s.rows}};
+}
+
+/// The backward of `a`'s `dtype` operands, out and log-sum-exp of `sizes`
+/// in `layout` into its gradients, which start unwritten().
+void runAttentionGrad(const AttentionArguments &arguments, Context &ctx,
+                      AttentionLayout layout, DType dtype,
+                      const AttentionSizes &sizes, AttentionBytes &a) {
+  AttentionShapes shapes = getShapes(layout, sizes);
+  a.gradQuery = unwritten(dtype, shapes.query.getNumElements());
+  a.gradKey = unwritten(dtype, shapes.key.getNumElements());
+  a.gradValue = unwritten(dtype, shapes.value.getNumElements());
+  arguments.backward(
+      ctx, layout, view(a.query, dtype, shapes.query),
+      view(a.key, dtype, shapes.key), view(a.value, dtype, shapes.value),
+      view(a.out, dtype, shapes.out),
+      view(a.logsumexp, DType::F32, shapes.logsumexp),
+      view(a.grad, dtype, shapes.out), view(a.gradQuery, dtype, shapes.query),
+      view(a.gradKey, dtype, shapes.key),
+      view(a.gradValue, dtype, shapes.value));
+}
+
+/// The forward of `a`'s operands into its out and log-sum-exp, which start
+/// unwritten(), then runAttentionGrad.
+void runAttention(const AttentionArguments &arguments, Context &ctx,
+                  AttentionLayout layout, DType dtype,
+                  const AttentionSizes &sizes, AttentionBytes &a) {
+  AttentionShapes shapes = getShapes(layout, sizes);
+  a.out = unwritten(dtype, shapes.out.getNumElements());
+  a.logsumexp = unwritten(DType::F32, shapes.logsumexp.getNumElements());
+  arguments.forward(ctx, layout, view(a.query, dtype, shapes.query),
+                    view(a.key, dtype, shapes.key),
+                    view(a.value, dtype, shapes.value),
+                    view(a.out, dtype, shapes.out),
+                    view(a.logsumexp, DType::F32, shapes.logsumexp));
+  runAttentionGrad(arguments, ctx, layout, dtype, sizes, a);
+}
+
+/// A tensor of `sizes`' batch and `heads` heads of `length` rows of
+/// `width` elements in `layout`, seen as [units][heads][elements]: Bhsd's
+/// [B][H][S * E], Bshd's [B * S][H][E], so that its heads are copied and
+/// summed alike in both layouts.
+struct HeadUnits {
+  int64_t units, elements;
+};
+HeadUnits getHeadUnits(AttentionLayout layout, const AttentionSizes &sizes,
+                       int64_t length, int64_t width) {
+  return layout == AttentionLayout::Bhsd
+             ? HeadUnits{sizes.batch, length * width}
+             : HeadUnits{sizes.batch * length, width};
+}
+
+/// A grouped key or value (`sizes`' keyHeads heads of `width` elements of
+/// `elementSize` bytes) repeated to its heads as Hugging Face's repeat_kv
+/// repeats it: head h is the grouped one's h / (heads / keyHeads).
+std::vector<uint8_t> repeatKeyHeads(const std::vector<uint8_t> &grouped,
+                                    AttentionLayout layout,
+                                    const AttentionSizes &sizes, int64_t width,
+                                    size_t elementSize) {
+  HeadUnits at = getHeadUnits(layout, sizes, sizes.keys, width);
+  int64_t group = sizes.heads / sizes.keyHeads;
+  std::vector<uint8_t> repeated(grouped.size() * group);
+  for (int64_t h = 0; h < sizes.heads; ++h)
+    copyHeads(grouped, sizes.keyHeads, h / group, repeated, sizes.heads, h, 1,
+              at.units, at.elements * elementSize);
+  return repeated;
+}
+
+/// `bytes` of `dtype` (F32 or BF16) as the f32 values they hold.
+std::vector<float> toFloats(DType dtype, const std::vector<uint8_t> &bytes) {
+  size_t size = getSize(dtype);
+  std::vector<float> values(bytes.size() / size);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint8_t *at = bytes.data() + i * size;
+    if (dtype == DType::BF16) {
+      BFloat16 half;
+      std::memcpy(&half.bits, at, size);
+      values[i] = half.toFloat();
+    } else {
+      std::memcpy(&values[i], at, size);
+    }
+  }
+  return values;
+}
+
+/// The gradient of a grouped key or value from the f32 gradients
+/// `perHead` of its copies repeated to every query head (repeatKeyHeads):
+/// each group's summed in f32 in query-head order, then rounded to `dtype`.
+std::vector<uint8_t> sumGroups(const std::vector<float> &perHead, DType dtype,
+                               AttentionLayout layout,
+                               const AttentionSizes &sizes, int64_t width) {
+  HeadUnits at = getHeadUnits(layout, sizes, sizes.keys, width);
+  int64_t group = sizes.heads / sizes.keyHeads;
+  std::vector<float> sums(perHead.size() / group, 0.0f);
+  for (int64_t u = 0; u < at.units; ++u)
+    for (int64_t h = 0; h < sizes.heads; ++h)
+      for (int64_t i = 0; i < at.elements; ++i)
+        sums[(u * sizes.keyHeads + h / group) * at.elements + i] +=
+            perHead[(u * sizes.heads + h) * at.elements + i];
+  return toBytes(dtype, sums);
+}
+
 } // namespace
 
 TEST_CASE("flash attention on token-major operands gives the bits of the "
@@ -1540,35 +1681,14 @@ TEST_CASE("flash attention on token-major operands gives the bits of the "
       bhsd.key = toBytes(dtype, uniformValues(generator, count * depth));
       bhsd.value = toBytes(dtype, uniformValues(generator, count * width));
       bhsd.grad = toBytes(dtype, uniformValues(generator, count * width));
-      AttentionArguments arguments(masks, dtype, batch, rows, depth);
+      AttentionArguments arguments(masks, dtype, batch, rows, rows, depth);
+      const AttentionSizes sizes = {batch, heads, heads, rows,
+                                    rows,  depth, width};
       Context ctx(2);
-      // The forward and backward of `a`'s operands in `layout`, into
-      // results filled with a pattern.
-      auto run = [&](AttentionLayout layout, AttentionBytes &a) {
-        auto stored = [&](int64_t columns) {
-          return AttentionGeometry::getStoredShape(layout, batch, heads, rows,
-                                                   columns);
-        };
-        a.out = filledBytes(count * width * size, 0x5a);
-        a.logsumexp = filledBytes(count * sizeof(float), 0x5a);
-        a.gradQuery = filledBytes(count * depth * size, 0x5a);
-        a.gradKey = filledBytes(count * depth * size, 0x5a);
-        a.gradValue = filledBytes(count * width * size, 0x5a);
-        arguments.run(
-            ctx, layout, Tensor(a.query.data(), dtype, stored(depth)),
-            Tensor(a.key.data(), dtype, stored(depth)),
-            Tensor(a.value.data(), dtype, stored(width)),
-            Tensor(a.out.data(), dtype, stored(width)),
-            Tensor(a.logsumexp.data(), DType::F32, {batch, heads, rows}),
-            Tensor(a.grad.data(), dtype, stored(width)),
-            Tensor(a.gradQuery.data(), dtype, stored(depth)),
-            Tensor(a.gradKey.data(), dtype, stored(depth)),
-            Tensor(a.gradValue.data(), dtype, stored(width)));
-      };
       auto toTokens = [&](const std::vector<uint8_t> &bytes, int64_t columns) {
         return swapMiddleDims(bytes, batch, heads, rows, columns, size);
       };
-      run(AttentionLayout::Bhsd, bhsd);
+      runAttention(arguments, ctx, AttentionLayout::Bhsd, dtype, sizes, bhsd);
       AttentionBytes bshd;
       bshd.query = toTokens(bhsd.query, depth);
       bshd.key = toTokens(bhsd.key, depth);
@@ -1577,7 +1697,7 @@ TEST_CASE("flash attention on token-major operands gives the bits of the "
       // The layouts do differ, and so must the results' bytes.
       REQUIRE(bshd.query != bhsd.query);
       REQUIRE(bshd.value != bhsd.value);
-      run(AttentionLayout::Bshd, bshd);
+      runAttention(arguments, ctx, AttentionLayout::Bshd, dtype, sizes, bshd);
       CHECK(bshd.out != bhsd.out);
       CHECK(bshd.out == toTokens(bhsd.out, width));
       CHECK(bshd.logsumexp == bhsd.logsumexp);
@@ -1629,7 +1749,7 @@ TEST_CASE("flash attention on head windows of one packed tensor gives the "
         separate.gradQuery = filledBytes(count * depth * size, 0x5a);
         separate.gradKey = filledBytes(count * depth * size, 0x5a);
         separate.gradValue = filledBytes(count * depth * size, 0x5a);
-        AttentionArguments arguments(masks, dtype, batch, rows, depth);
+        AttentionArguments arguments(masks, dtype, batch, rows, rows, depth);
         Context ctx(2);
         arguments.run(
             ctx, AttentionLayout::Bshd,
@@ -1682,9 +1802,106 @@ TEST_CASE("flash attention on head windows of one packed tensor gives the "
       }
 }
 
+TEST_CASE("flash attention on grouped keys and values gives the bits of "
+          "them repeated to every query head") {
+  // Grouped-query attention: 4 query heads reading 2 key and value heads,
+  // or 1, against the same kernels on key and value repeated as repeat_kv
+  // repeats them. Out, the log-sum-exp and the query's gradient must be
+  // the repeated run's, bit for bit; the key's and value's gradients the
+  // repeated run's per-query-head gradients before their rounding (the
+  // f32 kernel's on the same values: for bf16, its operands, out and
+  // log-sum-exp held exactly in f32) summed in f32 in query-head order,
+  // then rounded. 70 rows and keys as in the token-major test, and fewer
+  // rows than keys; both layouts; each of kAttentionMasks; 1 thread (its
+  // tasks cross batch rows with the same key head) and 2.
+  const int64_t batch = 2, heads = 4, depth = 20, width = 72;
+  struct Grouping {
+    const char *name;
+    int64_t keyHeads, rows, keys;
+  };
+  const Grouping groupings[] = {
+      {"2 key heads", 2, 70, 70},
+      {"1 key head", 1, 70, 70},
+      {"2 key heads, 40 rows of 100 keys", 2, 40, 100}};
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (const AttentionMasks &masks : kAttentionMasks)
+      for (AttentionLayout layout :
+           {AttentionLayout::Bhsd, AttentionLayout::Bshd})
+        for (const Grouping &grouping : groupings)
+          for (int threads : {1, 2}) {
+            INFO(getName(dtype)
+                 << " " << masks.name << ", "
+                 << (layout == AttentionLayout::Bhsd ? "Bhsd" : "Bshd") << ", "
+                 << grouping.name << ", " << threads << " threads");
+            const AttentionSizes sizes = {
+                batch, heads, grouping.keyHeads, grouping.rows, grouping.keys,
+                depth, width};
+            AttentionSizes repeatedSizes = sizes;
+            repeatedSizes.keyHeads = heads;
+            std::mt19937 generator(9);
+            auto random = [&](const Shape &shape) {
+              return toBytes(dtype,
+                             uniformValues(generator, shape.getNumElements()));
+            };
+            AttentionShapes shapes = getShapes(layout, sizes);
+            AttentionBytes grouped;
+            grouped.query = random(shapes.query);
+            grouped.key = random(shapes.key);
+            grouped.value = random(shapes.value);
+            grouped.grad = random(shapes.out);
+            size_t size = getSize(dtype);
+            AttentionBytes repeated;
+            repeated.query = grouped.query;
+            repeated.key =
+                repeatKeyHeads(grouped.key, layout, sizes, depth, size);
+            repeated.value =
+                repeatKeyHeads(grouped.value, layout, sizes, width, size);
+            repeated.grad = grouped.grad;
+            AttentionArguments arguments(masks, dtype, batch, grouping.rows,
+                                         grouping.keys, depth);
+            Context ctx(threads);
+            runAttention(arguments, ctx, layout, dtype, sizes, grouped);
+            runAttention(arguments, ctx, layout, dtype, repeatedSizes,
+                         repeated);
+            CHECK(grouped.out == repeated.out);
+            CHECK(grouped.logsumexp == repeated.logsumexp);
+            CHECK(grouped.gradQuery == repeated.gradQuery);
+
+            auto widen = [&](const std::vector<uint8_t> &bytes) {
+              return toBytes(DType::F32, toFloats(dtype, bytes));
+            };
+            AttentionBytes wide;
+            wide.query = widen(repeated.query);
+            wide.key = widen(repeated.key);
+            wide.value = widen(repeated.value);
+            wide.grad = widen(repeated.grad);
+            wide.out = widen(repeated.out);
+            wide.logsumexp = repeated.logsumexp;
+            AttentionArguments wideArguments(
+                masks, DType::F32, batch, grouping.rows, grouping.keys, depth);
+            runAttentionGrad(wideArguments, ctx, layout, DType::F32,
+                             repeatedSizes, wide);
+            // The premise of the sums below: these f32 gradients are what
+            // the repeated run rounded.
+            auto narrow = [&](const std::vector<uint8_t> &bytes) {
+              return toBytes(dtype, toFloats(DType::F32, bytes));
+            };
+            REQUIRE(narrow(wide.gradKey) == repeated.gradKey);
+            REQUIRE(narrow(wide.gradValue) == repeated.gradValue);
+            CHECK(grouped.gradKey ==
+                  sumGroups(toFloats(DType::F32, wide.gradKey), dtype, layout,
+                            sizes, depth));
+            CHECK(grouped.gradValue ==
+                  sumGroups(toFloats(DType::F32, wide.gradValue), dtype, layout,
+                            sizes, width));
+          }
+}
+
 TEST_CASE("flash attention refuses operands that out's heads do not address") {
-  // Out has 2 heads; a query of 3 heads under Bhsd, a key window of 1 head
-  // and an out gradient of 3 heads under Bshd.
+  // Out has 2 heads; under Bhsd a query of 3 heads and a value gradient of
+  // 3 (beside a key of 2: not grouped); under Bshd a query window of 1
+  // head, a key of 1 head (grouped) with a value of 2, and an out gradient
+  // of 3 heads.
   Context ctx(1);
   std::vector<float> data(3 * 3 * 8);
   std::vector<float> logsumexpData(2 * 3);
@@ -1695,27 +1912,71 @@ TEST_CASE("flash attention refuses operands that out's heads do not address") {
       flashAttention(ctx, heads3, heads2, heads2, Tensor(), Tensor(), heads2,
                      logsumexp, 1.0, 0.0, AttentionLayout::Bhsd),
       "'flashAttention': query [1, 3, 3, 8] has a head dim of 3 and out [1, "
-      "2, 3, 8] of 2: under AttentionLayout::Bhsd every operand has out's "
-      "heads");
+      "2, 3, 8] of 2: under AttentionLayout::Bhsd every operand but a grouped "
+      "key and value has out's heads");
   CHECK_THROWS_WITH(
       flashAttentionGrad(ctx, heads2, heads2, heads2, Tensor(), Tensor(),
                          heads2, logsumexp, heads2, heads2, heads2, heads3, 1.0,
                          0.0, AttentionLayout::Bhsd),
-      Catch::Contains("'flashAttentionGrad': gradValue [1, 3, 3, 8]"));
+      "'flashAttentionGrad': gradValue [1, 3, 3, 8] has a head dim of 3 and "
+      "out [1, 2, 3, 8] of 2: under AttentionLayout::Bhsd every operand but a "
+      "grouped key and value has out's heads");
   Tensor tokens1(data.data(), DType::F32, {1, 3, 1, 8}),
       tokens2(data.data(), DType::F32, {1, 3, 2, 8}),
       tokens3(data.data(), DType::F32, {1, 3, 3, 8});
   CHECK_THROWS_WITH(
+      flashAttention(ctx, tokens1, tokens2, tokens2, Tensor(), Tensor(),
+                     tokens2, logsumexp, 1.0, 0.0, AttentionLayout::Bshd),
+      "'flashAttention': query [1, 3, 1, 8] has a head dim of 1 and out [1, "
+      "3, 2, 8] of 2: a head window holds at least out's heads");
+  CHECK_THROWS_WITH(
       flashAttention(ctx, tokens2, tokens1, tokens2, Tensor(), Tensor(),
                      tokens2, logsumexp, 1.0, 0.0, AttentionLayout::Bshd),
-      "'flashAttention': key [1, 3, 1, 8] has a head dim of 1 and out [1, 3, "
-      "2, 8] of 2: a head window holds at least out's heads");
+      "'flashAttention': value [1, 3, 2, 8] has a head dim of 2 and out [1, "
+      "3, 2, 8] of 2: grouped-query attention's key, value and their "
+      "gradients have one number of heads, a divisor of out's");
   CHECK_THROWS_WITH(
       flashAttentionGrad(ctx, tokens3, tokens3, tokens3, Tensor(), Tensor(),
                          tokens2, logsumexp, tokens3, tokens3, tokens3, tokens3,
                          1.0, 0.0, AttentionLayout::Bshd),
       "'flashAttentionGrad': grad [1, 3, 3, 8] has a head dim of 3 and out "
       "[1, 3, 2, 8] of 2: out's gradient has out's heads");
+}
+
+TEST_CASE("flash attention refuses grouped keys and values that do not "
+          "group out's heads") {
+  // Out has 4 heads: a key and value of 3 heads (no divisor of 4), a key of
+  // 2 heads with a value of 1, and a key and value of 2 heads with a key
+  // gradient of out's 4.
+  Context ctx(1);
+  std::vector<float> data(4 * 3 * 8);
+  std::vector<float> logsumexpData(4 * 3);
+  Tensor logsumexp(logsumexpData.data(), DType::F32, {1, 4, 3});
+  Tensor heads1(data.data(), DType::F32, {1, 1, 3, 8}),
+      heads2(data.data(), DType::F32, {1, 2, 3, 8}),
+      heads3(data.data(), DType::F32, {1, 3, 3, 8}),
+      heads4(data.data(), DType::F32, {1, 4, 3, 8});
+  const char *rule = "grouped-query attention's key, value and their "
+                     "gradients have one number of heads, a divisor of out's";
+  CHECK_THROWS_WITH(
+      flashAttention(ctx, heads4, heads3, heads3, Tensor(), Tensor(), heads4,
+                     logsumexp, 1.0, 0.0, AttentionLayout::Bhsd),
+      std::string("'flashAttention': key [1, 3, 3, 8] has a head dim of 3 and "
+                  "out [1, 4, 3, 8] of 4: ") +
+          rule);
+  CHECK_THROWS_WITH(
+      flashAttention(ctx, heads4, heads2, heads1, Tensor(), Tensor(), heads4,
+                     logsumexp, 1.0, 0.0, AttentionLayout::Bhsd),
+      std::string("'flashAttention': value [1, 1, 3, 8] has a head dim of 1 "
+                  "and out [1, 4, 3, 8] of 4: ") +
+          rule);
+  CHECK_THROWS_WITH(
+      flashAttentionGrad(ctx, heads4, heads2, heads2, Tensor(), Tensor(),
+                         heads4, logsumexp, heads4, heads4, heads4, heads2, 1.0,
+                         0.0, AttentionLayout::Bhsd),
+      std::string("'flashAttentionGrad': gradKey [1, 4, 3, 8] has a head dim "
+                  "of 4 and out [1, 4, 3, 8] of 4: ") +
+          rule);
 }
 
 TEST_CASE("a head window starts at a head of a rank-4 tensor") {

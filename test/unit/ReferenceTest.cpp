@@ -682,6 +682,53 @@ func.func @packed(%qkv: tensor<2x5x6x4xf32>, %m: tensor<1x1x5x5xi1>, %g: tensor<
   CHECK(ref::relativeError((*packed)[2], joined) < 1e-6);
 }
 
+TEST_CASE("a grouped-query flash_attention and its gradient are autograd's "
+          "on key and value repeated as repeat_kv repeats them",
+          "[reference][nn]") {
+  // B = 2, H = 4 query heads sharing Hk = 2 key and value heads (query heads
+  // 0 and 1 read key head 0), T = 5, D = 4, a causal keep mask.
+  const char *source = R"mlir(
+func.func @grouped(%q: tensor<2x4x5x4xf32>, %k: tensor<2x2x5x4xf32>, %v: tensor<2x2x5x4xf32>, %m: tensor<1x1x5x5xi1>, %g: tensor<2x4x5x4xf32>) -> (tensor<2x4x5x4xf32>, tensor<2x4x5xf32>, tensor<2x4x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>) {
+  %o, %lse = slapo.flash_attention %q, %k, %v keep %m {masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x4x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<1x1x5x5xi1>) -> (tensor<2x4x5x4xf32>, tensor<2x4x5xf32>)
+  %gq, %gk, %gv = slapo.flash_attention_grad %q, %k, %v keep %m result %o, %lse grad %g {masked_score = -1.0e9 : f64, scale = 5.000000e-01 : f64} : (tensor<2x4x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<1x1x5x5xi1>, tensor<2x4x5x4xf32>, tensor<2x4x5xf32>, tensor<2x4x5x4xf32>) -> (tensor<2x4x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>)
+  return %o, %lse, %gq, %gk, %gv : tensor<2x4x5x4xf32>, tensor<2x4x5xf32>, tensor<2x4x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>
+}
+)mlir";
+  Program program(source);
+  at::manual_seed(7);
+  at::Tensor q = randn({2, 4, 5, 4}), k = randn({2, 2, 5, 4}),
+             v = randn({2, 2, 5, 4}), g = randn({2, 4, 5, 4});
+  at::Tensor mask = at::ones({1, 1, 5, 5}, at::kBool).tril();
+  auto results = ref::evaluate(program.func("grouped"), {q, k, v, mask, g}, {});
+  INFO(program.diagnostics);
+  REQUIRE(mlir::succeeded(results));
+  // Autograd in f64 through Hugging Face's repeat_kv: [B, Hk, 1, T, D]
+  // expanded to [B, Hk, 2, T, D], then [B, H, T, D].
+  at::Tensor qd = asDouble(q).requires_grad_(),
+             kd = asDouble(k).requires_grad_(),
+             vd = asDouble(v).requires_grad_();
+  auto repeatKv = [](const at::Tensor &x) {
+    return x.unsqueeze(2).expand({2, 2, 2, 5, 4}).reshape({2, 4, 5, 4});
+  };
+  at::Tensor scores =
+      at::where(mask, at::matmul(qd, repeatKv(kd).transpose(-1, -2)) * 0.5,
+                at::scalar_tensor(-1.0e9, qd.options()));
+  at::Tensor out = at::matmul(at::softmax(scores, -1), repeatKv(vd));
+  out.backward(asDouble(g));
+  std::vector<std::pair<at::Tensor, at::Tensor>> expected = {
+      {(*results)[0], out.detach()},
+      {(*results)[1], at::logsumexp(scores.detach(), -1)},
+      {(*results)[2], qd.grad()},
+      {(*results)[3], kd.grad()},
+      {(*results)[4], vd.grad()}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("result " << i);
+    auto &[got, want] = expected[i];
+    REQUIRE(got.sizes() == want.sizes());
+    CHECK(ref::relativeError(asDouble(got), want) < 1e-6);
+  }
+}
+
 TEST_CASE("triangular keeps the lower or upper triangle",
           "[reference][elementwise]") {
   at::manual_seed(8);

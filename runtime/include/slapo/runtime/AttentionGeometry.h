@@ -21,6 +21,13 @@
 // it stores (headStart and rowStride's storedHeads), so that nothing outside
 // the windows is read or written.
 //
+// Grouped-query attention (LLaMA's, Mistral's, Qwen2's GQA): key and value
+// (and their gradients) may have fewer heads than the query, Hk dividing H,
+// each shared by H / Hk consecutive query heads (keyHead): Hugging Face's
+// repeat_kv, read where it is instead of copied H / Hk times. The key and
+// value gradients then sum their group's query heads. A grouped key or value
+// is never a head window (a window stores more heads than H, a group fewer).
+//
 //===----------------------------------------------------------------------===//
 #ifndef SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
 #define SLAPO_RUNTIME_ATTENTIONGEOMETRY_H
@@ -32,6 +39,7 @@
 #include "slapo/runtime/Random.h"
 #include "slapo/runtime/Tensor.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -45,9 +53,13 @@ namespace slapo::rt {
 /// (0 along the dims it broadcasts over). With a dropout, probability (b, h,
 /// t, s) is kept iff keepsDropped(dropoutRow(b, h, t), s) and then scaled
 /// by keptScale. H is out's heads: query, key and value may be head windows
-/// of more (see above; checkAttentionHeads checks that they can be).
+/// of more, key and value a group of fewer, keyHeads (see above;
+/// checkAttentionHeads checks that they can be).
 struct AttentionGeometry {
   int64_t batch, heads, rows, keys, headSize, valueSize;
+  /// The heads of key and value: `heads`, or fewer for grouped-query
+  /// attention.
+  int64_t keyHeads;
   AttentionLayout layout;
   int64_t keepStrides[4] = {}, biasStrides[4] = {};
   bool drops = false;
@@ -60,7 +72,8 @@ struct AttentionGeometry {
       : batch(query.shape[0]), heads(out.shape[headDim(layout)]),
         rows(query.shape[3 - headDim(layout)]),
         keys(key.shape[3 - headDim(layout)]), headSize(query.shape[3]),
-        valueSize(value.shape[3]), layout(layout) {
+        valueSize(value.shape[3]),
+        keyHeads(std::min(heads, key.shape[headDim(layout)])), layout(layout) {
     setStrides(keep, keepStrides);
     setStrides(bias, biasStrides);
     setDropout(dropout);
@@ -81,7 +94,8 @@ struct AttentionGeometry {
   }
 
   /// The heads `operand` stores, its head dim's size: `heads`, or more for
-  /// a head window, which is addressed with them.
+  /// a head window, which is addressed with them, or keyHeads for a grouped
+  /// key or value.
   int64_t getStoredHeads(const Tensor &operand) const {
     return operand.shape[headDim(layout)];
   }
@@ -101,6 +115,12 @@ struct AttentionGeometry {
   /// The distance between consecutive rows of one head in such a tensor.
   SLAPO_HOST_DEVICE int64_t rowStride(int64_t size, int64_t storedHeads) const {
     return layout == AttentionLayout::Bhsd ? size : storedHeads * size;
+  }
+
+  /// The key and value head that query head h reads: h itself, or its
+  /// group's under grouped-query attention.
+  SLAPO_HOST_DEVICE int64_t keyHead(int64_t h) const {
+    return h / (heads / keyHeads);
   }
 
   /// Where row t of head (b, h) of a mask of `strides` starts.
@@ -173,36 +193,52 @@ struct NamedOperand {
 };
 
 /// Throws unless `kernel`'s operands in `layout` can be addressed with the
-/// heads of `out` (its head dim's size, the attention's): each of `windows`
-/// (query, key, value and their gradients) stores out's heads or, under
-/// AttentionLayout::Bshd, more (a head window), and each of `whole` (out's
-/// gradient) exactly out's.
+/// heads of `out` (its head dim's size, the attention's): each of `queries`
+/// (query and its gradient) and `keySide` (key, value and their gradients)
+/// stores out's heads or, under AttentionLayout::Bshd, more (a head
+/// window); or, grouped-query attention, every one of `keySide` stores the
+/// same fewer heads, a divisor of out's; each of `whole` (out's gradient)
+/// stores exactly out's.
 inline void
 checkAttentionHeads(const char *kernel, AttentionLayout layout,
                     const Tensor &out,
-                    std::initializer_list<NamedOperand> windows,
+                    std::initializer_list<NamedOperand> queries,
+                    std::initializer_list<NamedOperand> keySide,
                     std::initializer_list<NamedOperand> whole = {}) {
   int dim = AttentionGeometry::headDim(layout);
   int64_t heads = out.shape[dim];
-  auto check = [&](const NamedOperand &operand, bool window) {
-    int64_t stored = operand.tensor.shape[dim];
-    if (stored == heads ||
-        (window && layout == AttentionLayout::Bshd && stored > heads))
-      return;
-    const char *rule =
-        !window ? "out's gradient has out's heads"
-        : layout == AttentionLayout::Bhsd
-            ? "under AttentionLayout::Bhsd every operand has out's heads"
-            : "a head window holds at least out's heads";
+  auto fail = [&](const NamedOperand &operand, const char *rule) {
     throw Error(std::string("'") + kernel + "': " + operand.name + " " +
                 operand.tensor.shape.str() + " has a head dim of " +
-                std::to_string(stored) + " and out " + out.shape.str() +
-                " of " + std::to_string(heads) + ": " + rule);
+                std::to_string(operand.tensor.shape[dim]) + " and out " +
+                out.shape.str() + " of " + std::to_string(heads) + ": " + rule);
   };
-  for (const NamedOperand &operand : windows)
-    check(operand, /*window=*/true);
+  auto checkWindow = [&](const NamedOperand &operand) {
+    int64_t stored = operand.tensor.shape[dim];
+    if (stored == heads || (layout == AttentionLayout::Bshd && stored > heads))
+      return;
+    fail(operand, layout == AttentionLayout::Bhsd
+                      ? "under AttentionLayout::Bhsd every operand but a "
+                        "grouped key and value has out's heads"
+                      : "a head window holds at least out's heads");
+  };
+  for (const NamedOperand &operand : queries)
+    checkWindow(operand);
+  int64_t keyHeads = keySide.begin()->tensor.shape[dim];
+  bool grouped = keyHeads < heads;
+  for (const NamedOperand &operand : keySide) {
+    if (!grouped) {
+      checkWindow(operand);
+      continue;
+    }
+    if (operand.tensor.shape[dim] != keyHeads || keyHeads < 1 ||
+        heads % keyHeads)
+      fail(operand, "grouped-query attention's key, value and their "
+                    "gradients have one number of heads, a divisor of out's");
+  }
   for (const NamedOperand &operand : whole)
-    check(operand, /*window=*/false);
+    if (operand.tensor.shape[dim] != heads)
+      fail(operand, "out's gradient has out's heads");
 }
 
 /// What every backend's flashAttention checks of its operands before it
@@ -212,8 +248,8 @@ inline void checkFlashAttention(const Tensor &query, const Tensor &key,
                                 const Tensor &logsumexp,
                                 AttentionLayout layout) {
   checkLogSumExpType("flashAttention", query, logsumexp);
-  checkAttentionHeads("flashAttention", layout, out,
-                      {{"query", query}, {"key", key}, {"value", value}});
+  checkAttentionHeads("flashAttention", layout, out, {{"query", query}},
+                      {{"key", key}, {"value", value}});
 }
 
 /// flashAttentionGrad's checkFlashAttention.
@@ -226,10 +262,9 @@ inline void checkFlashAttentionGrad(const Tensor &query, const Tensor &key,
                                     AttentionLayout layout) {
   checkLogSumExpType("flashAttentionGrad", query, logsumexp);
   checkAttentionHeads("flashAttentionGrad", layout, out,
-                      {{"query", query},
-                       {"key", key},
+                      {{"query", query}, {"gradQuery", gradQuery}},
+                      {{"key", key},
                        {"value", value},
-                       {"gradQuery", gradQuery},
                        {"gradKey", gradKey},
                        {"gradValue", gradValue}},
                       {{"grad", grad}});
