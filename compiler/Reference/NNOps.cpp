@@ -269,6 +269,21 @@ void registerNNOps(OpTable &table) {
     return permuted(product, op.getResultPermutation());
   });
 
+  // The formulas as Hugging Face writes them: rotate_half and its
+  // transpose by slices, a negation and a concat.
+  add<RotaryEmbeddingOp>(table, [](RotaryEmbeddingOp op, Operands x,
+                                   EvalContext &) {
+    const at::Tensor &input = x[0], &cos = x[1], &sin = x[2];
+    int64_t half = input.size(-1) / 2;
+    auto rotateHalf = [&](const at::Tensor &y, bool transposed) {
+      at::Tensor low = y.narrow(-1, 0, half), high = y.narrow(-1, half, half);
+      return transposed ? at::cat({high, -low}, -1) : at::cat({-high, low}, -1);
+    };
+    if (op.getTransposed())
+      return input * cos + rotateHalf(input * sin, /*transposed=*/true);
+    return input * cos + rotateHalf(input, /*transposed=*/false) * sin;
+  });
+
   add<RmsNormOp>(table, [](RmsNormOp op, Operands x, EvalContext &) {
     at::Tensor normalized =
         x[0] * at::rsqrt(x[0].pow(2).mean(-1, /*keepdim=*/true) +

@@ -815,6 +815,13 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                    doubleLiteral(grad.getEps().convertToDouble()))
             .str();
       })
+      .Case([&](RotaryEmbeddingOp rotary) -> Call {
+        return llvm::formatv("rotaryEmbedding(ctx, {0}, {1}, {2}, {3}, {4})",
+                             use(rotary.getInput()), use(rotary.getCos()),
+                             use(rotary.getSin()), out(),
+                             rotary.getTransposed() ? "true" : "false")
+            .str();
+      })
       .Case([&](RmsNormOp norm) -> Call {
         return llvm::formatv("rmsNorm(ctx, {0}, {1}, {2}, {3})",
                              use(norm.getInput()), optional(norm.getWeight()),

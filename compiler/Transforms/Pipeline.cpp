@@ -45,6 +45,7 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
     return buildStagePipeline(pm, options, errors);
   // The model's spelled-out activations, before anything else sees them.
   pm.addPass(createRecognizeGelu());
+  pm.addPass(createRecognizeRotary());
   bool shards = options.tp > 1;
   for (const std::string &primitive : options.primitives) {
     if (failed(parsePassPipeline(primitive, pm, errors)))

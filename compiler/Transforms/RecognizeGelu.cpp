@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
 
+#include "DeadOps.h"
+
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
 
@@ -82,23 +84,6 @@ Value matchTanhGelu(MulOp product) {
       return x;
   }
   return nullptr;
-}
-
-/// Erases `op` and, transitively, the ops of the spelled-out chain that fed
-/// only it.
-void eraseDeadChain(Operation *op) {
-  SmallVector<Operation *> worklist = {op};
-  while (!worklist.empty()) {
-    Operation *dead = worklist.pop_back_val();
-    if (!dead->use_empty())
-      continue;
-    SmallVector<Value> operands(dead->getOperands());
-    dead->erase();
-    for (Value operand : operands)
-      if (Operation *source = operand.getDefiningOp())
-        if (isa<MulOp, AddOp, TanhOp, PowOp, ConstantOp>(source))
-          worklist.push_back(source);
-  }
 }
 
 struct RecognizeGeluPass : impl::RecognizeGeluBase<RecognizeGeluPass> {

@@ -10,6 +10,7 @@
 #include "slapo/Transforms/Passes.h"
 
 #include "CheckedPatterns.h"
+#include "DeadOps.h"
 
 #include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoOps.h"
@@ -53,34 +54,6 @@ std::optional<double> getSplatConstant(Value value) {
       !attr.getElementType().isa<FloatType>())
     return std::nullopt;
   return attr.getSplatValue<APFloat>().convertToDouble();
-}
-
-/// The parameter that `value` reads, if it is one.
-ParamOp getParamOf(Value value) {
-  auto get = value.getDefiningOp<GetParamOp>();
-  return get ? SymbolTable::lookupNearestSymbolFrom<ParamOp>(get,
-                                                             get.getNameAttr())
-             : ParamOp();
-}
-
-/// Whether `value` is computed from a parameter (not a buffer): such a bias
-/// would need a gradient, which flash_attention does not give its masks.
-bool dependsOnParameter(Value value) {
-  SmallVector<Value> work = {value};
-  llvm::SmallPtrSet<Operation *, 16> seen;
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val().getDefiningOp();
-    if (!op || !seen.insert(op).second)
-      continue;
-    if (isa<GetParamOp>(op)) {
-      if (ParamOp param = getParamOf(op->getResult(0));
-          param && !param.getBuffer())
-        return true;
-      continue;
-    }
-    work.append(op->getOperands().begin(), op->getOperands().end());
-  }
-  return false;
 }
 
 /// Records the first difference from a pattern; the checks every pattern
@@ -335,17 +308,6 @@ Value getRepeatedHeads(Value repeated) {
   return repeats ? heads : repeated;
 }
 
-/// Erases `value`'s producer, and then theirs, while nothing reads them:
-/// the repeat_kv that grouped-query attention no longer reads.
-void eraseUnread(Value value) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (!op->use_empty() || !isa<ReshapeOp, BroadcastOp>(op))
-      return;
-    value = op->getOperand(0);
-    op->erase();
-  }
-}
-
 void replaceAttention(AttentionMatch &match) {
   MatmulOp output = match.output;
   OpBuilder builder(output);
@@ -381,9 +343,14 @@ void replaceAttention(AttentionMatch &match) {
       /*shard_chunks=*/nullptr, /*bshd=*/nullptr, /*packed_qkv=*/nullptr);
   output.getResult().replaceAllUsesWith(attention.getResult());
   eraseChain(match.ops);
-  eraseUnread(repeatedKey);
-  if (repeatedValue != repeatedKey)
-    eraseUnread(repeatedValue);
+  // The repeat_kv copies that the attention no longer reads (once, where
+  // key and value are one tensor).
+  Operation *keyProducer = repeatedKey.getDefiningOp(),
+            *valueProducer = repeatedValue.getDefiningOp();
+  if (keyProducer)
+    eraseDeadChain(keyProducer);
+  if (valueProducer && valueProducer != keyProducer)
+    eraseDeadChain(valueProducer);
 }
 
 /// The ops of one RMSNorm: square, mean over the last dim, + eps, rsqrt,

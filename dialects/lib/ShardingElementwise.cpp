@@ -131,6 +131,25 @@ LogicalResult CastOp::propagateSharding(ShardingContext &context) {
       });
 }
 
+LogicalResult RotaryEmbeddingOp::propagateSharding(ShardingContext &context) {
+  // Elementwise, but the halves of the last dim meet: it is whole on every
+  // rank. Linear in the input, whose partial sums then stay partial.
+  int64_t rank = rankOf(getResult());
+  for (Value operand : getOperands()) {
+    Sharding sharding = context.getSharding(operand);
+    if (sharding.isSplit() && sharding.dim + rank - rankOf(operand) == rank - 1)
+      return context.error(*this)
+             << "'rotary_embedding' rotates the halves of the last dim, "
+                "which is split over the ranks";
+  }
+  return propagateElementwise(
+      *this, context, [&](ArrayRef<Value> partials, auto) {
+        return partialIfLinear(*this, context, partials,
+                               partials.size() == 1 &&
+                                   partials.front() == getInput());
+      });
+}
+
 LogicalResult AbsOp::propagateSharding(ShardingContext &context) {
   return propagateElementwise(*this, context);
 }

@@ -6,6 +6,7 @@
 #include "mlir/IR/FunctionInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -584,6 +585,48 @@ verifyRmsNorm(Operation *op, Value input, double eps,
   if (!(eps >= 0) || !std::isfinite(eps))
     return op->emitOpError("eps must be non-negative and finite, got ")
            << numberString(eps);
+  return success();
+}
+
+bool dependsOnParameter(Value value) {
+  SmallVector<Value> work = {value};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second)
+      continue;
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      auto param =
+          SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
+      if (param && !param.getBuffer())
+        return true;
+      continue;
+    }
+    work.append(op->getOperands().begin(), op->getOperands().end());
+  }
+  return false;
+}
+
+LogicalResult RotaryEmbeddingOp::verify() {
+  // cos and sin broadcast to the input without stretching the last dim:
+  // its halves meet different angles.
+  if (failed(verifyRank(*this, getInput(), "input", 1, /*atLeast=*/true)) ||
+      failed(verifyBroadcasting(*this, {getInput(), getCos(), getSin()},
+                                getResult(), /*sameElementType=*/true)))
+    return failure();
+  int64_t size = tensorType(getInput()).getShape().back();
+  if (size % 2)
+    return emitOpError("rotates the halves of the last dim, which has odd "
+                       "size ")
+           << size;
+  for (auto [angles, name] :
+       {std::pair(getCos(), "cos"), std::pair(getSin(), "sin")})
+    if (tensorType(angles).getRank() == 0 ||
+        tensorType(angles).getShape().back() != size)
+      return emitOpError() << name << " shape "
+                           << shapeString(tensorType(angles).getShape())
+                           << " does not end in the last dim of the input, "
+                           << size;
   return success();
 }
 

@@ -231,6 +231,19 @@ LinearLogSumExpOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult
+RotaryEmbeddingOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  // Linear in the input: the gradient is the transposed map of the grad.
+  // cos and sin are positions' angles (slapo-recognize-rotary makes the op
+  // only of angles no parameter reaches): no gradient.
+  operandGrads.push_back(
+      builder.create<RotaryEmbeddingOp>(getLoc(), getType(), resultGrads[0],
+                                        getCos(), getSin(), !getTransposed()));
+  operandGrads.append({nullptr, nullptr});
+  return success();
+}
+
 LogicalResult FlashAttentionOp::buildVjp(OpBuilder &builder,
                                          ValueRange resultGrads,
                                          SmallVectorImpl<Value> &operandGrads) {

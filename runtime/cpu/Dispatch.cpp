@@ -100,6 +100,11 @@ void rmsNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
                      eps);
 }
 
+void rotaryEmbedding(Context &ctx, const Tensor &input, const Tensor &cos,
+                     const Tensor &sin, const Tensor &out, bool transposed) {
+  SLAPO_CPU_DISPATCH(rotaryEmbedding, input, cos, sin, out, transposed);
+}
+
 void softmax(Context &ctx, const Tensor &input, const Tensor &out,
              int64_t dim) {
   SLAPO_CPU_DISPATCH(softmax, input, out, dim);

@@ -1,11 +1,11 @@
 //===- KernelVariant.h - the runtime's loops, built per ISA -----*- C++ -*-===//
 //
-// Attention.cpp, Elementwise.cpp, LinearCrossEntropy.cpp, NN.cpp, Reduce.cpp
-// and Optimizer.cpp hold the runtime's own loops. Each is compiled once per
-// KernelIsa (runtime/cpu/CMakeLists.txt) with SLAPO_CPU_VARIANT naming that
-// build's namespace and SLAPO_CPU_VARIANT_TARGET its instruction set, so that
-// one program holds the loops for every CPU; Dispatch.cpp calls the build that
-// the context chose at start-up.
+// Attention.cpp, Elementwise.cpp, LinearCrossEntropy.cpp, NN.cpp, Reduce.cpp,
+// Rotary.cpp and Optimizer.cpp hold the runtime's own loops. Each is compiled
+// once per KernelIsa (runtime/cpu/CMakeLists.txt) with SLAPO_CPU_VARIANT naming
+// that build's namespace and SLAPO_CPU_VARIANT_TARGET its instruction set, so
+// that one program holds the loops for every CPU; Dispatch.cpp calls the build
+// that the context chose at start-up.
 //
 // Only the code between SLAPO_CPU_VARIANT_ISA_BEGIN and _END, after every
 // #include, is compiled for the build's instruction set (GCC's target

@@ -436,3 +436,38 @@ func.func @max_pool2d_rank(%x: tensor<3x8x8xf32>) {
   %0 = slapo.max_pool2d %x {kernel_size = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : tensor<3x8x8xf32> -> tensor<3x4x4xf32>
   return
 }
+
+// -----
+
+// The halves of the last dim are rotated: it has an even size.
+func.func @rotary_odd(%x: tensor<2x5xf32>) {
+  // expected-error @+1 {{rotates the halves of the last dim, which has odd size 5}}
+  %0 = slapo.rotary_embedding %x, %x, %x : (tensor<2x5xf32>, tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// The angles are not stretched along the last dim: its halves meet
+// different ones.
+func.func @rotary_angles_last_dim(%x: tensor<2x4xf32>, %c: tensor<2x1xf32>) {
+  // expected-error @+1 {{cos shape [2, 1] does not end in the last dim of the input, 4}}
+  %0 = slapo.rotary_embedding %x, %c, %x : (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_angles_broadcast(%x: tensor<2x4xf32>, %s: tensor<3x4xf32>) {
+  // expected-error @+1 {{operand #2 shape [3, 4] does not broadcast with [2, 4]}}
+  %0 = slapo.rotary_embedding %x, %x, %s : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_angles_type(%x: tensor<2x4xf32>, %s: tensor<2x4xbf16>) {
+  // expected-error @+1 {{operand #2 element type 'bf16' differs from the result element type 'f32'}}
+  %0 = slapo.rotary_embedding %x, %x, %s : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xbf16>) -> tensor<2x4xf32>
+  return
+}

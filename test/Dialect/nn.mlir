@@ -132,3 +132,14 @@ func.func @norms_narrow_rows(%x: tensor<2x5x32xf32>, %g: tensor<32xf32>, %dy: te
   %3:2 = slapo.rms_norm_grad %dy, %x {eps = 1.0e-6} : (tensor<2x5x32xbf16>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
   return
 }
+
+// The rotary embedding of a [B, H, T, D] query with [1, 1, T, D] angles,
+// and its transposed map (the gradient).
+// CHECK-LABEL: func.func @rotary_embedding
+func.func @rotary_embedding(%q: tensor<2x4x5x8xf32>, %cos: tensor<1x1x5x8xf32>, %sin: tensor<1x1x5x8xf32>) {
+  // CHECK-NEXT: slapo.rotary_embedding %arg0, %arg1, %arg2 : (tensor<2x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32>
+  // CHECK-NEXT: slapo.rotary_embedding %arg0, %arg1, %arg2 {transposed} : (tensor<2x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32>
+  %0 = slapo.rotary_embedding %q, %cos, %sin : (tensor<2x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32>
+  %1 = slapo.rotary_embedding %q, %cos, %sin {transposed} : (tensor<2x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32>
+  return
+}

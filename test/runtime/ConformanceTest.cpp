@@ -1093,6 +1093,31 @@ void addNN(CaseList &cases) {
       }
 }
 
+void addRotaryEmbedding(CaseList &cases) {
+  // LLaMA's queries [B, H, T, D] with the angles of every sequence alike
+  // and of each its own, and an odd-sized [N, T, D] with angles [T, D].
+  const std::pair<Shape, Shape> shapes[] = {
+      {{2, 4, 33, 64}, {1, 1, 33, 64}},
+      {{2, 4, 33, 64}, {2, 1, 33, 64}},
+      {{3, 7, 22}, {7, 22}},
+  };
+  for (DType dtype : kFloatTypes)
+    for (auto [input, angles] : shapes)
+      for (bool transposed : {false, true})
+        // Both backends form the same two products and their sum in the
+        // compute type, unfused, and round once: the same bits.
+        cases.addKernel(
+            "rotaryEmbedding " + describe(dtype, input) + " angles " +
+                angles.str() + (transposed ? " transposed" : ""),
+            {random(dtype, input, 145), random(dtype, angles, 146),
+             random(dtype, angles, 147)},
+            dtype, input,
+            [transposed](auto &ctx, auto &in, const Tensor &out) {
+              rotaryEmbedding(ctx, in[0], in[1], in[2], out, transposed);
+            },
+            getExact);
+}
+
 /// Throws unless the forward and the backward of the attention that ran
 /// after `before` cuDNN attention runs both ran through cuDNN (on the CUDA
 /// backend; the CPU has none).
@@ -2037,6 +2062,7 @@ const std::vector<Case> &getCases() {
     addTriangularAndDropout(list);
     addContractions(list);
     addNN(list);
+    addRotaryEmbedding(list);
     addAttention(list);
     addLinearCrossEntropy(list);
     addLinearLogSumExp(list);

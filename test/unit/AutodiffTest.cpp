@@ -360,6 +360,17 @@ std::vector<RuleCase> ruleCases() {
        "%y = slapo.rms_norm %x weight %w {eps = 1.0e-06 : f64} : "
        "(tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>",
        "tensor<2x3x8xf32>"},
+      // Angles of unequal halves (Hugging Face's repeat them): the
+      // transposed map reads each element's partner's sine.
+      {"rotary_embedding of [B, H, T, D] with [T, D] angles",
+       {{"x", "tensor<2x2x3x4xf32>"}},
+       "%c = slapo.constant dense<[[0.5, -1.0, 2.0, 0.25], [1.5, 0.75, -0.5, "
+       "1.0], [-2.0, 0.5, 1.0, -1.5]]> : tensor<3x4xf32>\n"
+       "%s = slapo.constant dense<[[1.0, 0.5, -0.25, 2.0], [-1.0, 1.25, 0.5, "
+       "-0.75], [0.25, -2.0, 1.5, 0.5]]> : tensor<3x4xf32>\n"
+       "%y = slapo.rotary_embedding %x, %c, %s : (tensor<2x2x3x4xf32>, "
+       "tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<2x2x3x4xf32>",
+       "tensor<2x2x3x4xf32>"},
       {"flash_attention with a causal mask",
        {{"q", "tensor<2x2x5x3xf32>"},
         {"k", "tensor<2x2x5x3xf32>"},

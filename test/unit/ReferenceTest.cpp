@@ -729,6 +729,33 @@ func.func @grouped(%q: tensor<2x4x5x4xf32>, %k: tensor<2x2x5x4xf32>, %v: tensor<
   }
 }
 
+TEST_CASE("a rotary_embedding is Hugging Face's formula and its transposed "
+          "form autograd's gradient of it",
+          "[reference][nn]") {
+  // [B, H, T, D] = [2, 3, 5, 8] with [1, 1, T, D] angles.
+  const char *source = R"mlir(
+func.func @rotary(%x: tensor<2x3x5x8xf32>, %c: tensor<1x1x5x8xf32>, %s: tensor<1x1x5x8xf32>, %g: tensor<2x3x5x8xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>) {
+  %r = slapo.rotary_embedding %x, %c, %s : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %d = slapo.rotary_embedding %g, %c, %s {transposed} : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  return %r, %d : tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>
+}
+)mlir";
+  Program program(source);
+  at::manual_seed(9);
+  at::Tensor x = randn({2, 3, 5, 8}), c = randn({1, 1, 5, 8}),
+             s = randn({1, 1, 5, 8}), g = randn({2, 3, 5, 8});
+  auto results = ref::evaluate(program.func("rotary"), {x, c, s, g}, {});
+  INFO(program.diagnostics);
+  REQUIRE(mlir::succeeded(results));
+  // apply_rotary_pos_emb in f64, and autograd through it.
+  at::Tensor xd = asDouble(x).requires_grad_();
+  at::Tensor rotated = at::cat({-xd.narrow(-1, 4, 4), xd.narrow(-1, 0, 4)}, -1);
+  at::Tensor out = xd * asDouble(c) + rotated * asDouble(s);
+  out.backward(asDouble(g));
+  CHECK(ref::relativeError(asDouble((*results)[0]), out.detach()) < 1e-6);
+  CHECK(ref::relativeError(asDouble((*results)[1]), xd.grad()) < 1e-6);
+}
+
 TEST_CASE("triangular keeps the lower or upper triangle",
           "[reference][elementwise]") {
   at::manual_seed(8);

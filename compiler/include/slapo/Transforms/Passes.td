@@ -469,6 +469,23 @@ def RecognizeGelu : Pass<"slapo-recognize-gelu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::slapo::SlapoDialect"];
 }
 
+def RecognizeRotary : Pass<"slapo-recognize-rotary", "::mlir::ModuleOp"> {
+  let summary = "a rotary position embedding written out becomes one slapo.rotary_embedding";
+  let description = [{
+    `x * cos + rotate_half(x) * sin`, rotate_half(x) = `cat(-x[..., D/2:],
+    x[..., :D/2])` over the last dim, as Hugging Face's LLaMA spells
+    apply_rotary_pos_emb and as it imports (slapo.slice, slapo.neg,
+    slapo.concat, slapo.mul and slapo.add, each product's and the sum's
+    operands in either order, every value of x's type; cos and sin
+    broadcasting to it with its last dim, computed from no parameter),
+    becomes `slapo.rotary_embedding %x, %cos, %sin`: one pass forward and
+    one backward instead of six and more, the same products and sum. The
+    ops of the chain that nothing else reads are erased. Runs first, with
+    slapo-recognize-gelu, on the imported model.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
+}
+
 def PropagateCasts : Pass<"slapo-propagate-casts", "::mlir::ModuleOp"> {
   let summary = "narrowing casts before layout ops, widening casts after them, round trips removed";
   let description = [{

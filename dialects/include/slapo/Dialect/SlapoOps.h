@@ -77,6 +77,11 @@ TokenMajorValues getTokenMajorValues(mlir::Operation *attention);
 /// last dim longer than 1. A fusion group may hold it (slapo.fused).
 bool isColumnSum(mlir::Operation *op);
 
+/// Whether `value` is computed from a trained parameter (a slapo.param that
+/// is no buffer): what a kernel that gives an operand no gradient (a mask,
+/// a rotary embedding's angles) must not take.
+bool dependsOnParameter(mlir::Value value);
+
 /// The shape PyTorch broadcasting gives two shapes, or failure if they do not
 /// broadcast.
 mlir::FailureOr<llvm::SmallVector<int64_t>>

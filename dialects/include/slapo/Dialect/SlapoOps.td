@@ -509,6 +509,29 @@ def Slapo_LayerNormGradOp : Slapo_Op<"layer_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Slapo_RotaryEmbeddingOp : Slapo_Op<"rotary_embedding",
+    [Pure, Slapo_Differentiable, Slapo_Shardable]> {
+  let summary = "input * cos + rotate_half(input) * sin over the last dim";
+  let description = [{
+    The rotary position embedding as Hugging Face's LLaMA writes it
+    (apply_rotary_pos_emb), over the last dim of size D (even):
+    rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2]) and result =
+    input * cos + rotate_half(input) * sin, cos and sin (last dim D)
+    broadcast to input's shape. With `transposed`, the transposed map (the
+    gradient): result = input * cos + rotate_half^T(input * sin), where
+    rotate_half^T(y) = concat(y[..., D/2:], -y[..., :D/2]). What
+    slapo-recognize-rotary makes of the ops that spell it out (two slices, a
+    negation, a concat, two products and a sum, each a pass over the
+    query or key): one pass, the same products and sum.
+  }];
+  let arguments = (ins Slapo_FloatTensor:$input, Slapo_FloatTensor:$cos,
+                       Slapo_FloatTensor:$sin, UnitAttr:$transposed);
+  let results = (outs Slapo_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $cos `,` $sin attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Slapo_RmsNormOp : Slapo_Op<"rms_norm", [Pure, Slapo_Differentiable,
                                             Slapo_Shardable]> {
   let summary = "RMS norm over the last dim: weight * (x * rsqrt(mean(x^2) + eps))";
