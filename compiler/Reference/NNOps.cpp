@@ -270,18 +270,22 @@ void registerNNOps(OpTable &table) {
   });
 
   // The formulas as Hugging Face writes them: rotate_half and its
-  // transpose by slices, a negation and a concat.
+  // transpose by slices, a negation and a concat; in the angles' type (a
+  // narrower input widened), rounded once to the result's.
   add<RotaryEmbeddingOp>(table, [](RotaryEmbeddingOp op, Operands x,
                                    EvalContext &) {
-    const at::Tensor &input = x[0], &cos = x[1], &sin = x[2];
+    const at::Tensor &cos = x[1], &sin = x[2];
+    at::Tensor input = x[0].to(cos.scalar_type());
     int64_t half = input.size(-1) / 2;
     auto rotateHalf = [&](const at::Tensor &y, bool transposed) {
       at::Tensor low = y.narrow(-1, 0, half), high = y.narrow(-1, half, half);
       return transposed ? at::cat({high, -low}, -1) : at::cat({-high, low}, -1);
     };
-    if (op.getTransposed())
-      return input * cos + rotateHalf(input * sin, /*transposed=*/true);
-    return input * cos + rotateHalf(input, /*transposed=*/false) * sin;
+    at::Tensor result =
+        op.getTransposed()
+            ? input * cos + rotateHalf(input * sin, /*transposed=*/true)
+            : input * cos + rotateHalf(input, /*transposed=*/false) * sin;
+    return result.to(scalarTypeOf(op.getResult().getType()));
   });
 
   add<RmsNormOp>(table, [](RmsNormOp op, Operands x, EvalContext &) {

@@ -198,13 +198,15 @@ bool sinkWidening(CastOp cast) {
 /// sum's input (summed into the wide type: a bias gradient's bf16 rows),
 /// unless a sum along the last dim (a row op of slapo-fuse-elementwise's
 /// loops, which take a row op's input in its result's type); a norm
-/// gradient's grad (the bf16 input gradient of the product after a norm).
+/// gradient's grad (the bf16 input gradient of the product after a norm);
+/// a rotary embedding's input (the bf16 gradient of the attention after
+/// it, which its transposed map reads).
 OpOperand *getWideningReader(Operation *user, CastOp widen) {
   if (!runTogether(user, widen))
     return nullptr;
   if (auto sum = dyn_cast<SumOp>(user); sum && !sum.isAlongLastDim())
     return &sum->getOpOperand(0);
-  if (isa<LayerNormGradOp, RmsNormGradOp>(user) &&
+  if (isa<LayerNormGradOp, RmsNormGradOp, RotaryEmbeddingOp>(user) &&
       user->getOperand(0) == widen.getResult())
     return &user->getOpOperand(0);
   return nullptr;
@@ -225,20 +227,21 @@ bool foldIntoReaders(CastOp widen) {
   return folded;
 }
 
-/// narrow(norm(x)) -> norm(x) with narrow rows, where the narrowing casts
-/// are all that read the norm's result: the norm computes its rows in x's
-/// type and rounds them once, as the cast rounds them (the layer norms'
-/// bf16 outputs for the next product).
-bool foldIntoNorm(CastOp narrow) {
-  Operation *norm = narrow.getInput().getDefiningOp();
-  if (!isa_and_nonnull<LayerNormOp, RmsNormOp>(norm) ||
-      !runTogether(norm, narrow))
+/// narrow(op(x)) -> op(x) with a narrow result, where the narrowing casts
+/// are all that read op's result and op computes it in the wide type and
+/// rounds it once, as the cast rounds it: the norms (the layer norms' bf16
+/// outputs for the next product) and the rotary embedding (the bf16 query
+/// and key of the attention).
+bool foldIntoProducer(CastOp narrow) {
+  Operation *producer = narrow.getInput().getDefiningOp();
+  if (!isa_and_nonnull<LayerNormOp, RmsNormOp, RotaryEmbeddingOp>(producer) ||
+      !runTogether(producer, narrow))
     return false;
-  Value rows = norm->getResult(0);
+  Value rows = producer->getResult(0);
   for (Operation *user : rows.getUsers())
     if (!isa<CastOp>(user) ||
         user->getResultTypes() != narrow->getResultTypes() ||
-        !runTogether(norm, user))
+        !runTogether(producer, user))
       return false;
   rows.setType(narrow.getType());
   for (Operation *user : llvm::make_early_inc_range(rows.getUsers())) {
@@ -276,7 +279,7 @@ struct PropagateCastsPass : impl::PropagateCastsBase<PropagateCastsPass> {
     for (CastOp cast : casts) {
       if (cancelRoundTrip(cast))
         return true;
-      if (isNarrowing(cast) ? hoistNarrowing(cast) || foldIntoNorm(cast)
+      if (isNarrowing(cast) ? hoistNarrowing(cast) || foldIntoProducer(cast)
                             : isWidening(cast) &&
                                   (sinkWidening(cast) || foldIntoReaders(cast)))
         return true;

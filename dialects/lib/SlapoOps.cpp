@@ -612,8 +612,21 @@ LogicalResult RotaryEmbeddingOp::verify() {
   // its halves meet different angles.
   if (failed(verifyRank(*this, getInput(), "input", 1, /*atLeast=*/true)) ||
       failed(verifyBroadcasting(*this, {getInput(), getCos(), getSin()},
-                                getResult(), /*sameElementType=*/true)))
+                                getResult(), /*sameElementType=*/false)) ||
+      failed(verifySameElementType(*this, getCos(), "cos", getSin(), "sin")))
     return failure();
+  // The angles' type is the one computed in; the input may be narrower
+  // (widened exactly: mixed precision's bf16 gradient), the result too
+  // (rounded once: the bf16 operand of the next product).
+  Type angles = tensorType(getCos()).getElementType();
+  for (auto [value, name] :
+       {std::pair(getInput(), "input"), std::pair(getResult(), "result")}) {
+    Type element = tensorType(value).getElementType();
+    if (element != angles && !holdsExactly(angles, element))
+      return emitOpError() << name << " element type " << element
+                           << " is neither the angles' " << angles
+                           << " nor a narrower type that it holds exactly";
+  }
   int64_t size = tensorType(getInput()).getShape().back();
   if (size % 2)
     return emitOpError("rotates the halves of the last dim, which has odd "

@@ -237,9 +237,9 @@ RotaryEmbeddingOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   // Linear in the input: the gradient is the transposed map of the grad.
   // cos and sin are positions' angles (slapo-recognize-rotary makes the op
   // only of angles no parameter reaches): no gradient.
-  operandGrads.push_back(
-      builder.create<RotaryEmbeddingOp>(getLoc(), getType(), resultGrads[0],
-                                        getCos(), getSin(), !getTransposed()));
+  operandGrads.push_back(builder.create<RotaryEmbeddingOp>(
+      getLoc(), getInput().getType(), resultGrads[0], getCos(), getSin(),
+      !getTransposed()));
   operandGrads.append({nullptr, nullptr});
   return success();
 }

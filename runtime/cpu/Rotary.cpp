@@ -5,7 +5,10 @@
 // position in the other half of its row: the forward map adds the partner
 // times sin, negated in the lower half; the transposed map adds the partner
 // times the partner's sin, negated in the upper half. A segment is cut into
-// runs within one half of a row, each a branch-free loop.
+// runs within one half of a row, each a branch-free loop. The input and the
+// out may be narrower than cos and sin (mixed precision's casts folded in):
+// the input is widened exactly as it is read, the sum rounded once into
+// the out.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.h"
@@ -18,17 +21,44 @@ using namespace detail;
 
 namespace {
 
+/// Calls `body(TypeTag<C>(), TypeTag<In>(), TypeTag<Out>())` for the dtype
+/// C of cos and sin and those of the input and the out, each C's or a
+/// narrower float, which C holds exactly (dispatchHeldExactly's pairs and
+/// messages). Throws naming the dtypes otherwise.
+template <typename F>
+void dispatchRotary(const Tensor &input, const Tensor &cos, const Tensor &sin,
+                    const Tensor &out, F &&body) {
+  const char *kernel = "rotaryEmbedding", *angles = "cos and sin";
+  if (sin.dtype != cos.dtype)
+    throw Error(std::string("the CPU kernel '") + kernel +
+                "' does not support sin " + getName(sin.dtype) + " with cos " +
+                getName(cos.dtype) + " (cos and sin must share one dtype)");
+  dispatchHeldExactly(
+      kernel, angles, cos, "input", input, [&](auto cosTag, auto inTag) {
+        // A type, not decltype(cosTag) in the inner condition, which GCC 12
+        // takes to be false.
+        using C = typename decltype(cosTag)::type;
+        dispatchHeldExactly(
+            kernel, angles, cos, "out", out, [&](auto sameTag, auto outTag) {
+              // sameTag is cosTag: the other instantiations never run.
+              if constexpr (std::is_same_v<C, typename decltype(sameTag)::type>)
+                body(cosTag, inTag, outTag);
+            });
+      });
+}
+
 /// y[i] = x[i] * cos[i] + (-)x[i + toPartner] * rotatedSin[i] for i in
-/// [0, count): each product rounded to the compute type, then their sum,
-/// then the result once to T (the spelled-out ops' bits in f32; negating a
-/// product is exact).
-template <bool Negate, typename T>
-void rotateRun(const T *x, const T *cos, const T *rotatedSin, T *y,
+/// [0, count): x widened exactly to the compute type of C, each product
+/// rounded to it, then their sum, then the result once to Out (the
+/// spelled-out ops' bits in f32; negating a product is exact).
+template <bool Negate, typename C, typename In, typename Out>
+void rotateRun(const In *x, const C *cos, const C *rotatedSin, Out *y,
                int64_t count, int64_t toPartner) {
+  using V = Compute<C>;
   for (int64_t i = 0; i < count; ++i) {
-    Compute<T> direct = load(x[i]) * load(cos[i]);
-    Compute<T> rotated = load(x[i + toPartner]) * load(rotatedSin[i]);
-    y[i] = store<T>(direct + (Negate ? -rotated : rotated));
+    V direct = V(load(x[i])) * load(cos[i]);
+    V rotated = V(load(x[i + toPartner])) * load(rotatedSin[i]);
+    y[i] = store<Out>(direct + (Negate ? -rotated : rotated));
   }
 }
 
@@ -37,26 +67,29 @@ void rotateRun(const T *x, const T *cos, const T *rotatedSin, T *y,
 void rotaryEmbedding(Context &ctx, const Tensor &input, const Tensor &cos,
                      const Tensor &sin, const Tensor &out, bool transposed) {
   int64_t size = input.shape.dims[input.getRank() - 1], half = size / 2;
-  dispatch(FloatTypes(), input.dtype, "rotaryEmbedding", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *in = input.as<T>(), *cosines = cos.as<T>(), *sines = sin.as<T>();
-    T *result = out.as<T>();
+  dispatchRotary(input, cos, sin, out, [&](auto tag, auto inTag, auto outTag) {
+    using C = typename decltype(tag)::type;
+    using In = typename decltype(inTag)::type;
+    using Out = typename decltype(outTag)::type;
+    const In *in = input.as<In>();
+    const C *cosines = cos.as<C>(), *sines = sin.as<C>();
+    Out *result = out.as<Out>();
     // cos and sin never stretch the last dim, so every operand advances one
     // element at a time along a segment, and an element's partner lies
     // `half` before or after it in all four.
     BroadcastWalker<2>(input.shape, {cos.shape, sin.shape})
         .run(ctx, [&](int64_t offset, const int64_t *offsets, const int64_t *,
                       int64_t length) {
-          const T *x = in + offset, *c = cosines + offsets[0];
-          const T *s = sines + offsets[1];
-          T *y = result + offset;
+          const In *x = in + offset;
+          const C *c = cosines + offsets[0], *s = sines + offsets[1];
+          Out *y = result + offset;
           for (int64_t done = 0; done < length;) {
             int64_t column = (offset + done) % size;
             bool lower = column < half;
             int64_t count =
                 std::min(length - done, (lower ? half : size) - column);
             int64_t toPartner = lower ? half : -half;
-            const T *rotatedSin = s + done + (transposed ? toPartner : 0);
+            const C *rotatedSin = s + done + (transposed ? toPartner : 0);
             if (lower != transposed)
               rotateRun<true>(x + done, c + done, rotatedSin, y + done, count,
                               toPartner);

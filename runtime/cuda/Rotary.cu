@@ -4,7 +4,8 @@
 // element of a row's lower half and the one at its position in the upper
 // half, which read each other. The math is the CPU backend's, product by
 // product (no contraction into fused multiply-adds: CMakeLists.txt), so
-// that both give the same bits.
+// that both give the same bits, with the same narrower input (widened
+// exactly as it is read) or out (the sum rounded once into it).
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.cuh"
@@ -17,29 +18,57 @@ using namespace detail;
 
 namespace {
 
+/// Calls `body(TypeTag<C>(), TypeTag<In>(), TypeTag<Out>())` for the dtype
+/// C of cos and sin and those of the input and the out, each C's or a
+/// narrower float, which C holds exactly (dispatchHeldExactly's pairs and
+/// messages). Throws naming the dtypes otherwise.
+template <typename F>
+void dispatchRotary(const Tensor &input, const Tensor &cos, const Tensor &sin,
+                    const Tensor &out, F &&body) {
+  const char *kernel = "rotaryEmbedding", *angles = "cos and sin";
+  if (sin.dtype != cos.dtype)
+    throw Error(std::string("the CUDA kernel '") + kernel +
+                "' does not support sin " + getName(sin.dtype) + " with cos " +
+                getName(cos.dtype) + " (cos and sin must share one dtype)");
+  dispatchHeldExactly(
+      kernel, angles, cos, "input", input, [&](auto cosTag, auto inTag) {
+        // A type, not decltype(cosTag) in the inner condition, which GCC 12
+        // takes to be false.
+        using C = typename decltype(cosTag)::type;
+        dispatchHeldExactly(
+            kernel, angles, cos, "out", out, [&](auto sameTag, auto outTag) {
+              // sameTag is cosTag: the other instantiations never run.
+              if constexpr (std::is_same_v<C, typename decltype(sameTag)::type>)
+                body(cosTag, inTag, outTag);
+            });
+      });
+}
+
 /// Pair p of the layout's space is elements lower = offsets[n] and lower +
 /// half of operand n (out and input share offsets[0]; cos offsets[1], sin
-/// offsets[2]).
-template <typename T, typename Index>
+/// offsets[2]). The input is widened exactly to the compute type of C, the
+/// sums rounded once to Out.
+template <typename C, typename In, typename Out, typename Index>
 __global__ void rotaryKernel(Index pairs, Index half, bool transposed,
-                             DeviceLayout<Index, 3> layout, const T *input,
-                             const T *cos, const T *sin, T *out) {
+                             DeviceLayout<Index, 3> layout, const In *input,
+                             const C *cos, const C *sin, Out *out) {
+  using V = Compute<C>;
   Index stride = static_cast<Index>(getGlobalThreads());
   for (Index p = static_cast<Index>(getGlobalThread()); p < pairs;
        p += stride) {
     Index offsets[3];
     layout.getOffsets(p, offsets);
-    const T *x = input + offsets[0], *c = cos + offsets[1],
-            *s = sin + offsets[2];
-    Compute<T> xLower = load(x[0]), xUpper = load(x[half]);
-    Compute<T> sinLower = load(s[0]), sinUpper = load(s[half]);
+    const In *x = input + offsets[0];
+    const C *c = cos + offsets[1], *s = sin + offsets[2];
+    V xLower = V(load(x[0])), xUpper = V(load(x[half]));
+    V sinLower = load(s[0]), sinUpper = load(s[half]);
     // Forward: lower - upper * sinLower, upper + lower * sinUpper; the
     // transposed map: lower + upper * sinUpper, upper - lower * sinLower.
-    Compute<T> lowerRotated = xUpper * (transposed ? sinUpper : sinLower);
-    Compute<T> upperRotated = xLower * (transposed ? sinLower : sinUpper);
-    out[offsets[0]] = store<T>(xLower * load(c[0]) +
-                               (transposed ? lowerRotated : -lowerRotated));
-    out[offsets[0] + half] = store<T>(
+    V lowerRotated = xUpper * (transposed ? sinUpper : sinLower);
+    V upperRotated = xLower * (transposed ? sinLower : sinUpper);
+    out[offsets[0]] = store<Out>(xLower * load(c[0]) +
+                                 (transposed ? lowerRotated : -lowerRotated));
+    out[offsets[0] + half] = store<Out>(
         xUpper * load(c[half]) + (transposed ? -upperRotated : upperRotated));
   }
 }
@@ -61,21 +90,23 @@ void rotaryEmbedding(Context &ctx, const Tensor &input, const Tensor &cos,
   int64_t pairs = layout.getCount();
   if (pairs == 0)
     return;
-  dispatch(FloatTypes(), input.dtype, "rotaryEmbedding", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  dispatchRotary(input, cos, sin, out, [&](auto tag, auto inTag, auto outTag) {
+    using C = typename decltype(tag)::type;
+    using In = typename decltype(inTag)::type;
+    using Out = typename decltype(outTag)::type;
     unsigned grid = getGridSize(ctx, pairs, kBlockSize);
     cudaStream_t stream = ctx.getStream();
     // 32-bit offsets where the lower elements' fit in 31 bits: the upper
     // ones, `half` (< 2^31) further, then still fit in 32.
     if (layout.fitsInt32())
-      rotaryKernel<T, uint32_t><<<grid, kBlockSize, 0, stream>>>(
+      rotaryKernel<C, In, Out, uint32_t><<<grid, kBlockSize, 0, stream>>>(
           uint32_t(pairs), uint32_t(half), transposed,
-          DeviceLayout<uint32_t, 3>(layout), input.as<T>(), cos.as<T>(),
-          sin.as<T>(), out.as<T>());
+          DeviceLayout<uint32_t, 3>(layout), input.as<In>(), cos.as<C>(),
+          sin.as<C>(), out.as<Out>());
     else
-      rotaryKernel<T, int64_t><<<grid, kBlockSize, 0, stream>>>(
+      rotaryKernel<C, In, Out, int64_t><<<grid, kBlockSize, 0, stream>>>(
           pairs, half, transposed, DeviceLayout<int64_t, 3>(layout),
-          input.as<T>(), cos.as<T>(), sin.as<T>(), out.as<T>());
+          input.as<In>(), cos.as<C>(), sin.as<C>(), out.as<Out>());
     checkLaunch("rotaryEmbedding");
   });
 }

@@ -467,7 +467,25 @@ func.func @rotary_angles_broadcast(%x: tensor<2x4xf32>, %s: tensor<3x4xf32>) {
 // -----
 
 func.func @rotary_angles_type(%x: tensor<2x4xf32>, %s: tensor<2x4xbf16>) {
-  // expected-error @+1 {{operand #2 element type 'bf16' differs from the result element type 'f32'}}
+  // expected-error @+1 {{cos element type 'f32' differs from the sin element type 'bf16'}}
   %0 = slapo.rotary_embedding %x, %x, %s : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// The angles' type is the one computed in: the input and the result may be
+// narrower (a cast folded in), not wider.
+func.func @rotary_wide_input(%x: tensor<2x4xf32>, %a: tensor<2x4xbf16>) {
+  // expected-error @+1 {{input element type 'f32' is neither the angles' 'bf16' nor a narrower type that it holds exactly}}
+  %0 = slapo.rotary_embedding %x, %a, %a : (tensor<2x4xf32>, tensor<2x4xbf16>, tensor<2x4xbf16>) -> tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @rotary_f16_result(%x: tensor<2x4xbf16>) {
+  // expected-error @+1 {{result element type 'f16' is neither the angles' 'bf16' nor a narrower type that it holds exactly}}
+  %0 = slapo.rotary_embedding %x, %x, %x : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>) -> tensor<2x4xf16>
   return
 }

@@ -143,3 +143,14 @@ func.func @rotary_embedding(%q: tensor<2x4x5x8xf32>, %cos: tensor<1x1x5x8xf32>, 
   %1 = slapo.rotary_embedding %q, %cos, %sin {transposed} : (tensor<2x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32>
   return
 }
+
+// Mixed precision's casts folded in: an f32 rotary embedding rounded once
+// to bf16, and the transposed map of a bf16 gradient into f32.
+// CHECK-LABEL: func.func @rotary_embedding_narrow
+func.func @rotary_embedding_narrow(%q: tensor<2x4x5x8xf32>, %g: tensor<2x4x5x8xbf16>, %a: tensor<1x1x5x8xf32>) {
+  // CHECK-NEXT: slapo.rotary_embedding %arg0, %arg2, %arg2 : (tensor<2x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xbf16>
+  // CHECK-NEXT: slapo.rotary_embedding %arg1, %arg2, %arg2 {transposed} : (tensor<2x4x5x8xbf16>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32>
+  %0 = slapo.rotary_embedding %q, %a, %a : (tensor<2x4x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xbf16>
+  %1 = slapo.rotary_embedding %g, %a, %a {transposed} : (tensor<2x4x5x8xbf16>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x4x5x8xf32>
+  return
+}

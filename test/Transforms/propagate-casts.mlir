@@ -243,3 +243,21 @@ func.func @norms(%x: tensor<6x4xf32>, %w: tensor<4xf32>, %dy: tensor<6x4xbf16>) 
   %h:2 = slapo.rms_norm_grad %dyw, %dyw {eps = 1.0e-6} : (tensor<6x4xf32>, tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<4xf32>)
   return %nb, %rb, %r, %mb, %g#0, %h#0 : tensor<6x4xbf16>, tensor<6x4xbf16>, tensor<6x4xf32>, tensor<6x4xbf16>, tensor<6x4xf32>, tensor<6x4xf32>
 }
+
+// -----
+
+// A rotary embedding whose f32 result only the attention's bf16 cast reads
+// writes bf16 (computed in f32, rounded once, as the cast rounds it); its
+// transposed map (the gradient) reads the attention's bf16 gradient and
+// widens it itself. The angles stay f32: the type computed in.
+// CHECK-LABEL: func.func @rotary
+// CHECK-NEXT: %[[Q:.*]] = slapo.rotary_embedding %arg0, %arg1, %arg1 : (tensor<2x3x5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<2x3x5x8xbf16>
+// CHECK-NEXT: %[[G:.*]] = slapo.rotary_embedding %arg2, %arg1, %arg1 {transposed} : (tensor<2x3x5x8xbf16>, tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<2x3x5x8xf32>
+// CHECK-NEXT: return %[[Q]], %[[G]]
+func.func @rotary(%x: tensor<2x3x5x8xf32>, %angles: tensor<5x8xf32>, %dq: tensor<2x3x5x8xbf16>) -> (tensor<2x3x5x8xbf16>, tensor<2x3x5x8xf32>) {
+  %q = slapo.rotary_embedding %x, %angles, %angles : (tensor<2x3x5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<2x3x5x8xf32>
+  %qb = slapo.cast %q : tensor<2x3x5x8xf32> -> tensor<2x3x5x8xbf16>
+  %dqw = slapo.cast %dq : tensor<2x3x5x8xbf16> -> tensor<2x3x5x8xf32>
+  %g = slapo.rotary_embedding %dqw, %angles, %angles {transposed} : (tensor<2x3x5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<2x3x5x8xf32>
+  return %qb, %g : tensor<2x3x5x8xbf16>, tensor<2x3x5x8xf32>
+}

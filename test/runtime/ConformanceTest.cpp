@@ -1116,6 +1116,46 @@ void addRotaryEmbedding(CaseList &cases) {
               rotaryEmbedding(ctx, in[0], in[1], in[2], out, transposed);
             },
             getExact);
+
+  // With mixed precision's casts folded in: its forward (an f32 input into
+  // a bf16 out), its transposed map (a bf16 gradient into f32), and both
+  // narrow at once, under f32 angles. Each backend must give its own bits
+  // of the input widened by cast, the f32 kernel and the cast to the out's
+  // dtype: an I64 output after the result counts the elements that differ,
+  // 0 on both.
+  struct Mixed {
+    DType input, out;
+    bool transposed;
+  };
+  for (Mixed m : {Mixed{DType::F32, DType::BF16, false},
+                  Mixed{DType::BF16, DType::F32, true},
+                  Mixed{DType::BF16, DType::BF16, false},
+                  Mixed{DType::BF16, DType::BF16, true}})
+    for (const auto &shape : shapes) {
+      Shape input = shape.first, angles = shape.second;
+      HostTensor x = random(m.input, input, 148);
+      HostTensor cos = random(DType::F32, angles, 146);
+      HostTensor sin = random(DType::F32, angles, 147);
+      cases.add(
+          "rotaryEmbedding " + describe(m.input, input) + " angles " +
+              describe(DType::F32, angles) + " into " + getName(m.out) +
+              (m.transposed ? " transposed" : ""),
+          [=](auto &session) -> Outputs {
+            Tensor in = session.upload(x), c = session.upload(cos);
+            Tensor s = session.upload(sin);
+            Tensor out = session.output(m.out, input);
+            rotaryEmbedding(session.ctx, in, c, s, out, m.transposed);
+            Tensor widened = session.output(DType::F32, input);
+            Tensor wide = session.output(DType::F32, input);
+            Tensor rounded = session.output(m.out, input);
+            cast(session.ctx, in, widened);
+            rotaryEmbedding(session.ctx, widened, c, s, wide, m.transposed);
+            cast(session.ctx, wide, rounded);
+            HostTensor result = session.download(out);
+            return {result, countMismatches(result, session.download(rounded))};
+          },
+          getExact);
+    }
 }
 
 /// Throws unless the forward and the backward of the attention that ran

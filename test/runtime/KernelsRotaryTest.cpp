@@ -2,10 +2,13 @@
 // here op by op (each op a tensor of its own, rotate_half's slices,
 // negation and concat by index), bit for bit in f32 and f64; the transposed
 // map against the forward map's adjoint; bf16 against the f32 kernel
-// rounded once. Every case runs on each kernel build this CPU runs and on
-// several thread counts.
+// rounded once; a narrower input or out than cos and sin (mixed
+// precision's casts folded in) against the kernel on the widened input
+// rounded once, and the dtypes refused. Every case runs on each kernel
+// build this CPU runs and on several thread counts.
 #include "Bf16Paths.h"
 
+#include "slapo/runtime/Error.h"
 #include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
@@ -15,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace slapo::rt;
@@ -178,6 +182,89 @@ void checkAgainstSpelledOut(DType dtype, const RotaryShapes &shapes,
   }
 }
 
+/// The DType of element type T.
+template <typename T> constexpr DType kDType = DType::F32;
+template <> constexpr DType kDType<double> = DType::F64;
+template <> constexpr DType kDType<BFloat16> = DType::BF16;
+
+/// `value` as a To, as the runtime's cast rounds it: a 16-bit float through
+/// f32.
+template <typename To, typename From> To convert(From value) {
+  if constexpr (std::is_same_v<From, BFloat16>)
+    return convert<To>(value.toFloat());
+  else if constexpr (std::is_same_v<To, BFloat16>)
+    return BFloat16::fromFloat(float(value));
+  else
+    return To(value);
+}
+
+template <typename To, typename From>
+std::vector<To> convertAll(const std::vector<From> &values) {
+  std::vector<To> converted;
+  for (const From &value : values)
+    converted.push_back(convert<To>(value));
+  return converted;
+}
+
+/// The kernel on an input of type In, cos and sin of type C, into an out of
+/// type Out.
+template <typename Out, typename In, typename C>
+std::vector<Out> runMixed(Context &ctx, std::vector<In> x, std::vector<C> cos,
+                          std::vector<C> sin, const RotaryShapes &shapes,
+                          bool transposed) {
+  std::vector<Out> out(x.size());
+  rotaryEmbedding(ctx, Tensor(x.data(), kDType<In>, shapes.input),
+                  Tensor(cos.data(), kDType<C>, shapes.cos),
+                  Tensor(sin.data(), kDType<C>, shapes.sin),
+                  Tensor(out.data(), kDType<Out>, shapes.input), transposed);
+  return out;
+}
+
+/// The kernel with input In, angles C and out Out against the all-C kernel
+/// on the input widened to C, its result rounded to Out, and against the
+/// spelled-out ops on it (which the all-C kernel is, bit for bit): the same
+/// bits, on every context, forward and transposed.
+template <typename In, typename C, typename Out>
+void checkMixed(const RotaryShapes &shapes,
+                std::initializer_list<int> threads) {
+  std::vector<In> x = convertAll<In>(randomValues<C>(shapes.input, 11));
+  std::vector<C> cos = randomValues<C>(shapes.cos, 12);
+  std::vector<C> sin = randomValues<C>(shapes.sin, 13);
+  std::vector<C> widened = convertAll<C>(x);
+  for (bool transposed : {false, true}) {
+    std::vector<Out> spelledOut =
+        convertAll<Out>(spellOut(widened, cos, sin, shapes, transposed));
+    for (const auto &ctx : getContexts(threads)) {
+      INFO(getName(kDType<In>)
+           << " input, " << getName(kDType<C>) << " angles, "
+           << getName(kDType<Out>) << " out, " << describe(shapes, *ctx)
+           << (transposed ? ", transposed" : ""));
+      std::vector<Out> mixed =
+          runMixed<Out>(*ctx, x, cos, sin, shapes, transposed);
+      CHECK(countBitMismatches(
+                mixed, convertAll<Out>(runMixed<C>(*ctx, widened, cos, sin,
+                                                   shapes, transposed))) == 0);
+      CHECK(countBitMismatches(mixed, spelledOut) == 0);
+    }
+  }
+}
+
+/// The message of the Error that rotaryEmbedding throws on tensors of
+/// these dtypes (of element size at most 8), or "no error".
+std::string getRefusal(DType input, DType cos, DType sin, DType out) {
+  Shape shape{2, 4};
+  std::vector<double> x(8), c(8), s(8), y(8);
+  Context ctx(1);
+  try {
+    rotaryEmbedding(ctx, Tensor(x.data(), input, shape),
+                    Tensor(c.data(), cos, shape), Tensor(s.data(), sin, shape),
+                    Tensor(y.data(), out, shape), false);
+  } catch (const Error &error) {
+    return error.what();
+  }
+  return "no error";
+}
+
 double dot(const std::vector<float> &a, const std::vector<float> &b) {
   double sum = 0;
   for (size_t i = 0; i < a.size(); ++i)
@@ -242,4 +329,46 @@ TEST_CASE("rotaryEmbedding threaded over rows is the spelled-out ops bit for "
   for (const Shape &angles : {Shape{1, 1, 170, 40}, Shape{2, 1, 170, 40}})
     checkAgainstSpelledOut<float>(DType::F32, {{2, 5, 170, 40}, angles, angles},
                                   {1, 2, 3});
+}
+
+TEST_CASE("rotaryEmbedding with a narrower input or out is the kernel on the "
+          "widened input rounded once") {
+  for (const RotaryShapes &shapes : kShapes) {
+    // Mixed precision's forward (an f32 input into a bf16 out), its
+    // transposed map (a bf16 gradient into f32), both narrow at once.
+    checkMixed<float, float, BFloat16>(shapes, {1, 2});
+    checkMixed<BFloat16, float, float>(shapes, {1, 2});
+    checkMixed<BFloat16, float, BFloat16>(shapes, {1, 2});
+    // Under f64 angles.
+    checkMixed<float, double, float>(shapes, {1, 2});
+    checkMixed<BFloat16, double, double>(shapes, {1, 2});
+  }
+  // Threaded, with the tasks' bounds inside the rows' halves.
+  RotaryShapes large = {{2, 5, 170, 40}, {1, 1, 170, 40}, {1, 1, 170, 40}};
+  checkMixed<float, float, BFloat16>(large, {1, 2, 3});
+  checkMixed<BFloat16, float, float>(large, {1, 2, 3});
+}
+
+TEST_CASE("rotaryEmbedding refuses an input or out wider than cos and sin "
+          "and cos and sin of different dtypes") {
+  CHECK(getRefusal(DType::F32, DType::BF16, DType::BF16, DType::BF16) ==
+        "the CPU kernel 'rotaryEmbedding' does not support input F32 with "
+        "cos and sin BF16 (input must be the cos and sin's dtype or a "
+        "narrower float)");
+  CHECK(getRefusal(DType::F32, DType::F32, DType::BF16, DType::F32) ==
+        "the CPU kernel 'rotaryEmbedding' does not support sin BF16 with cos "
+        "F32 (cos and sin must share one dtype)");
+  CHECK(getRefusal(DType::F32, DType::F32, DType::F32, DType::F64) ==
+        "the CPU kernel 'rotaryEmbedding' does not support out F64 with cos "
+        "and sin F32 (out must be the cos and sin's dtype or a narrower "
+        "float)");
+  // Neither of f16 and bf16 holds the other's values exactly.
+  CHECK(getRefusal(DType::F16, DType::BF16, DType::BF16, DType::BF16) ==
+        "the CPU kernel 'rotaryEmbedding' does not support input F16 with "
+        "cos and sin BF16 (input must be the cos and sin's dtype or a "
+        "narrower float)");
+  CHECK(getRefusal(DType::F32, DType::F32, DType::F32, DType::I32) ==
+        "the CPU kernel 'rotaryEmbedding' does not support out I32 with cos "
+        "and sin F32 (out must be the cos and sin's dtype or a narrower "
+        "float)");
 }
