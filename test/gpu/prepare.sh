@@ -140,6 +140,17 @@ model llama llama 'input_ids=i64[2,16]' 'labels=i64[2,16]'
 reference llama "${adamw[@]}"
 program llama fp32 --input 'input_ids=i64[2,16]' --input 'labels=i64[2,16]' \
   --schedule "$e2e/Inputs/adamw.sched"
+# bf16 on one rank with the shipped kernels: grouped-query flash attention
+# (cuDNN's: 4 query heads on 2 key/value heads) and the rotary embedding
+# writing the attention's bf16 query and key and reading its bf16 gradients.
+{
+  cat "$e2e/Inputs/bf16.sched"
+  echo 'sch["model.layers.*.self_attn"].replace("flash_attention")'
+  echo 'sch["model.layers.*.*_layernorm"].replace("fused_rmsnorm")'
+  echo 'sch["model.norm"].replace("fused_rmsnorm")'
+} > "$suite/cases/llama/flash-bf16.sched"
+program llama flash-bf16 --input 'input_ids=i64[2,16]' --input 'labels=i64[2,16]' \
+  --schedule "$suite/cases/llama/flash-bf16.sched"
 
 # shipped SCHEDULE CASE: the shipped schedule (tp=2 and its replace() kernels:
 # flash attention, fused RMSNorm) with the case's inputs and adamw.sched's

@@ -140,6 +140,9 @@ check wideresnet-bf16 trains wideresnet bf16 1 2e-3 0.5
 check gpt2-tp2 trains gpt2 tp2 2 1e-4 1e-4
 check bert-shipped trains bert shipped 2 1e-4 1e-4
 check llama-shipped trains llama shipped 2 1e-4 1e-4
+# LLaMA in bf16 with grouped-query flash attention and the rotary embedding's
+# folded casts: within the bf16 bounds of PyTorch's fp32 reference.
+check llama-flash-bf16 trains llama flash-bf16 1 1e-3 5e-2
 # The fused kernels round as the kernels they replace: PyTorch's within
 # 1e-4, and the unfused program's losses bit for bit.
 check gpt2-fused trains gpt2 fused 1 1e-4 1e-4
