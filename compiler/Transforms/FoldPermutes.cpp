@@ -8,7 +8,11 @@
 // matmul become its permutation attributes (slapo-propagate-casts has moved
 // mixed precision's casts from between them), and the flash attention
 // kernels read and write the heads in the projections' token-major layout,
-// so the head splits and merges around them become their `bshd`.
+// so the head splits and merges around them become their `bshd`. A rotary
+// embedding between a head split and an attention (LLaMA's query and key),
+// or between an attention's gradient and a head merge, rotates each head's
+// rows the same in either layout: the swap moves to its other side, next to
+// the attention, and the rotary runs token-major too.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -195,6 +199,97 @@ llvm::SetVector<Operation *> getFoldableAttentions(ModuleOp module) {
   }
 }
 
+/// `angles` (a rotary embedding's cos or sin, broadcast to its [B, H, T, D]
+/// rows, aligned at the last dim) for the same rows stored [B, T, H, D].
+Value swapAngles(TensorBuilder &g, Value angles) {
+  SmallVector<int64_t> shape(shapeOf(angles));
+  shape.insert(shape.begin(), 4 - shape.size(), 1);
+  SmallVector<int64_t> swapped = swapHeadsAndRows(shape, true);
+  // Moving a dim of size 1 moves no element: a view.
+  if (shape[1] == 1 || shape[2] == 1)
+    return g.reshape(angles, swapped);
+  return g.permute(g.reshape(angles, shape), {0, 2, 1, 3});
+}
+
+/// While alive, gives every op that `builder` inserts the place in the
+/// step of `origin`, the op it replaces: its module path, pipeline stage,
+/// phase, microbatch and recomputation.
+class PlacementScope : public OpBuilder::Listener {
+public:
+  PlacementScope(OpBuilder &builder, Operation *origin)
+      : builder(builder), previous(builder.getListener()), origin(origin) {
+    builder.setListener(this);
+  }
+  ~PlacementScope() override { builder.setListener(previous); }
+  PlacementScope(const PlacementScope &) = delete;
+  PlacementScope &operator=(const PlacementScope &) = delete;
+
+  void notifyOperationInserted(Operation *op) override {
+    for (StringRef name :
+         {StringRef(kModulePathAttrName), StringRef(kStageAttrName),
+          StringRef(kPhaseAttrName), StringRef(kMicrobatchAttrName),
+          StringRef(kRecomputedAttrName)})
+      if (Attribute value = origin->getAttr(name))
+        op->setAttr(name, value);
+    if (previous)
+      previous->notifyOperationInserted(op);
+  }
+
+private:
+  OpBuilder &builder;
+  OpBuilder::Listener *previous;
+  Operation *origin;
+};
+
+bool isAttention(Operation *op) {
+  return isa_and_nonnull<FlashAttentionOp, FlashAttentionGradOp>(op);
+}
+
+/// rotary(swap(x)) -> swap(rotary(x)) where attentions alone read the
+/// rotary, and swap(rotary(y)) -> rotary(swap(y)) where an attention's
+/// gradient computes y and head swaps alone read the rotary: the swaps then
+/// meet the attentions (getFoldableAttentions). The rotation pairs elements
+/// along the last dim, which the swap keeps last.
+void moveHeadSwapsThroughRotaries(ModuleOp module) {
+  SmallVector<RotaryEmbeddingOp> rotaries;
+  module.walk([&](RotaryEmbeddingOp op) { rotaries.push_back(op); });
+  for (RotaryEmbeddingOp rotary : rotaries) {
+    Value rows = rotary.getInput();
+    Operation *producer = rows.getDefiningOp();
+    bool swapBefore =
+        isHeadsSwap(producer) && llvm::all_of(rotary->getUsers(), isAttention);
+    bool swapAfter = isAttention(producer) && !rotary->use_empty() &&
+                     llvm::all_of(rotary->getUsers(), isHeadsSwap);
+    if (!swapBefore && !swapAfter)
+      continue;
+    OpBuilder builder(rotary);
+    PlacementScope inPlace(builder, rotary);
+    TensorBuilder g(builder, rotary.getLoc());
+    Value input =
+        swapBefore ? producer->getOperand(0) : g.permute(rows, {0, 2, 1, 3});
+    Value cos = swapAngles(g, rotary.getCos());
+    Value sin = swapAngles(g, rotary.getSin());
+    Value swappedResult = builder.create<RotaryEmbeddingOp>(
+        rotary.getLoc(),
+        tensorType(rotary.getResult())
+            .clone(swapHeadsAndRows(shapeOf(rotary.getResult()), true)),
+        input, cos, sin, rotary.getTransposed());
+    if (swapBefore) {
+      rotary.getResult().replaceAllUsesWith(
+          g.permute(swappedResult, {0, 2, 1, 3}));
+      rotary.erase();
+      if (producer->use_empty())
+        producer->erase();
+    } else {
+      for (Operation *swap : llvm::to_vector(rotary->getUsers())) {
+        swap->getResult(0).replaceAllUsesWith(swappedResult);
+        swap->erase();
+      }
+      rotary.erase();
+    }
+  }
+}
+
 /// Gives `attentions` (getFoldableAttentions's) the token-major layout: the
 /// head swaps after their results go, and they read the swaps' inputs.
 void foldHeadSwaps(ArrayRef<Operation *> attentions) {
@@ -223,6 +318,7 @@ void foldHeadSwaps(ArrayRef<Operation *> attentions) {
 
 struct FoldPermutesPass : impl::FoldPermutesBase<FoldPermutesPass> {
   void runOnOperation() override {
+    moveHeadSwapsThroughRotaries(getOperation());
     foldHeadSwaps(getFoldableAttentions(getOperation()).getArrayRef());
     // Collected first: folding erases the permutes after a matmul.
     SmallVector<MatmulOp> matmuls;

@@ -105,6 +105,7 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
           << kTrainStepName << " (run slapo-optimizer first)";
       return signalPassFailure();
     }
+    widenAgainInEachComputation(step);
     if (!kind.empty() && failed(prepareKind(step)))
       return signalPassFailure();
     if (kind.empty())
@@ -283,12 +284,48 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
         chosen = groups.size();
         groups.emplace_back();
         groups.back().loop = llvm::to_vector(getLoopShape(&op));
+      } else {
+        for (Value operand : op.getOperands()) {
+          auto it = groupOf.find(operand.getDefiningOp());
+          if (it != groupOf.end() && it->second != *chosen &&
+              isFeederOf(groups[it->second], groups[*chosen], &op))
+            absorb(groups[it->second], *chosen, groups, groupOf);
+        }
       }
       groups[*chosen].ops.push_back(&op);
       groups[*chosen].members.insert(&op);
       groupOf[&op] = *chosen;
     }
     return groups;
+  }
+
+  /// Whether `feeder`, another group than `group`, computes what `op`
+  /// (joining `group`) reads in `group`'s loop and part of the step, and
+  /// nothing that an op before `op` reads: two chains that meet in `op` (a
+  /// product's bf16 operands widened, then multiplied) are then one loop,
+  /// placed at `op`, after all their inputs (as canJoin places a group).
+  bool isFeederOf(Group &feeder, Group &group, Operation *op) {
+    if (feeder.ops.empty() || feeder.loop != group.loop || feeder.hasRowOps() ||
+        group.hasRowOps() || !isInSamePart(group, feeder.ops.front()))
+      return false;
+    return llvm::all_of(feeder.ops, [&](Operation *member) {
+      return llvm::all_of(member->getUsers(), [&](Operation *user) {
+        return user == op || feeder.members.contains(user) ||
+               op->isBeforeInBlock(user);
+      });
+    });
+  }
+
+  /// Moves `feeder`'s ops into the group `into`, leaving `feeder` empty.
+  void absorb(Group &feeder, size_t into, std::vector<Group> &groups,
+              DenseMap<Operation *, size_t> &groupOf) {
+    for (Operation *member : feeder.ops) {
+      groups[into].ops.push_back(member);
+      groups[into].members.insert(member);
+      groupOf[member] = into;
+    }
+    feeder.ops.clear();
+    feeder.members.clear();
   }
 
   void buildFusedOp(Group &group) {

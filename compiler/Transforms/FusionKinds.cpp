@@ -69,6 +69,13 @@ Operation *computeAgainFor(Operation *op, Operation *reader) {
   return again;
 }
 
+/// Whether `cast` widens exactly (mixed precision's bf16 product to f32).
+bool isWideningCast(Operation *op) {
+  auto cast = dyn_cast<CastOp>(op);
+  return cast && holdsExactly(elementTypeOf(cast.getResult()),
+                              elementTypeOf(cast.getInput()));
+}
+
 /// The ops of a kind in one module: the matched forward ops (and
 /// recomputations) and what the groups may hold.
 class KindMatcher {
@@ -128,6 +135,20 @@ public:
         members.insert(&op);
   }
 
+  /// Adds the casts that widen what only the groups' ops read (mixed
+  /// precision's bf16 products): the groups read them in bf16.
+  void addWideningCasts() {
+    for (Operation *member : llvm::to_vector(members))
+      for (Value operand : member->getOperands()) {
+        Operation *cast = operand.getDefiningOp();
+        if (cast && isWideningCast(cast) && isSameComputation(cast, member) &&
+            llvm::all_of(cast->getUsers(), [&](Operation *user) {
+              return members.contains(user);
+            }))
+          members.insert(cast);
+      }
+  }
+
   func::FuncOp step;
   StringRef module;
   SmallPtrSetImpl<Operation *> &members;
@@ -155,13 +176,14 @@ struct BiasedProduct {
 };
 
 /// Whether `value` is a product without bias: a matmul's or a bias-less
-/// linear's, possibly viewed through reshapes that keep the last dim and
+/// linear's, possibly viewed through reshapes that keep the last dim,
 /// summed over tp ranks (a row-parallel layer adds its bias after the
-/// all-reduce).
+/// all-reduce) and widened (mixed precision's bf16 product).
 bool isProduct(Value value) {
   Operation *producer = value.getDefiningOp();
   while (producer && producer->getNumOperands() == 1 &&
          ((isa<AllReduceOp>(producer) && producer->getNumResults() == 1) ||
+          isWideningCast(producer) ||
           (isa<ReshapeOp>(producer) && rankOf(producer->getOperand(0)) > 0 &&
            shapeOf(producer->getOperand(0)).back() ==
                shapeOf(producer->getResult(0)).back())))
@@ -244,6 +266,7 @@ Operation *splitBias(BiasedProduct &match) {
     return biased; // already a product plus a bias, in the reader's shape
   OpBuilder builder(replaced);
   Value product = match.product;
+  Operation *widenedBefore = nullptr;
   if (linear) {
     auto unbiased = builder.create<LinearOp>(linear.getLoc(), linear.getType(),
                                              linear.getInput(),
@@ -252,10 +275,25 @@ Operation *splitBias(BiasedProduct &match) {
     product = unbiased;
   }
   if (match.reshape) {
-    auto reshape = builder.create<ReshapeOp>(match.reshape.getLoc(),
-                                             match.reshape.getType(), product);
+    // A product widened for the add alone is reshaped narrow and widened
+    // after: the cast then runs in the reader's shape, in its loop.
+    Operation *widen = product.getDefiningOp();
+    bool widenAfter = widen && isWideningCast(widen) && product.hasOneUse();
+    Value reshaped = widenAfter ? widen->getOperand(0) : product;
+    auto reshape = builder.create<ReshapeOp>(
+        match.reshape.getLoc(),
+        RankedTensorType::get(shapeOf(match.reshape.getResult()),
+                              elementTypeOf(reshaped)),
+        reshaped);
     reshape->setAttrs(match.reshape->getAttrDictionary());
     product = reshape;
+    if (widenAfter) {
+      widenedBefore = widen;
+      auto cast = builder.create<CastOp>(
+          widen->getLoc(), match.reshape.getType(), reshape.getResult());
+      cast->setAttrs(widen->getAttrDictionary());
+      product = cast;
+    }
   }
   Type type = replaced->getResult(0).getType();
   auto add = builder.create<AddOp>(biased->getLoc(), type,
@@ -266,6 +304,8 @@ Operation *splitBias(BiasedProduct &match) {
   replaced->erase();
   if (replaced != biased)
     biased->erase();
+  if (widenedBefore)
+    widenedBefore->erase();
   return add;
 }
 
@@ -495,6 +535,40 @@ void sinkBiasAddsPastReshapes(
   }
 }
 
+void widenAgainInEachComputation(func::FuncOp step) {
+  for (CastOp cast : llvm::to_vector(step.getOps<CastOp>())) {
+    if (!isWideningCast(cast))
+      continue;
+    // One copy per other computation, before its first reader there that
+    // a fusion group may hold (the others, an optimizer's update, a
+    // norm's gradient, read the f32 tensor as it is).
+    auto isFusible = [](Operation *op) {
+      auto rowOp = dyn_cast<FusibleRowOpInterface>(op);
+      return rowOp ? rowOp.isAlongLastDim()
+                   : op->hasTrait<OpTrait::FusibleElementwise>();
+    };
+    SmallVector<Operation *> firstReaders;
+    for (Operation *user : cast->getUsers())
+      if (!isSameComputation(cast, user) && isFusible(user)) {
+        Operation **first = llvm::find_if(firstReaders, [&](Operation *seen) {
+          return isSameComputation(seen, user);
+        });
+        if (first == firstReaders.end())
+          firstReaders.push_back(user);
+        else if (user->isBeforeInBlock(*first))
+          *first = user;
+      }
+    for (Operation *first : firstReaders) {
+      Operation *again = computeAgainFor(cast, first);
+      cast.getResult().replaceUsesWithIf(
+          again->getResult(0), [&](OpOperand &use) {
+            return isSameComputation(use.getOwner(), first) &&
+                   isFusible(use.getOwner());
+          });
+    }
+  }
+}
+
 LogicalResult prepareFuseKind(StringRef kind, func::FuncOp step,
                               StringRef module,
                               SmallPtrSetImpl<Operation *> &members,
@@ -505,6 +579,7 @@ LogicalResult prepareFuseKind(StringRef kind, func::FuncOp step,
   if (!known || failed(known->prepare(matcher, at)))
     return failure();
   matcher.addGradients();
+  matcher.addWideningCasts();
   return success();
 }
 

@@ -27,6 +27,13 @@ llvm::StringRef getFuseKindPattern(llvm::StringRef kind);
 /// (of another pipeline stage) has nothing to fuse. Fails where the
 /// module's ops differ, with `mismatch` saying why and `at` set to an op of
 /// the module.
+/// Gives each computation (forward, a recomputation, the backward) that
+/// reads a widening cast (mixed precision's bf16 product, widened) a copy
+/// of its own: the fusion group of each widens the bf16 tensor as it reads
+/// it, and the f32 copy is never written; the bf16 tensor is what the
+/// backward keeps, in half the bytes.
+void widenAgainInEachComputation(mlir::func::FuncOp step);
+
 mlir::LogicalResult
 prepareFuseKind(llvm::StringRef kind, mlir::func::FuncOp step,
                 llvm::StringRef module,

@@ -2,6 +2,7 @@
 #include "KernelSupport.h"
 #include "KernelVariant.h"
 
+#include "slapo/runtime/RowMoments.h"
 #include "slapo/runtime/cpu/VectorMath.h"
 
 #include <vector>
@@ -65,20 +66,14 @@ void embeddingGrad(Context &ctx, const Tensor &grad, const Tensor &indices,
 
 namespace {
 
-/// A row's center (its mean; 0 for the RMS norm) and 1 / sqrt(variance +
-/// eps), each rounded once to the compute type `C`: forward and backward
-/// see the same.
-template <typename C> struct RowMoments { C center, rstd; };
-
+/// The RowMoments of a row, its sums in f64.
 template <bool Rms, typename C, typename T>
 RowMoments<C> getRowMoments(const T *x, int64_t size, double eps) {
   if constexpr (Rms) {
     double squares = 0;
     for (int64_t i = 0; i < size; ++i)
       squares += double(load(x[i])) * load(x[i]);
-    // The mean, eps and rsqrt rounded as the module's own ops round them,
-    // in the element's compute type.
-    return {C(0), C(1) / std::sqrt(C(squares / size) + C(eps))};
+    return finishRowMoments<CpuMath, true, C>(0.0, squares, size, eps);
   }
   // Two passes in f64: the mean, then the biased variance about it.
   double sum = 0;
@@ -90,7 +85,7 @@ RowMoments<C> getRowMoments(const T *x, int64_t size, double eps) {
     double centered = load(x[i]) - mean;
     squares += centered * centered;
   }
-  return {C(mean), C(1.0 / std::sqrt(squares / size + eps))};
+  return finishRowMoments<CpuMath, false, C>(mean, squares, size, eps);
 }
 
 /// Normalizes the rows of `size` elements of `input` into `out`: (x -

@@ -13,6 +13,7 @@
 
 #include "ContextImpl.h"
 
+#include "slapo/runtime/Dispatch.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/Tensor.h"
 #include "slapo/runtime/cuda/BlockReduce.cuh"
@@ -89,92 +90,19 @@ template <typename T, typename V> __host__ __device__ inline T store(V value) {
 }
 
 //===----------------------------------------------------------------------===//
-// Dispatch.
+// Dispatch (slapo/runtime/Dispatch.h) over the GPU's element types.
 //===----------------------------------------------------------------------===//
-
-template <typename T> struct TypeTag { using type = T; };
-template <typename... Ts> struct TypeList {};
 
 using FloatTypes = TypeList<float, double, __nv_bfloat16, __half>;
 using NumericTypes =
     TypeList<float, double, __nv_bfloat16, __half, int8_t, int32_t, int64_t>;
 using AllTypes = TypeList<float, double, __nv_bfloat16, __half, int8_t, int32_t,
                           int64_t, bool>;
-using IndexTypes = TypeList<int32_t, int64_t>;
 
-[[noreturn]] inline void throwUnsupported(const char *kernel, DType dtype) {
-  throw Error(std::string("the CUDA kernel '") + kernel +
-              "' does not support " + getName(dtype) + " tensors");
-}
-
-/// Calls `body(TypeTag<T>())` for the element type T of `dtype` among `Ts`.
-template <typename... Ts, typename F>
-void dispatch(TypeList<Ts...>, DType dtype, const char *kernel, F &&body) {
-  bool found = ((dtype == ElementTraits<Ts>::dtype ? (body(TypeTag<Ts>()), true)
-                                                   : false) ||
-                ...);
-  if (!found)
-    throwUnsupported(kernel, dtype);
-}
-
-/// Calls `body(TypeTag<W>(), TypeTag<N>())` for the float type W of `wide`
-/// and the type N of `narrow` (`wideName` and `narrowName` in messages): W
-/// itself, or a narrower float, which W holds exactly (the compiler's
-/// holdsExactly, by which it folds a cast into the kernel: a norm's bf16 out
-/// or grad of f32 rows, a bf16 sum into f32). Throws naming both dtypes
-/// otherwise.
-template <typename F>
-void dispatchHeldExactly(const char *kernel, const char *wideName,
-                         const Tensor &wide, const char *narrowName,
-                         const Tensor &narrow, F &&body) {
-  if (narrow.dtype == wide.dtype)
-    return dispatch(FloatTypes(), wide.dtype, kernel,
-                    [&](auto tag) { body(tag, tag); });
-  dispatch(FloatTypes(), wide.dtype, kernel, [&](auto wideTag) {
-    dispatch(AllTypes(), narrow.dtype, kernel, [&](auto narrowTag) {
-      using W = typename decltype(wideTag)::type;
-      using N = typename decltype(narrowTag)::type;
-      if constexpr (kIsFloat<N> && sizeof(N) < sizeof(W))
-        body(wideTag, narrowTag);
-      else
-        throw Error(std::string("the CUDA kernel '") + kernel +
-                    "' does not support " + narrowName + " " +
-                    getName(narrow.dtype) + " with " + wideName + " " +
-                    getName(wide.dtype) + " (" + narrowName + " must be the " +
-                    wideName + "'s dtype or a narrower float)");
-    });
-  });
-}
-
-/// Calls `body(TypeTag<W>())` for the unsigned integer W as wide as an
-/// element of `dtype`: for kernels that only move elements.
-template <typename F> void dispatchWidth(DType dtype, F &&body) {
-  switch (getSize(dtype)) {
-  case 1:
-    return body(TypeTag<uint8_t>());
-  case 2:
-    return body(TypeTag<uint16_t>());
-  case 4:
-    return body(TypeTag<uint32_t>());
-  default:
-    return body(TypeTag<uint64_t>());
-  }
-}
-
-template <typename E, typename F, int... Values>
-void dispatchEnumImpl(E value, F &body, std::integer_sequence<int, Values...>) {
-  ((static_cast<int>(value) == Values
-        ? (body(std::integral_constant<E, static_cast<E>(Values)>()), true)
-        : false) ||
-   ...);
-}
-
-/// Calls `body(std::integral_constant<E, value>())`, so that a kernel is
-/// compiled once per kind instead of branching per element.
-template <typename E, int Count, typename F>
-void dispatchEnum(E value, F &&body) {
-  dispatchEnumImpl(value, body, std::make_integer_sequence<int, Count>());
-}
+inline constexpr UnsupportedThrower throwUnsupported{"CUDA"};
+inline constexpr Dispatcher<ElementTraits> dispatch{"CUDA"};
+inline constexpr HeldExactlyDispatcher<ElementTraits, FloatTypes, AllTypes>
+    dispatchHeldExactly{"CUDA"};
 
 //===----------------------------------------------------------------------===//
 // Launches.

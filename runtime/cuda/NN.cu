@@ -11,6 +11,7 @@
 #include "KernelSupport.cuh"
 
 #include "slapo/runtime/LinearCrossEntropyRows.h"
+#include "slapo/runtime/RowMoments.h"
 #include "slapo/runtime/cuda/Kernels.h"
 
 namespace slapo::rt::cuda {
@@ -153,12 +154,7 @@ struct Add {
   }
 };
 
-/// A row's center (its mean; 0 for the RMS norm) and 1 / sqrt(variance +
-/// eps), computed by the whole block; forward and backward see the same.
-template <typename C> struct RowMoments {
-  C center, rstd;
-};
-
+/// The RowMoments of a row, computed by the whole block.
 template <bool Rms, typename T, typename A>
 __device__ RowMoments<Compute<T>> getRowMoments(const T *x, int64_t size,
                                                 double eps, A *shared) {
@@ -176,10 +172,7 @@ __device__ RowMoments<Compute<T>> getRowMoments(const T *x, int64_t size,
     squares += centered * centered;
   }
   squares = blockReduce(squares, Add(), A(0), shared);
-  if constexpr (Rms) // the mean, eps and rsqrt rounded as the CPU's are
-    return {C(0), C(1) / sqrt(C(squares / A(size)) + C(eps))};
-  else
-    return {C(mean), C(1.0 / sqrt(double(squares) / double(size) + eps))};
+  return finishRowMoments<CudaMath, Rms, C>(mean, squares, size, eps);
 }
 
 /// One block per row. Layer norm: the mean, then the biased variance about

@@ -18,31 +18,9 @@ using namespace detail;
 
 namespace {
 
-/// Calls `body(TypeTag<C>(), TypeTag<In>(), TypeTag<Out>())` for the dtype
-/// C of cos and sin and those of the input and the out, each C's or a
-/// narrower float, which C holds exactly (dispatchHeldExactly's pairs and
-/// messages). Throws naming the dtypes otherwise.
-template <typename F>
-void dispatchRotary(const Tensor &input, const Tensor &cos, const Tensor &sin,
-                    const Tensor &out, F &&body) {
-  const char *kernel = "rotaryEmbedding", *angles = "cos and sin";
-  if (sin.dtype != cos.dtype)
-    throw Error(std::string("the CUDA kernel '") + kernel +
-                "' does not support sin " + getName(sin.dtype) + " with cos " +
-                getName(cos.dtype) + " (cos and sin must share one dtype)");
-  dispatchHeldExactly(
-      kernel, angles, cos, "input", input, [&](auto cosTag, auto inTag) {
-        // A type, not decltype(cosTag) in the inner condition, which GCC 12
-        // takes to be false.
-        using C = typename decltype(cosTag)::type;
-        dispatchHeldExactly(
-            kernel, angles, cos, "out", out, [&](auto sameTag, auto outTag) {
-              // sameTag is cosTag: the other instantiations never run.
-              if constexpr (std::is_same_v<C, typename decltype(sameTag)::type>)
-                body(cosTag, inTag, outTag);
-            });
-      });
-}
+/// Dispatch.h's, over the GPU's element types.
+constexpr RotaryDispatcher<ElementTraits, FloatTypes, AllTypes> dispatchRotary{
+    dispatchHeldExactly};
 
 /// Pair p of the layout's space is elements lower = offsets[n] and lower +
 /// half of operand n (out and input share offsets[0]; cos offsets[1], sin

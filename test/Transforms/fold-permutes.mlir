@@ -155,3 +155,56 @@ func.func @attention_heads_major(%q: tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32>
   %merged = slapo.permute %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
   return %merged : tensor<2x5x3x4xf32>
 }
+
+// -----
+
+// LLaMA: the query and key rotated between the head split and the
+// attention, their gradients rotated back between the attention's gradient
+// and the head merge. The rotations move to the token-major side of the
+// swaps (cos and sin [1, 1, T, D] viewed as [1, T, 1, D]; a [T, D] angle
+// broadcast the same), the swaps meet the attentions, and none is left.
+// CHECK-LABEL: func.func @rotary_attention_heads
+// CHECK-NEXT: %[[COS:.*]] = slapo.reshape %arg3 : tensor<1x1x5x4xf32> -> tensor<1x5x1x4xf32>
+// CHECK-NEXT: %[[SIN:.*]] = slapo.reshape %arg4 : tensor<5x4xf32> -> tensor<1x5x1x4xf32>
+// CHECK-NEXT: %[[Q:.*]] = slapo.rotary_embedding %arg0, %[[COS]], %[[SIN]] : (tensor<2x5x3x4xf32>, tensor<1x5x1x4xf32>, tensor<1x5x1x4xf32>) -> tensor<2x5x3x4xbf16>
+// CHECK: %[[K:.*]] = slapo.rotary_embedding %arg1, {{.*}} -> tensor<2x5x3x4xbf16>
+// CHECK-NEXT: %[[O:.*]], %[[LSE:.*]] = slapo.flash_attention %[[Q]], %[[K]], %arg2 {bshd,
+// CHECK-NEXT: %[[G:.*]]:3 = slapo.flash_attention_grad %[[Q]], %[[K]], %arg2 result %[[O]], %[[LSE]] grad %arg5 {bshd,
+// CHECK: %[[DQ:.*]] = slapo.rotary_embedding %[[G]]#0, {{.*}} {transposed} : (tensor<2x5x3x4xbf16>, tensor<1x5x1x4xf32>, tensor<1x5x1x4xf32>) -> tensor<2x5x3x4xf32>
+// CHECK: %[[DK:.*]] = slapo.rotary_embedding %[[G]]#1, {{.*}} {transposed}
+// CHECK-NOT: slapo.permute
+// CHECK: return %[[O]], %[[DQ]], %[[DK]], %[[G]]#2
+func.func @rotary_attention_heads(%q: tensor<2x5x3x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x5x3x4xbf16>, %cos: tensor<1x1x5x4xf32>, %sin: tensor<5x4xf32>, %g: tensor<2x5x3x4xbf16>) -> (tensor<2x5x3x4xbf16>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xbf16>) {
+  %qh = slapo.permute %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %kh = slapo.permute %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %vh = slapo.permute %v {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xbf16> -> tensor<2x3x5x4xbf16>
+  %qr = slapo.rotary_embedding %qh, %cos, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5x4xbf16>
+  %kr = slapo.rotary_embedding %kh, %cos, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5x4xbf16>
+  %o, %lse = slapo.flash_attention %qr, %kr, %vh {masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x3x5x4xbf16>, tensor<2x3x5x4xbf16>, tensor<2x3x5x4xbf16>) -> (tensor<2x3x5x4xbf16>, tensor<2x3x5xf32>)
+  %merged = slapo.permute %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xbf16> -> tensor<2x5x3x4xbf16>
+  %gh = slapo.permute %g {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xbf16> -> tensor<2x3x5x4xbf16>
+  %dqr, %dkr, %dvh = slapo.flash_attention_grad %qr, %kr, %vh result %o, %lse grad %gh {masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x3x5x4xbf16>, tensor<2x3x5x4xbf16>, tensor<2x3x5x4xbf16>, tensor<2x3x5x4xbf16>, tensor<2x3x5xf32>, tensor<2x3x5x4xbf16>) -> (tensor<2x3x5x4xbf16>, tensor<2x3x5x4xbf16>, tensor<2x3x5x4xbf16>)
+  %dqh = slapo.rotary_embedding %dqr, %cos, %sin {transposed} : (tensor<2x3x5x4xbf16>, tensor<1x1x5x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5x4xf32>
+  %dkh = slapo.rotary_embedding %dkr, %cos, %sin {transposed} : (tensor<2x3x5x4xbf16>, tensor<1x1x5x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5x4xf32>
+  %dq = slapo.permute %dqh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dk = slapo.permute %dkh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  %dv = slapo.permute %dvh {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xbf16> -> tensor<2x5x3x4xbf16>
+  return %merged, %dq, %dk, %dv : tensor<2x5x3x4xbf16>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x4xbf16>
+}
+
+// -----
+
+// A rotary whose result is also read by something besides attentions (here
+// returned as it is): the swap stays before it, and the attention keeps its
+// heads-major layout.
+// CHECK-LABEL: func.func @rotary_read_elsewhere
+// CHECK-NEXT: slapo.permute
+// CHECK-NEXT: slapo.rotary_embedding {{.*}} : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+// CHECK-NEXT: slapo.flash_attention {{.*}} {masked_score
+func.func @rotary_read_elsewhere(%q: tensor<2x5x3x4xf32>, %cos: tensor<1x1x5x4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x3x5x4xf32>) {
+  %qh = slapo.permute %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+  %qr = slapo.rotary_embedding %qh, %cos, %cos : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %o, %lse = slapo.flash_attention %qr, %qr, %qr {masked_score = 0.0 : f64, scale = 0.5 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+  %merged = slapo.permute %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x3x5x4xf32> -> tensor<2x5x3x4xf32>
+  return %merged, %qr : tensor<2x5x3x4xf32>, tensor<2x3x5x4xf32>
+}

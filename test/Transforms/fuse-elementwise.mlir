@@ -184,8 +184,64 @@ module {
     %52 = slapo.exp %51 {slapo.module = "m.last_dim"} : tensor<4x2xf32>
     %53 = slapo.reshape %52 : tensor<4x2xf32> -> tensor<2x4xf32>
 
-    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26, %30, %34, %37, %42, %45, %48, %53 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<32x4xf32>
-    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<32x4xf32> -> tensor<f32>
+    // Mixed precision's product is bf16, widened for the bias add: the
+    // reshape moves the bf16 product and the widening joins the gelu's loop.
+    // CHECK: %[[PROD4:.*]] = slapo.matmul {{.*}} {slapo.module = "m.bf16"} : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+    // CHECK-NEXT: %[[VIEW4:[0-9]+]] = slapo.reshape %[[PROD4]] {slapo.module = "m.bf16"} : tensor<2x4xbf16> -> tensor<1x2x4xbf16>
+    // CHECK-NEXT: slapo.fused %[[VIEW4]], %[[B]] {slapo.module = "m.bf16"} : (tensor<1x2x4xbf16>, tensor<4xf32>) -> tensor<1x2x4xf32>
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.cast {{.*}} : tensor<1x2x4xbf16> -> tensor<1x2x4xf32>
+    // CHECK-NEXT: slapo.add {{.*}} : (tensor<4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+    // CHECK-NEXT: slapo.gelu
+    // CHECK-NEXT: slapo.yield
+    %xb = slapo.cast %x : tensor<2x4xf32> -> tensor<2x4xbf16>
+    %wb = slapo.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>
+    %54 = slapo.matmul %xb, %wb {slapo.module = "m.bf16"} : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+    %55 = slapo.cast %54 {slapo.module = "m.bf16"} : tensor<2x4xbf16> -> tensor<2x4xf32>
+    %56 = slapo.add %b, %55 {slapo.module = "m.bf16"} : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %57 = slapo.reshape %56 {slapo.module = "m.bf16"} : tensor<2x4xf32> -> tensor<1x2x4xf32>
+    %58 = slapo.gelu %57 <tanh> {slapo.module = "m.bf16.act"} : tensor<1x2x4xf32>
+    %59 = slapo.reshape %58 : tensor<1x2x4xf32> -> tensor<2x4xf32>
+
+    // Two chains that meet in one op, each read by nothing else before it:
+    // one loop, placed at the op that joins them, after the matmul between
+    // them (which reads neither), so that it also holds the add of the
+    // matmul's result.
+    // CHECK: %[[PROD6:.*]] = slapo.matmul %[[X]], %[[W]] {slapo.module = "m.meet"}
+    // CHECK-NEXT: slapo.fused %[[Y:arg1]], %[[X]], %[[PROD6]] {slapo.module = "m.meet"}
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.neg
+    // CHECK-NEXT: slapo.exp
+    // CHECK-NEXT: slapo.mul
+    // CHECK-NEXT: slapo.add
+    // CHECK-NEXT: slapo.yield
+    %60 = slapo.exp %x {slapo.module = "m.meet"} : tensor<2x4xf32>
+    %61 = slapo.matmul %x, %w {slapo.module = "m.meet"} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %62 = slapo.neg %y {slapo.module = "m.meet"} : tensor<2x4xf32>
+    %63 = slapo.mul %60, %62 {slapo.module = "m.meet"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %64 = slapo.add %61, %63 {slapo.module = "m.meet"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+
+    // A widened bf16 product that the backward reads too: the backward
+    // widens it again in its own loop, and the forward's group does not
+    // write the f32 copy (it writes the exp alone).
+    // CHECK: %[[PROD5:.*]] = slapo.matmul {{.*}} {slapo.module = "m.widen"}
+    // CHECK-NEXT: %[[FWD:.*]] = slapo.fused %[[PROD5]] {slapo.module = "m.widen"} : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.cast
+    // CHECK-NEXT: slapo.exp
+    // CHECK-NEXT: slapo.yield
+    // CHECK: slapo.fused %[[PROD5]], %[[FWD]] {slapo.module = "m.widen", slapo.phase = "backward"} : (tensor<2x4xbf16>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.cast
+    // CHECK-NEXT: slapo.mul
+    // CHECK-NEXT: slapo.yield
+    %65 = slapo.matmul %xb, %wb {slapo.module = "m.widen"} : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+    %66 = slapo.cast %65 {slapo.module = "m.widen"} : tensor<2x4xbf16> -> tensor<2x4xf32>
+    %67 = slapo.exp %66 {slapo.module = "m.widen"} : tensor<2x4xf32>
+    %68 = slapo.mul %67, %66 {slapo.module = "m.widen", slapo.phase = "backward"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+
+    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26, %30, %34, %37, %42, %45, %48, %53, %59, %64, %68 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<38x4xf32>
+    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<38x4xf32> -> tensor<f32>
     %lr = slapo.constant dense<1.000000e-03> : tensor<f64>
     return %loss, %lr : tensor<f32>, tensor<f64>
   }
