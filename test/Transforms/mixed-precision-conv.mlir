@@ -1,8 +1,10 @@
 // RUN: slapo-opt --slapo-mixed-precision %s | FileCheck %s
 // RUN: slapo-opt --slapo-mixed-precision --slapo-autodiff %s | FileCheck %s --check-prefix=GRAD
 
-// A convolution takes bf16 operands and gives f32 sums, its bias added in
-// f32 as [O, 1, 1]; batch_norm's ops and pooling are left in f32.
+// A convolution takes bf16 operands and gives f32 sums (its reader, the
+// pooling, is no elementwise chain that would widen a bf16 result for free:
+// test/Transforms/mixed-precision-rounding.mlir), its bias added in f32 as
+// [O, 1, 1]; batch_norm's ops and pooling are left in f32.
 module {
   slapo.param @w : tensor<6x4x3x3xf32>
   slapo.param @b : tensor<6xf32>
