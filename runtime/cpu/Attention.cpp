@@ -331,8 +331,11 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
       // [kQueryBlock][kKeyTile], for the key and value gradients.
       std::vector<C> dropped(kQueryBlock * kKeyTile),
           scoreGrads(kQueryBlock * kKeyTile);
-      std::vector<C> keysT(g.headSize * kKeyTile),
-          valuesT(g.valueSize * kKeyTile);
+      // The key head's keys and values transposed tile by tile
+      // (transposeTile), once for the group's query heads.
+      int64_t tiles = (g.keys + kKeyTile - 1) / kKeyTile;
+      std::vector<C> keysT(tiles * kKeyTile * g.headSize),
+          valuesT(tiles * kKeyTile * g.valueSize);
       // A query head's gradients (dk and dv as against its own copy of the
       // key and value head), and the key head's: the group's query heads'
       // dk and dv, each summed whole, in query-head order.
@@ -361,6 +364,13 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
         const C *k = keys.data();
         auto valueRows =
             getHeadRows<const T>(g, value, b, kh, g.keys, g.valueSize);
+        for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
+          int64_t width = std::min(kKeyTile, g.keys - tile);
+          transposeTile(k, g.headSize, g.headSize, tile, width,
+                        keysT.data() + tile * g.headSize);
+          transposeTile(valueRows.rows, g.valueSize, valueRows.stride, tile,
+                        width, valuesT.data() + tile * g.valueSize);
+        }
         std::fill(groupDk.begin(), groupDk.end(), C(0));
         std::fill(groupDv.begin(), groupDv.end(), C(0));
         for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
@@ -391,16 +401,15 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
           std::fill(dv.begin(), dv.end(), C(0));
           for (int64_t tile = 0; tile < g.keys; tile += kKeyTile) {
             int64_t width = std::min(kKeyTile, g.keys - tile);
-            transposeTile(k, g.headSize, g.headSize, tile, width, keysT.data());
-            transposeTile(valueRows.rows, g.valueSize, valueRows.stride, tile,
-                          width, valuesT.data());
+            const C *tileKeysT = keysT.data() + tile * g.headSize;
+            const C *tileValuesT = valuesT.data() + tile * g.valueSize;
             for (int64_t first = 0; first < g.rows; first += kQueryBlock) {
               int64_t count = std::min(kQueryBlock, g.rows - first);
               for (int64_t i = 0; i < count; ++i) {
                 int64_t t = first + i;
                 MaskRows masks = maskRows(g, keep, bias, sizeof(T), b, h, t);
                 const C *dORow = dO + t * g.valueSize;
-                scoreRow(g, q + t * g.headSize, keysT.data(), tile, width,
+                scoreRow(g, q + t * g.headSize, tileKeysT, tile, width,
                          masks.keep, static_cast<const T *>(masks.bias),
                          C(scale), C(maskedScore), scores.data());
                 C rowLse = lse[t];
@@ -414,7 +423,7 @@ void flashAttentionGrad(Context &ctx, const Tensor &query, const Tensor &key,
                 addWeightedRows(
                     dScores, width, g.valueSize,
                     [&](int64_t e) { return dORow[e]; },
-                    [&](int64_t e) { return valuesT.data() + e * kKeyTile; });
+                    [&](int64_t e) { return tileValuesT + e * kKeyTile; });
                 uint64_t dropRow = g.drops ? g.dropoutRow(b, h, t) : 0;
                 for (int64_t j = 0; j < width; ++j) {
                   int64_t s = tile + j;
