@@ -152,10 +152,9 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
 
   /// Whether `op` may be in a group at all.
   bool isCandidate(Operation *op) {
-    auto rowOp = dyn_cast<FusibleRowOpInterface>(op);
-    if (rowOp ? !rowOp.isAlongLastDim()
-              : !op->hasTrait<OpTrait::FusibleElementwise>())
+    if (!isLoopFusible(op))
       return false;
+    bool rowOp = isa<FusibleRowOpInterface>(op);
     // The emitted loops compute in f32 or f64. Mixed precision's casts
     // between f32 and bf16 join f32 chains: the loop reads or writes that
     // tensor in bf16 with the cast kernel's conversion, so a chain that a bf16

@@ -69,11 +69,11 @@ Operation *computeAgainFor(Operation *op, Operation *reader) {
   return again;
 }
 
-/// Whether `cast` widens exactly (mixed precision's bf16 product to f32).
+/// Whether `op` is a cast that widens exactly (mixed precision's bf16
+/// product to f32).
 bool isWideningCast(Operation *op) {
-  auto cast = dyn_cast<CastOp>(op);
-  return cast && holdsExactly(elementTypeOf(cast.getResult()),
-                              elementTypeOf(cast.getInput()));
+  auto cast = dyn_cast_or_null<CastOp>(op);
+  return cast && cast.isWidening();
 }
 
 /// The ops of a kind in one module: the matched forward ops (and
@@ -141,7 +141,7 @@ public:
     for (Operation *member : llvm::to_vector(members))
       for (Value operand : member->getOperands()) {
         Operation *cast = operand.getDefiningOp();
-        if (cast && isWideningCast(cast) && isSameComputation(cast, member) &&
+        if (isWideningCast(cast) && isSameComputation(cast, member) &&
             llvm::all_of(cast->getUsers(), [&](Operation *user) {
               return members.contains(user);
             }))
@@ -278,7 +278,7 @@ Operation *splitBias(BiasedProduct &match) {
     // A product widened for the add alone is reshaped narrow and widened
     // after: the cast then runs in the reader's shape, in its loop.
     Operation *widen = product.getDefiningOp();
-    bool widenAfter = widen && isWideningCast(widen) && product.hasOneUse();
+    bool widenAfter = isWideningCast(widen) && product.hasOneUse();
     Value reshaped = widenAfter ? widen->getOperand(0) : product;
     auto reshape = builder.create<ReshapeOp>(
         match.reshape.getLoc(),
@@ -537,19 +537,14 @@ void sinkBiasAddsPastReshapes(
 
 void widenAgainInEachComputation(func::FuncOp step) {
   for (CastOp cast : llvm::to_vector(step.getOps<CastOp>())) {
-    if (!isWideningCast(cast))
+    if (!cast.isWidening())
       continue;
     // One copy per other computation, before its first reader there that
     // a fusion group may hold (the others, an optimizer's update, a
     // norm's gradient, read the f32 tensor as it is).
-    auto isFusible = [](Operation *op) {
-      auto rowOp = dyn_cast<FusibleRowOpInterface>(op);
-      return rowOp ? rowOp.isAlongLastDim()
-                   : op->hasTrait<OpTrait::FusibleElementwise>();
-    };
     SmallVector<Operation *> firstReaders;
     for (Operation *user : cast->getUsers())
-      if (!isSameComputation(cast, user) && isFusible(user)) {
+      if (!isSameComputation(cast, user) && isLoopFusible(user)) {
         Operation **first = llvm::find_if(firstReaders, [&](Operation *seen) {
           return isSameComputation(seen, user);
         });
@@ -563,7 +558,7 @@ void widenAgainInEachComputation(func::FuncOp step) {
       cast.getResult().replaceUsesWithIf(
           again->getResult(0), [&](OpOperand &use) {
             return isSameComputation(use.getOwner(), first) &&
-                   isFusible(use.getOwner());
+                   isLoopFusible(use.getOwner());
           });
     }
   }

@@ -78,6 +78,11 @@ template <typename LmHeadOp> void runProductsInBf16(LmHeadOp lmHead) {
   lmHead.getWeightMutable().assign(g.cast(lmHead.getWeight(), bf16));
 }
 
+/// The layout ops that move a value's elements without computing with them.
+bool movesElements(Operation *op) {
+  return isa<ReshapeOp, PermuteOp, SliceOp>(op);
+}
+
 /// Whether the readers of `value`, through the layout ops that only move
 /// its elements, are all elementwise chains (with the row ops along the
 /// last dim they end in), contractions or rotary embeddings of it: a
@@ -88,15 +93,13 @@ template <typename LmHeadOp> void runProductsInBf16(LmHeadOp lmHead) {
 /// widened copy, written and read in a pass of its own.
 bool isReadInBf16ForFree(Value value) {
   for (Operation *user : value.getUsers()) {
-    if (isa<ReshapeOp, PermuteOp, SliceOp>(user)) {
+    if (movesElements(user)) {
       if (!isReadInBf16ForFree(user->getResult(0)))
         return false;
       continue;
     }
-    auto rowOp = dyn_cast<FusibleRowOpInterface>(user);
     auto rotary = dyn_cast<RotaryEmbeddingOp>(user);
-    if (!user->hasTrait<OpTrait::FusibleElementwise>() &&
-        !(rowOp && rowOp.isAlongLastDim()) && !isa<LinearOp, MatmulOp>(user) &&
+    if (!isLoopFusible(user) && !isa<LinearOp, MatmulOp>(user) &&
         !(rotary && rotary.getInput() == value))
       return false;
   }
@@ -113,7 +116,7 @@ bool reachesExponential(Value value,
     if (isa<SoftmaxOp, LogSoftmaxOp, ExpOp>(user))
       return true;
     if (visited.insert(user).second && user->getNumResults() == 1 &&
-        (isa<ReshapeOp, PermuteOp, SliceOp>(user) ||
+        (movesElements(user) ||
          user->hasTrait<OpTrait::FusibleElementwise>()) &&
         reachesExponential(user->getResult(0), visited))
       return true;

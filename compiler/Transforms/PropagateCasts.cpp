@@ -41,16 +41,6 @@ RankedTensorType withElement(Value value, Type element) {
   return RankedTensorType::get(shapeOf(value), element);
 }
 
-bool isNarrowing(CastOp cast) {
-  return holdsExactly(elementTypeOf(cast.getInput()),
-                      elementTypeOf(cast.getResult()));
-}
-
-bool isWidening(CastOp cast) {
-  return holdsExactly(elementTypeOf(cast.getResult()),
-                      elementTypeOf(cast.getInput()));
-}
-
 /// Whether `a` and `b` run in the same part of the step (phase, microbatch,
 /// pipeline stage, recomputation): moving a cast next to the other op must
 /// not move it into another part.
@@ -172,7 +162,7 @@ bool sinkWidening(CastOp cast) {
   } else if (isa<ConcatOp>(layout)) {
     for (Value operand : layout->getOperands()) {
       auto other = operand.getDefiningOp<CastOp>();
-      if (!other || !other->hasOneUse() || !isWidening(other) ||
+      if (!other || !other->hasOneUse() || !other.isWidening() ||
           elementTypeOf(other.getInput()) != narrow ||
           other.getType() != cast.getType() || !runTogether(other, cast))
         return false;
@@ -254,7 +244,7 @@ bool foldIntoProducer(CastOp narrow) {
 /// narrow(widen(x)) -> x where the wide type holds x's exactly.
 bool cancelRoundTrip(CastOp cast) {
   auto widen = cast.getInput().getDefiningOp<CastOp>();
-  if (!widen || !isWidening(widen) ||
+  if (!widen || !widen.isWidening() ||
       widen.getInput().getType() != cast.getType())
     return false;
   cast.getResult().replaceAllUsesWith(widen.getInput());
@@ -279,9 +269,9 @@ struct PropagateCastsPass : impl::PropagateCastsBase<PropagateCastsPass> {
     for (CastOp cast : casts) {
       if (cancelRoundTrip(cast))
         return true;
-      if (isNarrowing(cast) ? hoistNarrowing(cast) || foldIntoProducer(cast)
-                            : isWidening(cast) &&
-                                  (sinkWidening(cast) || foldIntoReaders(cast)))
+      if (cast.isNarrowing() ? hoistNarrowing(cast) || foldIntoProducer(cast)
+                             : cast.isWidening() && (sinkWidening(cast) ||
+                                                     foldIntoReaders(cast)))
         return true;
     }
     return false;

@@ -1433,6 +1433,22 @@ SmallVector<int64_t> FusedOp::getLoopShape() {
   return llvm::to_vector(loop.getShape());
 }
 
+bool CastOp::isWidening() {
+  return holdsExactly(tensorType(getResult()).getElementType(),
+                      tensorType(getInput()).getElementType());
+}
+
+bool CastOp::isNarrowing() {
+  return holdsExactly(tensorType(getInput()).getElementType(),
+                      tensorType(getResult()).getElementType());
+}
+
+bool isLoopFusible(Operation *op) {
+  if (auto rowOp = dyn_cast<FusibleRowOpInterface>(op))
+    return rowOp.isAlongLastDim();
+  return op->hasTrait<OpTrait::FusibleElementwise>();
+}
+
 bool isColumnSum(Operation *op) {
   auto sum = dyn_cast<SumOp>(op);
   if (!sum || sum.getKeepdim())

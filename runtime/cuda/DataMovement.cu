@@ -69,16 +69,7 @@ void copyStrided(Context &ctx, const char *kernel, StridedLayout<2> layout,
     layout = widen(layout, 4 / width);
     run(TypeTag<uint32_t>());
   } else {
-    switch (width) {
-    case 1:
-      return run(TypeTag<uint8_t>());
-    case 2:
-      return run(TypeTag<uint16_t>());
-    case 4:
-      return run(TypeTag<uint32_t>());
-    default:
-      return run(TypeTag<uint64_t>());
-    }
+    dispatchWidth(width, run);
   }
 }
 

@@ -72,6 +72,12 @@ struct TokenMajorValues {
 };
 TokenMajorValues getTokenMajorValues(mlir::Operation *attention);
 
+/// Whether a fusion group's loop may compute `op`, by what it computes: an
+/// elementwise op (FusibleElementwise), or a row op along the last dim
+/// (FusibleRowOpInterface's isAlongLastDim). slapo-fuse-elementwise then
+/// checks the types and the step's structure.
+bool isLoopFusible(mlir::Operation *op);
+
 /// Whether `op` is a column sum: a slapo.sum over every dim of its input but
 /// the last (a bias gradient's sum over the tokens), not keeping them, of a
 /// last dim longer than 1. A fusion group may hold it (slapo.fused).

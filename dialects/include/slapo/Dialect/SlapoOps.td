@@ -206,6 +206,14 @@ def Slapo_CastOp : Slapo_Op<"cast", [Pure, Slapo_Differentiable,
   let results = (outs Slapo_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the result's float type holds every value of the input's
+    /// (holdsExactly): an exact widening, as bf16 to f32.
+    bool isWidening();
+    /// Whether the input's float type holds every value of the result's:
+    /// the narrowing that such a widening undoes, as f32 to bf16.
+    bool isNarrowing();
+  }];
 }
 
 class Slapo_BinaryOp<string mnemonic, Type tensor = Slapo_Tensor,

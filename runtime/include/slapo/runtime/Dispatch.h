@@ -18,6 +18,7 @@
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/Tensor.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -141,10 +142,10 @@ struct RotaryDispatcher {
   }
 };
 
-/// Calls `body(TypeTag<W>())` for the unsigned integer W as wide as an
-/// element of `dtype`: for kernels that only move elements.
-template <typename F> void dispatchWidth(DType dtype, F &&body) {
-  switch (getSize(dtype)) {
+/// Calls `body(TypeTag<W>())` for the unsigned integer W of `bytes` (1, 2,
+/// 4, else 8): for kernels that only move elements.
+template <typename F> void dispatchWidth(size_t bytes, F &&body) {
+  switch (bytes) {
   case 1:
     return body(TypeTag<uint8_t>());
   case 2:
@@ -154,6 +155,11 @@ template <typename F> void dispatchWidth(DType dtype, F &&body) {
   default:
     return body(TypeTag<uint64_t>());
   }
+}
+
+/// dispatchWidth for the elements of `dtype`.
+template <typename F> void dispatchWidth(DType dtype, F &&body) {
+  dispatchWidth(getSize(dtype), std::forward<F>(body));
 }
 
 template <typename E, typename F, int... Values>
