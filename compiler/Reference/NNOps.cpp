@@ -108,6 +108,13 @@ template <typename OpT> at::Tensor toStored(OpT op, const at::Tensor &result) {
   return op.getBshd() ? result.transpose(1, 2).contiguous() : result;
 }
 
+/// A norm gradient's input gradient `gradInput` plus `op`'s addend, if it
+/// has one (the last operand).
+at::Tensor withAddend(AddendOpInterface op, Operands x,
+                      const at::Tensor &gradInput) {
+  return op.getAddend() ? gradInput + x.back() : gradInput;
+}
+
 } // namespace
 
 /// flash_attention as the formulas of its description, the probabilities
@@ -396,8 +403,10 @@ void registerNNOps(OpTable &table) {
                                     op.getEps().convertToDouble());
         at::Tensor xhat = centered * rstd;
         at::Tensor scaled = op.getWeight() ? grad * x[2] : grad;
-        results.push_back(rstd * (scaled - scaled.mean(rowDims, true) -
-                                  xhat * (scaled * xhat).mean(rowDims, true)));
+        results.push_back(
+            withAddend(op, x,
+                       rstd * (scaled - scaled.mean(rowDims, true) -
+                               xhat * (scaled * xhat).mean(rowDims, true))));
         // Summed over the rows; with no leading dims, one row: as it is.
         auto overRows = [&](const at::Tensor &value) {
           return leadingDims.empty() ? value : value.sum(leadingDims);
@@ -418,8 +427,8 @@ void registerNNOps(OpTable &table) {
                                     op.getEps().convertToDouble());
         at::Tensor xhat = input * rstd;
         at::Tensor scaled = op.getWeight() ? grad * x[2] : grad;
-        results.push_back(rstd *
-                          (scaled - xhat * (scaled * xhat).mean(-1, true)));
+        results.push_back(withAddend(
+            op, x, rstd * (scaled - xhat * (scaled * xhat).mean(-1, true))));
         at::Tensor weightGrad = grad * xhat;
         results.push_back(input.dim() == 1 ? weightGrad
                                            : weightGrad.flatten(0, -2).sum(0));

@@ -807,10 +807,12 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
       })
       .Case([&](LayerNormGradOp grad) -> Call {
         return llvm::formatv(
-                   "layerNormGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
+                   "layerNormGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                   "{8})",
                    use(grad.getGrad()), use(grad.getInput()),
-                   optional(grad.getWeight()), use(grad.getGradInput()),
-                   ifRead(grad.getGradWeight()), ifRead(grad.getGradBias()),
+                   optional(grad.getWeight()), optional(grad.getAddend()),
+                   use(grad.getGradInput()), ifRead(grad.getGradWeight()),
+                   ifRead(grad.getGradBias()),
                    int64_t(grad.getNormalizedRank()),
                    doubleLiteral(grad.getEps().convertToDouble()))
             .str();
@@ -830,12 +832,13 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Case([&](RmsNormGradOp grad) -> Call {
-        return llvm::formatv("rmsNormGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
-                             use(grad.getGrad()), use(grad.getInput()),
-                             optional(grad.getWeight()),
-                             use(grad.getGradInput()),
-                             ifRead(grad.getGradWeight()),
-                             doubleLiteral(grad.getEps().convertToDouble()))
+        return llvm::formatv(
+                   "rmsNormGrad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                   "{6})",
+                   use(grad.getGrad()), use(grad.getInput()),
+                   optional(grad.getWeight()), optional(grad.getAddend()),
+                   use(grad.getGradInput()), ifRead(grad.getGradWeight()),
+                   doubleLiteral(grad.getEps().convertToDouble()))
             .str();
       })
       .Case([&](Conv2dOp conv) -> Call {

@@ -12,11 +12,12 @@
 // softmax; a softmax's gradient with its row sum in the middle), and the
 // elementwise ops on their row values: the emitter computes it row by row.
 //
-// A group without row ops also holds the column sums of its values (a bias
-// gradient: slapo.sum over every dim but the last, possibly of a reshape
-// that keeps the last dim, which keeps the rows' order): the emitter adds
-// each row to the sums as it computes it, in the reduce kernel's order, and
-// a summed value that nothing else reads is never written.
+// A group without row ops also holds the column sums of its values and of
+// the inputs it reads whole (a bias gradient: slapo.sum over every dim but
+// the last, possibly of a reshape that keeps the last dim, which keeps the
+// rows' order): the emitter adds each row to the sums as it computes it, in
+// the reduce kernel's order, and a summed value that nothing else reads is
+// never written.
 //
 //===----------------------------------------------------------------------===//
 #include "slapo/Transforms/Passes.h"
@@ -238,9 +239,9 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
 
   /// Gives each group without row ops the column sums of its values (of its
   /// loop's shape: every value of such a group) that run in its part of the
-  /// step. The sums read a member, directly or through a reshape, so they
-  /// come after the group's last op (canJoin: no outside reader is before
-  /// it), where the group is built.
+  /// step, and of its inputs (getReader). The sums of values read a member,
+  /// directly or through a reshape, so they come after the group's last op
+  /// (canJoin: no outside reader is before it), where the group is built.
   void addColumnSums(Block &block, std::vector<Group> &groups) {
     DenseMap<Operation *, Group *> groupOf;
     for (Group &group : groups)
@@ -259,9 +260,27 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
                 tensorType(summed).getShape().back())
           summed = reshape.getInput();
       Group *group = groupOf.lookup(summed.getDefiningOp());
+      if (!group)
+        group = getReader(groups, summed, sum);
       if (group && isInSamePart(*group, sum))
         group->columnSums.push_back({sum, summed});
     }
+  }
+
+  /// A group without row ops that reads `summed` whole (of its loop's
+  /// shape) and whose last op comes before `sum`, or null: the column sums
+  /// of an input come with the group's reads of it (the residual stream's
+  /// gradient, cast to bf16 for a product and summed for its bias).
+  static Group *getReader(std::vector<Group> &groups, Value summed, SumOp sum) {
+    for (Group &group : groups)
+      if (!group.ops.empty() && !group.hasRowOps() &&
+          ArrayRef(group.loop) == tensorType(summed).getShape() &&
+          group.ops.back()->isBeforeInBlock(sum) &&
+          llvm::any_of(summed.getUsers(), [&](Operation *user) {
+            return group.members.contains(user);
+          }))
+        return &group;
+    return nullptr;
   }
 
   std::vector<Group> findGroups(Block &block) {

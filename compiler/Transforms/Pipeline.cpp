@@ -115,6 +115,7 @@ static LogicalResult buildStagePipeline(OpPassManager &pm,
     if (failed(parsePassPipeline(kind, pm, errors)))
       return failure();
   if (options.fusion == "auto") {
+    pm.addPass(createFoldAddends());
     pm.addPass(createFuseElementwise());
   } else if (!options.fuse.empty()) {
     std::vector<ModelName> modules(options.fuse.begin(), options.fuse.end());

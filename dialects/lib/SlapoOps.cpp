@@ -521,7 +521,7 @@ verifyNormOperands(Operation *op, Value input, int64_t rank, StringRef dims,
            << " nor of its shape with a narrower element type that "
            << type.getElementType() << " holds exactly";
   for (auto [value, name] : same)
-    if (value.getType() != type)
+    if (value && value.getType() != type)
       return op->emitOpError(name) << " type " << value.getType()
                                    << " differs from the input type " << type;
   ArrayRef<int64_t> normalized = type.getShape().take_back(rank);
@@ -563,12 +563,13 @@ LogicalResult LayerNormOp::verify() {
 }
 
 LogicalResult LayerNormGradOp::verify() {
-  return verifyLayerNorm(*this, getInput(), getNormalizedRank(),
-                         getEps().convertToDouble(), {getGrad(), "grad"},
-                         {{getGradInput(), "grad_input"}},
-                         {{getWeight(), "weight"},
-                          {getGradWeight(), "grad_weight"},
-                          {getGradBias(), "grad_bias"}});
+  return verifyLayerNorm(
+      *this, getInput(), getNormalizedRank(), getEps().convertToDouble(),
+      {getGrad(), "grad"},
+      {{getGradInput(), "grad_input"}, {getAddend(), "addend"}},
+      {{getWeight(), "weight"},
+       {getGradWeight(), "grad_weight"},
+       {getGradBias(), "grad_bias"}});
 }
 
 /// rms_norm and its gradient: over the last dim of an input of rank 1 or
@@ -651,7 +652,7 @@ LogicalResult RmsNormOp::verify() {
 LogicalResult RmsNormGradOp::verify() {
   return verifyRmsNorm(
       *this, getInput(), getEps().convertToDouble(), {getGrad(), "grad"},
-      {{getGradInput(), "grad_input"}},
+      {{getGradInput(), "grad_input"}, {getAddend(), "addend"}},
       {{getWeight(), "weight"}, {getGradWeight(), "grad_weight"}});
 }
 

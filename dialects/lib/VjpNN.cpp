@@ -110,7 +110,7 @@ LogicalResult LayerNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                             inputType.getElementType());
   auto grad = builder.create<LayerNormGradOp>(
       getLoc(), inputType, affine, affine, singleResultGrad(resultGrads), input,
-      getWeight(), getNormalizedRankAttr(), getEpsAttr());
+      getWeight(), /*addend=*/Value(), getNormalizedRankAttr(), getEpsAttr());
   operandGrads.push_back(grad.getGradInput());
   if (getWeight())
     operandGrads.push_back(grad.getGradWeight());
@@ -127,9 +127,9 @@ LogicalResult RmsNormOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   RankedTensorType inputType = tensorType(input);
   auto lastDim = RankedTensorType::get(inputType.getShape().take_back(),
                                        inputType.getElementType());
-  auto grad = builder.create<RmsNormGradOp>(getLoc(), inputType, lastDim,
-                                            singleResultGrad(resultGrads),
-                                            input, getWeight(), getEpsAttr());
+  auto grad = builder.create<RmsNormGradOp>(
+      getLoc(), inputType, lastDim, singleResultGrad(resultGrads), input,
+      getWeight(), /*addend=*/Value(), getEpsAttr());
   operandGrads.push_back(grad.getGradInput());
   if (getWeight())
     operandGrads.push_back(grad.getGradWeight());

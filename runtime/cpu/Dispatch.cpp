@@ -81,11 +81,11 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
 }
 
 void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
-                   const Tensor &weight, const Tensor &gradInput,
-                   const Tensor &gradWeight, const Tensor &gradBias,
-                   int64_t normalizedRank, double eps) {
-  SLAPO_CPU_DISPATCH(layerNormGrad, grad, input, weight, gradInput, gradWeight,
-                     gradBias, normalizedRank, eps);
+                   const Tensor &weight, const Tensor &addend,
+                   const Tensor &gradInput, const Tensor &gradWeight,
+                   const Tensor &gradBias, int64_t normalizedRank, double eps) {
+  SLAPO_CPU_DISPATCH(layerNormGrad, grad, input, weight, addend, gradInput,
+                     gradWeight, gradBias, normalizedRank, eps);
 }
 
 void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
@@ -94,10 +94,11 @@ void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
 }
 
 void rmsNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
-                 const Tensor &weight, const Tensor &gradInput,
-                 const Tensor &gradWeight, double eps) {
-  SLAPO_CPU_DISPATCH(rmsNormGrad, grad, input, weight, gradInput, gradWeight,
-                     eps);
+                 const Tensor &weight, const Tensor &addend,
+                 const Tensor &gradInput, const Tensor &gradWeight,
+                 double eps) {
+  SLAPO_CPU_DISPATCH(rmsNormGrad, grad, input, weight, addend, gradInput,
+                     gradWeight, eps);
 }
 
 void rotaryEmbedding(Context &ctx, const Tensor &input, const Tensor &cos,

@@ -130,12 +130,17 @@ void normalizeRows(Context &ctx, const char *kernel, const Tensor &input,
 /// slapo.layer_norm_grad and slapo.rms_norm_grad, the RMS norm's without
 /// the mean of the scaled gradient). Null gradients are not computed. A
 /// `grad` narrower than the input is widened exactly to the compute type
-/// as it is read: the bits of the grad cast to the input's dtype first.
+/// as it is read: the bits of the grad cast to the input's dtype first. A
+/// non-null `addend` is added to the input's gradient rounded to its dtype,
+/// and the sum rounded again: the bits of the binary kernel's Add after it.
 template <bool Rms>
 void normalizeRowsGrad(Context &ctx, const char *kernel, const Tensor &grad,
                        const Tensor &input, const Tensor &weight,
-                       const Tensor &gradInput, const Tensor &gradWeight,
-                       const Tensor &gradBias, int64_t size, double eps) {
+                       const Tensor &addend, const Tensor &gradInput,
+                       const Tensor &gradWeight, const Tensor &gradBias,
+                       int64_t size, double eps) {
+  if (addend.data && addend.dtype != input.dtype)
+    throwUnsupported(kernel, addend.dtype);
   int64_t rows = size ? input.getNumElements() / size : 0;
   dispatchHeldExactly(
       kernel, "input", input, "grad", grad, [&](auto tag, auto gradTag) {
@@ -145,6 +150,7 @@ void normalizeRowsGrad(Context &ctx, const char *kernel, const Tensor &grad,
         const T *in = input.as<T>();
         const G *dy = grad.as<G>();
         const T *gamma = weight.as<T>();
+        const T *plus = addend.as<T>();
         std::vector<RowMoments<C>> moments(rows);
         // The input's gradient, row by row: the moments, the row means of the
         // scaled gradient, then the row.
@@ -164,12 +170,27 @@ void normalizeRowsGrad(Context &ctx, const char *kernel, const Tensor &grad,
               projection += scaled * ((load(x[i]) - center) * rstd);
             }
             C meanScaled = C(sum / size), meanProjection = C(projection / size);
-            for (int64_t i = 0; i < size; ++i) {
-              C scaled =
-                  gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
-              C normalized = (load(x[i]) - center) * rstd;
-              dx[i] = store<T>(
-                  rstd * (scaled - meanScaled - normalized * meanProjection));
+            // `finish(i, gradient)` gives dx[i]: a loop for each, so that
+            // neither tests the addend per element.
+            auto writeRow = [&](auto finish) {
+              for (int64_t i = 0; i < size; ++i) {
+                C scaled =
+                    gamma ? C(C(load(g[i])) * load(gamma[i])) : C(load(g[i]));
+                C normalized = (load(x[i]) - center) * rstd;
+                dx[i] =
+                    finish(i, store<T>(rstd * (scaled - meanScaled -
+                                               normalized * meanProjection)));
+              }
+            };
+            if (plus) {
+              // a[i] is read before dx[i] is written: the addend may be
+              // gradInput.
+              const T *a = plus + row * size;
+              writeRow([&](int64_t i, T gradient) {
+                return store<T>(load(gradient) + load(a[i]));
+              });
+            } else {
+              writeRow([](int64_t, T gradient) { return gradient; });
             }
           }
         });
@@ -216,11 +237,11 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
 }
 
 void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
-                   const Tensor &weight, const Tensor &gradInput,
-                   const Tensor &gradWeight, const Tensor &gradBias,
-                   int64_t normalizedRank, double eps) {
-  normalizeRowsGrad<false>(ctx, "layerNormGrad", grad, input, weight, gradInput,
-                           gradWeight, gradBias,
+                   const Tensor &weight, const Tensor &addend,
+                   const Tensor &gradInput, const Tensor &gradWeight,
+                   const Tensor &gradBias, int64_t normalizedRank, double eps) {
+  normalizeRowsGrad<false>(ctx, "layerNormGrad", grad, input, weight, addend,
+                           gradInput, gradWeight, gradBias,
                            getNormalizedSize(input, normalizedRank), eps);
 }
 
@@ -231,11 +252,12 @@ void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
 }
 
 void rmsNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
-                 const Tensor &weight, const Tensor &gradInput,
-                 const Tensor &gradWeight, double eps) {
-  normalizeRowsGrad<true>(ctx, "rmsNormGrad", grad, input, weight, gradInput,
-                          gradWeight, Tensor(), getNormalizedSize(input, 1),
-                          eps);
+                 const Tensor &weight, const Tensor &addend,
+                 const Tensor &gradInput, const Tensor &gradWeight,
+                 double eps) {
+  normalizeRowsGrad<true>(ctx, "rmsNormGrad", grad, input, weight, addend,
+                          gradInput, gradWeight, Tensor(),
+                          getNormalizedSize(input, 1), eps);
 }
 
 namespace {

@@ -208,10 +208,14 @@ __global__ void normKernel(int64_t rows, int64_t size, double eps, const T *in,
 /// descriptions, the RMS norm's without the mean of the scaled gradient);
 /// each row's moments are kept in `moments` for the column sums. A grad
 /// `dy` narrower than the input is widened exactly to the compute type as
-/// it is read: the bits of the grad cast to the input's dtype first.
+/// it is read: the bits of the grad cast to the input's dtype first. A
+/// non-null `addend` is added to the gradient rounded to T, and the sum
+/// rounded again: the bits of the binary kernel's Add after it. It may be
+/// `dx` itself: each thread reads its elements before it writes them.
 template <bool Rms, typename T, typename G>
 __global__ void normGradKernel(int64_t rows, int64_t size, double eps,
-                               const T *in, const G *dy, const T *gamma, T *dx,
+                               const T *in, const G *dy, const T *gamma,
+                               const T *addend, T *dx,
                                RowMoments<Compute<T>> *moments) {
   using C = Compute<T>;
   using A = Accumulate<T>;
@@ -235,10 +239,12 @@ __global__ void normGradKernel(int64_t rows, int64_t size, double eps,
         Rms ? C(0) : C(blockReduce(sum, Add(), A(0), shared) / A(size));
     C meanProjection =
         C(blockReduce(projection, Add(), A(0), shared) / A(size));
+    const T *a = addend ? addend + row * size : nullptr;
     for (int64_t i = threadIdx.x; i < size; i += blockDim.x) {
       C normalized = (load(x[i]) - m.center) * m.rstd;
-      d[i] = store<T>(m.rstd *
-                      (scaledAt(i) - meanScaled - normalized * meanProjection));
+      T gradient = store<T>(
+          m.rstd * (scaledAt(i) - meanScaled - normalized * meanProjection));
+      d[i] = a ? store<T>(load(gradient) + load(a[i])) : gradient;
     }
     if (threadIdx.x == 0)
       moments[row] = m;
@@ -290,13 +296,17 @@ void launchNorm(Context &ctx, const char *kernel, const Tensor &input,
       });
 }
 
-/// The gradients of launchNorm<Rms>'s rows of `size` elements; null
-/// gradients of the weight and the bias are not computed.
+/// The gradients of launchNorm<Rms>'s rows of `size` elements, plus the
+/// addend (if not null) for the input's; null gradients of the weight and
+/// the bias are not computed.
 template <bool Rms>
 void launchNormGrad(Context &ctx, const char *kernel, const Tensor &grad,
                     const Tensor &input, const Tensor &weight,
-                    const Tensor &gradInput, const Tensor &gradWeight,
-                    const Tensor &gradBias, int64_t size, double eps) {
+                    const Tensor &addend, const Tensor &gradInput,
+                    const Tensor &gradWeight, const Tensor &gradBias,
+                    int64_t size, double eps) {
+  if (addend.data && addend.dtype != input.dtype)
+    throwUnsupported(kernel, addend.dtype);
   int64_t rows = size ? input.getNumElements() / size : 0;
   if (rows == 0)
     return;
@@ -308,10 +318,10 @@ void launchNormGrad(Context &ctx, const char *kernel, const Tensor &grad,
         using Moments = RowMoments<Compute<T>>;
         auto *moments = static_cast<Moments *>(ctx.getImpl().getScratch(
             Scratch::Partials, sizeof(Moments) * rows, stream));
-        normGradKernel<Rms>
-            <<<getGridSize(ctx, rows, 1), getRowBlockSize(size, 4), 0,
-               stream>>>(rows, size, eps, input.as<T>(), grad.as<G>(),
-                         weight.as<T>(), gradInput.as<T>(), moments);
+        normGradKernel<Rms><<<getGridSize(ctx, rows, 1),
+                              getRowBlockSize(size, 4), 0, stream>>>(
+            rows, size, eps, input.as<T>(), grad.as<G>(), weight.as<T>(),
+            addend.as<T>(), gradInput.as<T>(), moments);
         checkLaunch(kernel);
         if (!gradWeight.data && !gradBias.data)
           return;
@@ -335,12 +345,12 @@ void layerNorm(Context &ctx, const Tensor &input, const Tensor &weight,
 }
 
 void layerNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
-                   const Tensor &weight, const Tensor &gradInput,
-                   const Tensor &gradWeight, const Tensor &gradBias,
-                   int64_t normalizedRank, double eps) {
+                   const Tensor &weight, const Tensor &addend,
+                   const Tensor &gradInput, const Tensor &gradWeight,
+                   const Tensor &gradBias, int64_t normalizedRank, double eps) {
   int rank = input.getRank();
   launchNormGrad<false>(
-      ctx, "layerNormGrad", grad, input, weight, gradInput, gradWeight,
+      ctx, "layerNormGrad", grad, input, weight, addend, gradInput, gradWeight,
       gradBias, product(input.shape, rank - int(normalizedRank), rank), eps);
 }
 
@@ -351,10 +361,11 @@ void rmsNorm(Context &ctx, const Tensor &input, const Tensor &weight,
 }
 
 void rmsNormGrad(Context &ctx, const Tensor &grad, const Tensor &input,
-                 const Tensor &weight, const Tensor &gradInput,
-                 const Tensor &gradWeight, double eps) {
-  launchNormGrad<true>(ctx, "rmsNormGrad", grad, input, weight, gradInput,
-                       gradWeight, Tensor(),
+                 const Tensor &weight, const Tensor &addend,
+                 const Tensor &gradInput, const Tensor &gradWeight,
+                 double eps) {
+  launchNormGrad<true>(ctx, "rmsNormGrad", grad, input, weight, addend,
+                       gradInput, gradWeight, Tensor(),
                        input.shape.dims[input.getRank() - 1], eps);
 }
 

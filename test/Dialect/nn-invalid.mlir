@@ -81,6 +81,22 @@ func.func @layer_norm_grad_grad_type(%dy: tensor<4x4xf32>, %x: tensor<4x8xf32>) 
 
 // -----
 
+func.func @layer_norm_grad_addend_type(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{addend type 'tensor<4x8xbf16>' differs from the input type 'tensor<4x8xf32>'}}
+  %0:3 = slapo.layer_norm_grad %dy, %x addend %dy {normalized_rank = 1, eps = 1.0e-5} : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_addend_shape(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %a: tensor<8xf32>) {
+  // expected-error @+1 {{addend type 'tensor<8xf32>' differs from the input type 'tensor<4x8xf32>'}}
+  %0:2 = slapo.rms_norm_grad %dy, %x addend %a {eps = 1.0e-6} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
 func.func @rms_norm_grad_weight_grad_shape(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) {
   // expected-error @+1 {{grad_weight shape [4] differs from [8], the last dim}}
   %0:2 = slapo.rms_norm_grad %dy, %x {eps = 1.0e-6} : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>)

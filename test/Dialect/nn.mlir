@@ -41,7 +41,11 @@ func.func @layer_norm_grad(%dy: tensor<2x5x32xf32>, %x: tensor<2x5x32xf32>, %g: 
   // CHECK-NEXT: slapo.layer_norm_grad %{{.*}}, %{{.*}} weight %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 2 : i64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<5x32xf32>) -> (tensor<2x5x32xf32>, tensor<5x32xf32>, tensor<5x32xf32>)
   // CHECK-NEXT: slapo.layer_norm_grad %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>)
   %0:3 = slapo.layer_norm_grad %dy, %x weight %g {normalized_rank = 2, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<5x32xf32>) -> (tensor<2x5x32xf32>, tensor<5x32xf32>, tensor<5x32xf32>)
+  // CHECK-NEXT: slapo.layer_norm_grad %{{.*}}, %{{.*}} weight %{{.*}} addend %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 2 : i64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<5x32xf32>, tensor<5x32xf32>)
+  // CHECK-NEXT: slapo.layer_norm_grad %{{.*}}, %{{.*}} addend %{{.*}} {eps = 1.000000e-05 : f64, normalized_rank = 1 : i64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>)
   %1:3 = slapo.layer_norm_grad %dy, %x {normalized_rank = 1, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  %2:3 = slapo.layer_norm_grad %dy, %x weight %g addend %dy {normalized_rank = 2, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<5x32xf32>, tensor<5x32xf32>)
+  %3:3 = slapo.layer_norm_grad %dy, %x addend %dy {normalized_rank = 1, eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>, tensor<32xf32>)
   return
 }
 
@@ -50,7 +54,9 @@ func.func @rms_norm_grad(%dy: tensor<2x5x32xf32>, %x: tensor<2x5x32xf32>, %g: te
   // CHECK-NEXT: slapo.rms_norm_grad %{{.*}}, %{{.*}} weight %{{.*}} {eps = 1.000000e-05 : f64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
   // CHECK-NEXT: slapo.rms_norm_grad %{{.*}}, %{{.*}} {eps = 0.000000e+00 : f64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
   %0:2 = slapo.rms_norm_grad %dy, %x weight %g {eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
+  // CHECK-NEXT: slapo.rms_norm_grad %{{.*}}, %{{.*}} weight %{{.*}} addend %{{.*}} {eps = 1.000000e-05 : f64} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
   %1:2 = slapo.rms_norm_grad %dy, %x {eps = 0.0} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
+  %2:2 = slapo.rms_norm_grad %dy, %x weight %g addend %dy {eps = 1.0e-5} : (tensor<2x5x32xf32>, tensor<2x5x32xf32>, tensor<32xf32>, tensor<2x5x32xf32>) -> (tensor<2x5x32xf32>, tensor<32xf32>)
   return
 }
 

@@ -143,3 +143,40 @@ module {
     return %1, %2 : tensor<4x8xbf16>, tensor<8xf32>
   }
 }
+
+// -----
+
+// A sum of a group's input (the residual stream's gradient, which the block's
+// last product reads in bf16 and its bias sums): a lone cast and the sum
+// through a reshape are one loop, which reads the gradient once. A sum that
+// comes before the group's last op, or of an input that a row group reads,
+// stays outside.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[F:.*]]:2 = slapo.fused %arg0 {slapo.module = "h.mlp.c_proj", slapo.phase = "backward"} : (tensor<2x3x8xf32>) -> (tensor<2x3x8xbf16>, tensor<8xf32>) {
+// CHECK-NEXT: ^bb0(%[[G:.*]]: tensor<2x3x8xf32>
+// CHECK-NEXT: %[[CAST:.*]] = slapo.cast %[[G]]
+// CHECK-NEXT: %[[SUM:.*]] = slapo.sum %[[G]] {dims = array<i64: 0, 1>, keepdim = false, {{.*}}} : tensor<2x3x8xf32> -> tensor<8xf32>
+// CHECK-NEXT: slapo.yield %[[CAST]], %[[SUM]]
+// CHECK-NEXT: }
+// CHECK-NEXT: slapo.sum %arg1 {dims = array<i64: 0>
+// CHECK-NEXT: slapo.fused %arg1
+// CHECK: slapo.softmax
+// CHECK: slapo.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: slapo.sum %arg2 {dims = array<i64: 0>
+// CHECK-NOT: slapo.reshape
+// CHECK: return %[[F]]#0, %[[F]]#1
+module {
+  func.func @train_step(%g: tensor<2x3x8xf32>, %a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<2x3x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>) {
+    %0 = slapo.cast %g {slapo.module = "h.mlp.c_proj", slapo.phase = "backward"} : tensor<2x3x8xf32> -> tensor<2x3x8xbf16>
+    %1 = slapo.reshape %g {slapo.module = "h.mlp.c_proj", slapo.phase = "backward"} : tensor<2x3x8xf32> -> tensor<6x8xf32>
+    %2 = slapo.sum %1 {dims = array<i64: 0>, keepdim = false, slapo.module = "h.mlp.c_proj", slapo.phase = "backward"} : tensor<6x8xf32> -> tensor<8xf32>
+    %3 = slapo.sum %a {dims = array<i64: 0>, keepdim = false, slapo.phase = "backward"} : tensor<4x8xf32> -> tensor<8xf32>
+    %4 = slapo.neg %a {slapo.phase = "backward"} : tensor<4x8xf32>
+    %5 = slapo.cast %4 {slapo.phase = "backward"} : tensor<4x8xf32> -> tensor<4x8xbf16>
+    %6 = slapo.exp %b {slapo.phase = "backward"} : tensor<4x8xf32>
+    %7 = slapo.softmax %6 {dim = 1 : i64, slapo.phase = "backward"} : tensor<4x8xf32>
+    %8 = slapo.sum %b {dims = array<i64: 0>, keepdim = false, slapo.phase = "backward"} : tensor<4x8xf32> -> tensor<8xf32>
+    return %0, %2, %3, %5, %7, %8 : tensor<2x3x8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>
+  }
+}

@@ -877,8 +877,8 @@ void addNN(CaseList &cases) {
             Tensor gradWeight = session.output(dtype, parameterShape);
             Tensor gradBias = session.output(dtype, parameterShape);
             layerNormGrad(session.ctx, in[0], in[1],
-                          c.affine ? in[2] : Tensor(), gradInput, gradWeight,
-                          gradBias, c.normalizedRank, 1e-5);
+                          c.affine ? in[2] : Tensor(), Tensor(), gradInput,
+                          gradWeight, gradBias, c.normalizedRank, 1e-5);
             return {session.download(gradInput), session.download(gradWeight),
                     session.download(gradBias)};
           },
@@ -922,7 +922,7 @@ void addNN(CaseList &cases) {
             Tensor gradInput = session.output(dtype, c.shape);
             Tensor gradWeight = session.output(dtype, weightShape);
             rmsNormGrad(session.ctx, in[0], in[1], c.affine ? in[2] : Tensor(),
-                        gradInput, gradWeight, 1e-6);
+                        Tensor(), gradInput, gradWeight, 1e-6);
             return {session.download(gradInput), session.download(gradWeight)};
           },
           withAbsolute(1e-4));
@@ -982,19 +982,82 @@ void addNN(CaseList &cases) {
                 Tensor gradWeight = session.output(x.dtype, parameterShape);
                 Tensor gradBias = session.output(x.dtype, parameterShape);
                 if (rms) {
-                  rmsNormGrad(session.ctx, dy, x, w, gradInput, gradWeight,
-                              1e-6);
+                  rmsNormGrad(session.ctx, dy, x, w, Tensor(), gradInput,
+                              gradWeight, 1e-6);
                   return Outputs{session.download(gradInput),
                                  session.download(gradWeight)};
                 }
-                layerNormGrad(session.ctx, dy, x, w, gradInput, gradWeight,
-                              gradBias, 1, 1e-5);
+                layerNormGrad(session.ctx, dy, x, w, Tensor(), gradInput,
+                              gradWeight, gradBias, 1, 1e-5);
                 return Outputs{session.download(gradInput),
                                session.download(gradWeight),
                                session.download(gradBias)};
               };
               Outputs outputs = gradients(g), unfused = gradients(widened);
               for (size_t i = 0, n = outputs.size(); i < n; ++i)
+                outputs.push_back(countMismatches(outputs[i], unfused[i]));
+              return outputs;
+            },
+            withAbsolute(1e-4));
+      }
+
+  // The norms' gradients plus an addend (a residual stream's gradient sum
+  // folded in), of a grad of the input's dtype or a narrower one: each
+  // backend must give its own bits of the gradients and then binary Add,
+  // with the addend apart and in place (the addend gradInput itself), and
+  // the weight's and the bias's gradients without it. I64 outputs after the
+  // results count the elements that differ, 0 on both.
+  const std::pair<DType, DType> addendGrads[] = {{DType::F32, DType::F32},
+                                                 {DType::F64, DType::F64},
+                                                 {DType::BF16, DType::BF16},
+                                                 {DType::F16, DType::F16},
+                                                 {DType::F32, DType::BF16}};
+  for (auto [dtype, gradType] : addendGrads)
+    for (const NormCase &c :
+         {NormCase{{6, 77}, 1, true}, NormCase{{3, 5, 24}, 1, false},
+          NormCase{{2, 4099}, 1, true}})
+      for (bool rms : {false, true}) {
+        Shape parameterShape = c.getParameterShape();
+        HostTensor grad = random(gradType, c.shape, 145);
+        HostTensor input = random(dtype, c.shape, 146, -2, 3);
+        HostTensor weight = random(dtype, parameterShape, 147, 0.5, 1.5);
+        HostTensor addend = random(dtype, c.shape, 148, -4, 4);
+        cases.add(
+            std::string(rms ? "rmsNormGrad " : "layerNormGrad ") +
+                describe(dtype, c.shape) + " of " + getName(gradType) +
+                " grad" + (c.affine ? " with weight" : "") + " plus an addend",
+            [=, dtype = dtype](auto &session) -> Outputs {
+              Tensor g = session.upload(grad), x = session.upload(input);
+              Tensor w = c.affine ? session.upload(weight) : Tensor();
+              Tensor a = session.upload(addend);
+              auto gradients = [&](const Tensor &plus,
+                                   const Tensor &gradInput) {
+                Tensor gradWeight = session.output(dtype, parameterShape);
+                Tensor gradBias = session.output(dtype, parameterShape);
+                if (rms) {
+                  rmsNormGrad(session.ctx, g, x, w, plus, gradInput, gradWeight,
+                              1e-6);
+                  return Outputs{session.download(gradInput),
+                                 session.download(gradWeight)};
+                }
+                layerNormGrad(session.ctx, g, x, w, plus, gradInput, gradWeight,
+                              gradBias, 1, 1e-5);
+                return Outputs{session.download(gradInput),
+                               session.download(gradWeight),
+                               session.download(gradBias)};
+              };
+              Outputs unfused =
+                  gradients(Tensor(), session.output(dtype, c.shape));
+              Tensor sum = session.output(dtype, c.shape);
+              binary(session.ctx, BinaryKind::Add, session.upload(unfused[0]),
+                     a, sum);
+              Outputs outputs = gradients(a, session.output(dtype, c.shape));
+              Tensor inPlace = session.upload(addend);
+              HostTensor inPlaceResult = gradients(inPlace, inPlace)[0];
+              HostTensor want = session.download(sum);
+              outputs.push_back(countMismatches(outputs[0], want));
+              outputs.push_back(countMismatches(inPlaceResult, want));
+              for (size_t i = 1, n = unfused.size(); i < n; ++i)
                 outputs.push_back(countMismatches(outputs[i], unfused[i]));
               return outputs;
             },

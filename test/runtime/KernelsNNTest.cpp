@@ -3,8 +3,9 @@
 // formulas, computed here in f64; flash attention on token-major operands
 // against the head-major one, on head windows of a packed tensor against
 // separate operands, on grouped keys and values against them repeated to
-// every query head, and the norms with a folded cast against the norm and
-// the cast kernel, bit for bit.
+// every query head, the norms with a folded cast against the norm and the
+// cast kernel, and the norms' gradients plus an addend against the
+// gradients and the binary kernel's Add, bit for bit.
 #include "slapo/runtime/AttentionGeometry.h"
 #include "slapo/runtime/Error.h"
 #include "slapo/runtime/LinearCrossEntropyWorkspace.h"
@@ -199,7 +200,7 @@ TEST_CASE("layer norm gradients: the input's per row, weight and bias summed "
     std::vector<float> gradInput(rows * size), gradWeight(size), gradBias(size);
     layerNormGrad(ctx, Tensor(grad.data(), DType::F32, {rows, size}),
                   Tensor(in.data(), DType::F32, {rows, size}),
-                  Tensor(weight.data(), DType::F32, {size}),
+                  Tensor(weight.data(), DType::F32, {size}), Tensor(),
                   Tensor(gradInput.data(), DType::F32, {rows, size}),
                   Tensor(gradWeight.data(), DType::F32, {size}),
                   Tensor(gradBias.data(), DType::F32, {size}), 1, 1e-5);
@@ -221,7 +222,7 @@ TEST_CASE("layer norm gradient over two dims without weight, nothing else "
   std::vector<float> grad = {1, -1, 2, 0, 0.5f, 3, -2, 1, 0, 4, 1, 1};
   std::vector<float> gradInput(12);
   layerNormGrad(ctx, Tensor(grad.data(), DType::F32, {2, 2, 3}),
-                Tensor(in.data(), DType::F32, {2, 2, 3}), Tensor(),
+                Tensor(in.data(), DType::F32, {2, 2, 3}), Tensor(), Tensor(),
                 Tensor(gradInput.data(), DType::F32, {2, 2, 3}), Tensor(),
                 Tensor(), 2, 1e-5);
   NaiveLayerNormGrads expected = naiveLayerNormGrad(grad, in, 6, 1e-5, nullptr);
@@ -244,7 +245,7 @@ TEST_CASE("RMS norm gradients: the input's per row, the weight's summed over "
     std::vector<float> gradInput(rows * size), gradWeight(size);
     rmsNormGrad(ctx, Tensor(grad.data(), DType::F32, {rows, size}),
                 Tensor(in.data(), DType::F32, {rows, size}),
-                Tensor(weight.data(), DType::F32, {size}),
+                Tensor(weight.data(), DType::F32, {size}), Tensor(),
                 Tensor(gradInput.data(), DType::F32, {rows, size}),
                 Tensor(gradWeight.data(), DType::F32, {size}), eps);
     std::vector<double> expectedWeight(size);
@@ -284,14 +285,20 @@ std::vector<uint8_t> unwritten(DType dtype, int64_t count) {
   return std::vector<uint8_t>(count * getSize(dtype), 0x5a);
 }
 
-/// spreadValues(count, seed) rounded to `dtype` by the cast kernel.
-std::vector<uint8_t> spreadBytes(Context &ctx, DType dtype, int count,
-                                 int seed) {
-  std::vector<float> values = spreadValues(count, seed);
+/// `values` rounded to `dtype` by the cast kernel.
+std::vector<uint8_t> castBytes(Context &ctx, DType dtype,
+                               std::vector<float> values) {
+  int64_t count = values.size();
   std::vector<uint8_t> bytes = unwritten(dtype, count);
   cast(ctx, Tensor(values.data(), DType::F32, {count}),
        Tensor(bytes.data(), dtype, {count}));
   return bytes;
+}
+
+/// spreadValues(count, seed) rounded to `dtype` by the cast kernel.
+std::vector<uint8_t> spreadBytes(Context &ctx, DType dtype, int count,
+                                 int seed) {
+  return castBytes(ctx, dtype, spreadValues(count, seed));
 }
 
 /// `bytes` as a tensor of `dtype` and `shape`.
@@ -368,9 +375,9 @@ TEST_CASE("layer norm and RMS norm gradients of a narrower grad give the bits "
         Tensor gradInput = view(out[0], dtype, shape);
         Tensor gradWeight = view(out[1], dtype, {size});
         if (rms)
-          rmsNormGrad(ctx, g, x, w, gradInput, gradWeight, 1e-6);
+          rmsNormGrad(ctx, g, x, w, Tensor(), gradInput, gradWeight, 1e-6);
         else
-          layerNormGrad(ctx, g, x, w, gradInput, gradWeight,
+          layerNormGrad(ctx, g, x, w, Tensor(), gradInput, gradWeight,
                         view(out[2], dtype, {size}), 1, 1e-5);
         return out;
       };
@@ -383,6 +390,90 @@ TEST_CASE("layer norm and RMS norm gradients of a narrower grad give the bits "
       CHECK(got[2] == want[2]);
       CHECK(want[0] != unwritten(dtype, count));
     }
+}
+
+TEST_CASE("layer norm and RMS norm gradients plus an addend give the bits of "
+          "the gradients then binary Add, in place too") {
+  Context ctx(2);
+  const int count = 5 * 3 * 70, size = 70;
+  const Shape shape = {5, 3, size};
+  std::mt19937 generator(31);
+  std::uniform_real_distribution<float> uniform(-4, 4);
+  // Each float dtype with a grad of its own, then with a narrower grad.
+  std::vector<std::pair<DType, DType>> pairs = {{DType::F32, DType::F32},
+                                                {DType::F64, DType::F64},
+                                                {DType::BF16, DType::BF16},
+                                                {DType::F16, DType::F16}};
+  pairs.insert(pairs.end(), std::begin(kNarrowings), std::end(kNarrowings));
+  for (auto [dtype, gradType] : pairs)
+    for (bool rms : {false, true}) {
+      INFO((rms ? "rmsNormGrad " : "layerNormGrad ")
+           << getName(dtype) << " of " << getName(gradType) << " grad");
+      std::vector<uint8_t> input = spreadBytes(ctx, dtype, count, 7);
+      std::vector<uint8_t> weight = spreadBytes(ctx, dtype, size, 8);
+      std::vector<uint8_t> grad = spreadBytes(ctx, gradType, count, 9);
+      std::vector<float> values(count);
+      for (float &value : values)
+        value = uniform(generator);
+      std::vector<uint8_t> addend = castBytes(ctx, dtype, values);
+      enum class Addend { None, Separate, InPlace };
+      // gradInput, gradWeight and gradBias (which the RMS norm leaves
+      // unwritten); in place, gradInput holds the addend before the call.
+      auto gradients = [&](Addend mode) {
+        std::vector<std::vector<uint8_t>> out = {
+            mode == Addend::InPlace ? addend : unwritten(dtype, count),
+            unwritten(dtype, size), unwritten(dtype, size)};
+        Tensor x = view(input, dtype, shape), w = view(weight, dtype, {size});
+        Tensor g = view(grad, gradType, shape);
+        Tensor gradInput = view(out[0], dtype, shape);
+        Tensor gradWeight = view(out[1], dtype, {size});
+        Tensor plus = mode == Addend::None      ? Tensor()
+                      : mode == Addend::InPlace ? gradInput
+                                                : view(addend, dtype, shape);
+        if (rms)
+          rmsNormGrad(ctx, g, x, w, plus, gradInput, gradWeight, 1e-6);
+        else
+          layerNormGrad(ctx, g, x, w, plus, gradInput, gradWeight,
+                        view(out[2], dtype, {size}), 1, 1e-5);
+        return out;
+      };
+      std::vector<std::vector<uint8_t>> want = gradients(Addend::None);
+      std::vector<uint8_t> sum = unwritten(dtype, count);
+      binary(ctx, BinaryKind::Add, view(want[0], dtype, shape),
+             view(addend, dtype, shape), view(sum, dtype, shape));
+      CHECK(sum != want[0]);
+      for (Addend mode : {Addend::Separate, Addend::InPlace}) {
+        INFO((mode == Addend::InPlace ? "in place" : "a separate addend"));
+        std::vector<std::vector<uint8_t>> got = gradients(mode);
+        CHECK(got[0] == sum);
+        CHECK(got[1] == want[1]);
+        CHECK(got[2] == want[2]);
+      }
+    }
+}
+
+TEST_CASE("the norm gradients refuse an addend of another dtype than the "
+          "input's") {
+  Context ctx(1);
+  const Shape shape = {2, 8};
+  std::vector<uint8_t> f32 = spreadBytes(ctx, DType::F32, 16, 1);
+  std::vector<uint8_t> bf16 = spreadBytes(ctx, DType::BF16, 16, 2);
+  std::vector<uint8_t> f64 = spreadBytes(ctx, DType::F64, 16, 3);
+  std::vector<uint8_t> gradInput = unwritten(DType::F32, 16);
+  CHECK_THROWS_WITH(
+      layerNormGrad(
+          ctx, view(f32, DType::F32, shape), view(f32, DType::F32, shape),
+          Tensor(), view(f64, DType::F64, shape),
+          view(gradInput, DType::F32, shape), Tensor(), Tensor(), 1, 1e-5),
+      "the CPU kernel 'layerNormGrad' does not support F64 tensors");
+  // Nor a narrower one that the input's dtype holds exactly.
+  CHECK_THROWS_WITH(rmsNormGrad(ctx, view(f32, DType::F32, shape),
+                                view(f32, DType::F32, shape), Tensor(),
+                                view(bf16, DType::BF16, shape),
+                                view(gradInput, DType::F32, shape), Tensor(),
+                                1e-6),
+                    Catch::Contains("'rmsNormGrad' does not support BF16"));
+  CHECK(gradInput == unwritten(DType::F32, 16));
 }
 
 TEST_CASE("the norms refuse an out or a grad that their input's dtype does "
@@ -412,14 +503,14 @@ TEST_CASE("the norms refuse an out or a grad that their input's dtype does "
                                     "with input F32"));
   CHECK_THROWS_WITH(
       layerNormGrad(ctx, view(f64, DType::F64, shape),
-                    view(f32, DType::F32, shape), Tensor(),
+                    view(f32, DType::F32, shape), Tensor(), Tensor(),
                     view(gradInput, DType::F32, shape), Tensor(), Tensor(), 1,
                     1e-5),
       Catch::Contains("'layerNormGrad' does not support grad F64 with input "
                       "F32"));
   CHECK_THROWS_WITH(
       rmsNormGrad(ctx, view(f16, DType::F16, shape),
-                  view(bf16, DType::BF16, shape), Tensor(),
+                  view(bf16, DType::BF16, shape), Tensor(), Tensor(),
                   view(gradInput, DType::BF16, shape), Tensor(), 1e-6),
       Catch::Contains("'rmsNormGrad' does not support grad F16 with input "
                       "BF16"));

@@ -610,6 +610,21 @@ def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
   ];
 }
 
+def FoldAddends : Pass<"slapo-fold-addends", "::mlir::ModuleOp"> {
+  let summary = "gradient sums written by the op that computes one of their terms";
+  let description = [{
+    A `slapo.add` of a value that an AddendOpInterface op (a norm's
+    gradient) computes for it alone, and of another value of the same type
+    computed before that op, in the same phase and microbatch, becomes the
+    op's addend: the op writes the sum as it writes its result (the bits of
+    the add), and the add, a pass over memory of its own, is gone. In a
+    transformer's backward these are the residual streams' gradients: the
+    norm's input gradient plus the gradient through the residual
+    connection. Runs on every function, after slapo-autodiff, under
+    train(fusion="auto"): fusion="none" keeps one kernel per op.
+  }];
+}
+
 def FuseElementwise : Pass<"slapo-fuse-elementwise", "::mlir::ModuleOp"> {
   let summary = "fusion: chains of elementwise ops of @train_step as slapo.fused groups";
   let description = [{

@@ -146,4 +146,37 @@ def Slapo_FusibleRowOpInterface : OpInterface<"FusibleRowOpInterface"> {
   ];
 }
 
+def Slapo_AddendOpInterface : OpInterface<"AddendOpInterface"> {
+  let cppNamespace = "::slapo";
+  let description = [{
+    An op that can add a tensor to one of its results as it writes it. Where
+    a value has several readers, autodiff sums their gradients with
+    slapo.add: a residual stream's gradient is a norm's input gradient plus
+    the branch's. slapo-fold-addends gives the other term to the op that
+    computes one of them, so that the sum is no pass over memory of its own:
+    the result is then the op's value rounded to the result's type, plus the
+    addend, rounded once more (the bits of the slapo.add it replaces).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The result that the addend is added to.
+      }],
+      "::mlir::Value", "getAddendTarget", (ins), [{
+        return $_op.getGradInput();
+      }]>,
+    InterfaceMethod<[{
+        The addend (null: none yet), of the target's type.
+      }],
+      "::mlir::Value", "getAddend", (ins), [{
+        return $_op.getAddend();
+      }]>,
+    InterfaceMethod<[{
+        Makes `addend` (of the target's type) the addend.
+      }],
+      "void", "setAddend", (ins "::mlir::Value":$addend), [{
+        $_op.getAddendMutable().assign(addend);
+      }]>,
+  ];
+}
+
 #endif // SLAPO_INTERFACES

@@ -493,7 +493,8 @@ def Slapo_LayerNormOp : Slapo_Op<"layer_norm", [Pure, AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
-def Slapo_LayerNormGradOp : Slapo_Op<"layer_norm_grad", [Pure]> {
+def Slapo_LayerNormGradOp : Slapo_Op<"layer_norm_grad",
+    [Pure, AttrSizedOperandSegments, Slapo_AddendOpInterface]> {
   let summary = "the gradients of layer_norm's input, weight and bias";
   let description = [{
     With each row's mean and rstd = rsqrt(variance + eps) over the trailing
@@ -504,15 +505,19 @@ def Slapo_LayerNormGradOp : Slapo_Op<"layer_norm_grad", [Pure]> {
     grad_bias = sum(grad) over the rows (shape: the normalized dims; read
     only where the norm has a weight, a bias). What slapo.layer_norm's
     gradient rule builds: one pass per row and one reduction over the rows,
-    where the rule's formulas are a dozen ops as large as the input.
+    where the rule's formulas are a dozen ops as large as the input. With
+    an `addend` (of the input's type: slapo-fold-addends), grad_input is
+    that gradient rounded to the input's type plus the addend.
   }];
   let arguments = (ins Slapo_FloatTensor:$grad, Slapo_FloatTensor:$input,
                        Optional<Slapo_FloatTensor>:$weight,
+                       Optional<Slapo_FloatTensor>:$addend,
                        I64Attr:$normalized_rank, F64Attr:$eps);
   let results = (outs Slapo_FloatTensor:$grad_input,
                       Slapo_FloatTensor:$grad_weight,
                       Slapo_FloatTensor:$grad_bias);
-  let assemblyFormat = "$grad `,` $input (`weight` $weight^)? attr-dict `:` "
+  let assemblyFormat = "$grad `,` $input (`weight` $weight^)? "
+                       "(`addend` $addend^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -558,7 +563,8 @@ def Slapo_RmsNormOp : Slapo_Op<"rms_norm", [Pure, Slapo_Differentiable,
   let hasVerifier = 1;
 }
 
-def Slapo_RmsNormGradOp : Slapo_Op<"rms_norm_grad", [Pure]> {
+def Slapo_RmsNormGradOp : Slapo_Op<"rms_norm_grad",
+    [Pure, AttrSizedOperandSegments, Slapo_AddendOpInterface]> {
   let summary = "the gradients of rms_norm's input and weight";
   let description = [{
     With each row's rstd = rsqrt(mean(x^2) + eps) over the last dim of
@@ -568,13 +574,15 @@ def Slapo_RmsNormGradOp : Slapo_Op<"rms_norm_grad", [Pure]> {
     rows (shape: the last dim; read only where the norm has a weight).
     What slapo.rms_norm's gradient rule builds: one pass per row and one
     reduction over the rows, where the formulas are ten ops as large as the
-    input.
+    input. With an `addend`, as slapo.layer_norm_grad's.
   }];
   let arguments = (ins Slapo_FloatTensor:$grad, Slapo_FloatTensor:$input,
-                       Optional<Slapo_FloatTensor>:$weight, F64Attr:$eps);
+                       Optional<Slapo_FloatTensor>:$weight,
+                       Optional<Slapo_FloatTensor>:$addend, F64Attr:$eps);
   let results = (outs Slapo_FloatTensor:$grad_input,
                       Slapo_FloatTensor:$grad_weight);
-  let assemblyFormat = "$grad `,` $input (`weight` $weight^)? attr-dict `:` "
+  let assemblyFormat = "$grad `,` $input (`weight` $weight^)? "
+                       "(`addend` $addend^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
