@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 using namespace slapo::rt;
@@ -94,6 +95,35 @@ TEST_CASE("large reductions in every layout") {
   for (float x : in)
     expected += x;
   CHECK(mean == Approx(expected / in.size()).epsilon(1e-6));
+}
+
+TEST_CASE("column sums split among threads fold each column's rows in order") {
+  // Kept outer positions, rows of few columns (a thread's units span two
+  // positions) or of several blocks of columns: every thread count gives the
+  // bits of a sequential fold in f64, rounded once.
+  for (auto [outer, rows, columns] :
+       {std::tuple(5, 300, 77), std::tuple(2, 70, 1000), std::tuple(1, 9, 3)})
+    for (int threads : {1, 2, 3, 7}) {
+      INFO(outer << " x " << rows << " x " << columns << ", threads: "
+                 << threads);
+      Context ctx(threads);
+      std::vector<float> in(size_t(outer) * rows * columns);
+      for (size_t i = 0; i < in.size(); ++i)
+        in[i] = float(int(i * 7919 % 2003) - 1001) / 37.0f;
+      std::vector<float> sums(size_t(outer) * columns, -1.0f);
+      reduce(ctx, ReduceKind::Sum,
+             Tensor(in.data(), DType::F32, {outer, rows, columns}),
+             Tensor(sums.data(), DType::F32, {outer, columns}), 0b010);
+      int wrong = 0;
+      for (int o = 0; o < outer; ++o)
+        for (int j = 0; j < columns; ++j) {
+          double expected = 0;
+          for (int i = 0; i < rows; ++i)
+            expected += in[(size_t(o) * rows + i) * columns + j];
+          wrong += sums[size_t(o) * columns + j] != float(expected);
+        }
+      CHECK(wrong == 0);
+    }
 }
 
 TEST_CASE("reduce of integers, bf16 and NaN") {
