@@ -106,9 +106,15 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
           << kTrainStepName << " (run slapo-optimizer first)";
       return signalPassFailure();
     }
-    widenAgainInEachComputation(step);
     if (!kind.empty() && failed(prepareKind(step)))
       return signalPassFailure();
+    // After the kind's preparation, which says which ops its groups may
+    // hold: those then hold the copies too.
+    SmallVector<Operation *> copies;
+    widenAgainInEachComputation(
+        step, [&](Operation *op) { return isCandidate(op); }, copies);
+    if (!kind.empty())
+      kindOps.insert(copies.begin(), copies.end());
     if (kind.empty())
       sinkBiasAddsPastReshapes(step,
                                [&](Operation *op) { return isCandidate(op); });

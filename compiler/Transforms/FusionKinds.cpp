@@ -535,16 +535,17 @@ void sinkBiasAddsPastReshapes(
   }
 }
 
-void widenAgainInEachComputation(func::FuncOp step) {
+void widenAgainInEachComputation(func::FuncOp step,
+                                 function_ref<bool(Operation *)> mayFuse,
+                                 SmallVectorImpl<Operation *> &copies) {
   for (CastOp cast : llvm::to_vector(step.getOps<CastOp>())) {
     if (!cast.isWidening())
       continue;
     // One copy per other computation, before its first reader there that
-    // a fusion group may hold (the others, an optimizer's update, a
-    // norm's gradient, read the f32 tensor as it is).
+    // a fusion group may hold.
     SmallVector<Operation *> firstReaders;
     for (Operation *user : cast->getUsers())
-      if (!isSameComputation(cast, user) && isLoopFusible(user)) {
+      if (!isSameComputation(cast, user) && mayFuse(user)) {
         Operation **first = llvm::find_if(firstReaders, [&](Operation *seen) {
           return isSameComputation(seen, user);
         });
@@ -555,10 +556,11 @@ void widenAgainInEachComputation(func::FuncOp step) {
       }
     for (Operation *first : firstReaders) {
       Operation *again = computeAgainFor(cast, first);
+      copies.push_back(again);
       cast.getResult().replaceUsesWithIf(
           again->getResult(0), [&](OpOperand &use) {
             return isSameComputation(use.getOwner(), first) &&
-                   isLoopFusible(use.getOwner());
+                   mayFuse(use.getOwner());
           });
     }
   }

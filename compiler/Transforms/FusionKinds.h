@@ -20,6 +20,20 @@ namespace slapo {
 /// that getFuseKinds() does not list.
 llvm::StringRef getFuseKindPattern(llvm::StringRef kind);
 
+/// Gives each computation (forward, a recomputation, the backward) whose
+/// readers of a widening cast (mixed precision's bf16 product, widened)
+/// include one that `mayFuse` (a reader that a fusion group may hold) a
+/// copy of its own for those readers, returned in `copies`: the fusion
+/// group of each widens the bf16 tensor as it reads it, and the f32 copy is
+/// never written; the bf16 tensor is what the backward keeps, in half the
+/// bytes. Other readers (an optimizer's update, a norm's gradient, an op no
+/// group may hold) read the f32 tensor as it is: a copy for them would be
+/// one more pass.
+void widenAgainInEachComputation(
+    mlir::func::FuncOp step,
+    llvm::function_ref<bool(mlir::Operation *)> mayFuse,
+    llvm::SmallVectorImpl<mlir::Operation *> &copies);
+
 /// Checks that the forward of `module` in `step` (a training step) computes
 /// `kind`'s pattern, prepares the matched ops and adds to `members` the ops
 /// the kind's groups may hold: the matched ops, their recomputations and
@@ -27,13 +41,6 @@ llvm::StringRef getFuseKindPattern(llvm::StringRef kind);
 /// (of another pipeline stage) has nothing to fuse. Fails where the
 /// module's ops differ, with `mismatch` saying why and `at` set to an op of
 /// the module.
-/// Gives each computation (forward, a recomputation, the backward) that
-/// reads a widening cast (mixed precision's bf16 product, widened) a copy
-/// of its own: the fusion group of each widens the bf16 tensor as it reads
-/// it, and the f32 copy is never written; the bf16 tensor is what the
-/// backward keeps, in half the bytes.
-void widenAgainInEachComputation(mlir::func::FuncOp step);
-
 mlir::LogicalResult
 prepareFuseKind(llvm::StringRef kind, mlir::func::FuncOp step,
                 llvm::StringRef module,

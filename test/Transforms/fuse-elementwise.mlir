@@ -247,8 +247,15 @@ module {
   }
 }
 
-// fuse() of one module fuses only its ops.
+// fuse() of one module fuses only its ops, and a widened product of
+// another module that no group reads is not widened again for the backward
+// (a cast of its own would be one more pass): the backward reads the
+// forward's f32 tensor.
 // MODULE: slapo.fused {{.*}}{slapo.module = "m.chain"}
+// MODULE-NOT: slapo.fused
+// MODULE: %[[WIDE:.*]] = slapo.cast %{{.*}} {slapo.module = "m.widen"}
+// MODULE-NEXT: %[[EXP:.*]] = slapo.exp %[[WIDE]]
+// MODULE-NEXT: slapo.mul %[[EXP]], %[[WIDE]] {slapo.module = "m.widen", slapo.phase = "backward"}
 // MODULE-NOT: slapo.fused
 
 // Values a group keeps to itself are not planned: the chain's add, gelu
