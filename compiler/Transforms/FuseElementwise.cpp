@@ -108,16 +108,17 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
     }
     if (!kind.empty() && failed(prepareKind(step)))
       return signalPassFailure();
+    if (kind.empty())
+      sinkBiasAddsPastReshapes(step,
+                               [&](Operation *op) { return isCandidate(op); });
     // After the kind's preparation, which says which ops its groups may
-    // hold: those then hold the copies too.
+    // hold (those then hold the copies too), and after the bias adds moved
+    // to their readers' shape.
     SmallVector<Operation *> copies;
     widenAgainInEachComputation(
         step, [&](Operation *op) { return isCandidate(op); }, copies);
     if (!kind.empty())
       kindOps.insert(copies.begin(), copies.end());
-    if (kind.empty())
-      sinkBiasAddsPastReshapes(step,
-                               [&](Operation *op) { return isCandidate(op); });
     std::vector<Group> groups = findGroups(step.getBody().front());
     if (kind.empty())
       addColumnSums(step.getBody().front(), groups);

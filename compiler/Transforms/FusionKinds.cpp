@@ -17,6 +17,7 @@
 #include "slapo/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -52,12 +53,11 @@ SmallVector<Operation *> getReadersInComputation(Operation *op) {
   return readers;
 }
 
-/// `op` computed again right before `reader`, in `reader`'s computation:
-/// a value the backward recomputes in its group instead of the forward's
-/// group writing it.
-Operation *computeAgainFor(Operation *op, Operation *reader) {
+/// A copy of `op` right before `reader`, in `reader`'s computation, with
+/// the operands `mapping` gives.
+Operation *cloneFor(Operation *op, Operation *reader, IRMapping &mapping) {
   OpBuilder builder(reader);
-  Operation *again = builder.clone(*op);
+  Operation *again = builder.clone(*op, mapping);
   for (StringRef name :
        {kPhaseAttrName, kRecomputedAttrName, kMicrobatchAttrName}) {
     if (Attribute value = reader->getAttr(name))
@@ -65,6 +65,15 @@ Operation *computeAgainFor(Operation *op, Operation *reader) {
     else
       again->removeAttr(name);
   }
+  return again;
+}
+
+/// `op` computed again right before `reader`, in `reader`'s computation:
+/// a value the backward recomputes in its group instead of the forward's
+/// group writing it.
+Operation *computeAgainFor(Operation *op, Operation *reader) {
+  IRMapping mapping;
+  Operation *again = cloneFor(op, reader, mapping);
   reader->replaceUsesOfWith(op->getResult(0), again->getResult(0));
   return again;
 }
@@ -535,17 +544,41 @@ void sinkBiasAddsPastReshapes(
   }
 }
 
+/// The ops that compute `op`'s f32 value from a bf16 tensor of its shape,
+/// in order, or none: a widening cast (mixed precision's bf16 product), or
+/// an add of one and an operand of fewer elements (a bias row: a linear
+/// layer's output before its activation, GPT-2's c_fc before the gelu).
+SmallVector<Operation *, 2> getWidenedChain(Operation *op) {
+  if (isWideningCast(op))
+    return {op};
+  auto add = dyn_cast<AddOp>(op);
+  if (!add)
+    return {};
+  int64_t elements = add.getType().cast<RankedTensorType>().getNumElements();
+  for (auto [widened, row] : {std::pair(add.getLhs(), add.getRhs()),
+                              std::pair(add.getRhs(), add.getLhs())}) {
+    Operation *cast = widened.getDefiningOp();
+    if (isWideningCast(cast) && widened.getType() == add.getType() &&
+        isSameComputation(cast, add) &&
+        row.getType().cast<RankedTensorType>().getNumElements() < elements)
+      return {cast, add};
+  }
+  return {};
+}
+
 void widenAgainInEachComputation(func::FuncOp step,
                                  function_ref<bool(Operation *)> mayFuse,
                                  SmallVectorImpl<Operation *> &copies) {
-  for (CastOp cast : llvm::to_vector(step.getOps<CastOp>())) {
-    if (!cast.isWidening())
+  for (Operation *op :
+       llvm::to_vector(llvm::make_pointer_range(step.getBody().front()))) {
+    SmallVector<Operation *, 2> chain = getWidenedChain(op);
+    if (chain.empty())
       continue;
     // One copy per other computation, before its first reader there that
     // a fusion group may hold.
     SmallVector<Operation *> firstReaders;
-    for (Operation *user : cast->getUsers())
-      if (!isSameComputation(cast, user) && mayFuse(user)) {
+    for (Operation *user : op->getUsers())
+      if (!isSameComputation(op, user) && mayFuse(user)) {
         Operation **first = llvm::find_if(firstReaders, [&](Operation *seen) {
           return isSameComputation(seen, user);
         });
@@ -555,10 +588,13 @@ void widenAgainInEachComputation(func::FuncOp step,
           *first = user;
       }
     for (Operation *first : firstReaders) {
-      Operation *again = computeAgainFor(cast, first);
-      copies.push_back(again);
-      cast.getResult().replaceUsesWithIf(
-          again->getResult(0), [&](OpOperand &use) {
+      IRMapping mapping;
+      for (Operation *member : chain) {
+        copies.push_back(cloneFor(member, first, mapping));
+        mapping.map(member->getResult(0), copies.back()->getResult(0));
+      }
+      op->getResult(0).replaceUsesWithIf(
+          copies.back()->getResult(0), [&](OpOperand &use) {
             return isSameComputation(use.getOwner(), first) &&
                    mayFuse(use.getOwner());
           });

@@ -21,14 +21,15 @@ namespace slapo {
 llvm::StringRef getFuseKindPattern(llvm::StringRef kind);
 
 /// Gives each computation (forward, a recomputation, the backward) whose
-/// readers of a widening cast (mixed precision's bf16 product, widened)
+/// readers of a widened value (mixed precision's bf16 product widened, or
+/// that plus a bias row: a linear layer's output before its activation)
 /// include one that `mayFuse` (a reader that a fusion group may hold) a
-/// copy of its own for those readers, returned in `copies`: the fusion
-/// group of each widens the bf16 tensor as it reads it, and the f32 copy is
-/// never written; the bf16 tensor is what the backward keeps, in half the
-/// bytes. Other readers (an optimizer's update, a norm's gradient, an op no
-/// group may hold) read the f32 tensor as it is: a copy for them would be
-/// one more pass.
+/// copy of its own of the cast (and the add) for those readers, returned
+/// in `copies`: the fusion group of each widens the bf16 tensor as it
+/// reads it, and the f32 value is never written; the bf16 tensor is what
+/// the backward keeps, in half the bytes. Other readers (an optimizer's
+/// update, a norm's gradient, an op no group may hold) read the f32 tensor
+/// as it is: a copy for them would be one more pass.
 void widenAgainInEachComputation(
     mlir::func::FuncOp step,
     llvm::function_ref<bool(mlir::Operation *)> mayFuse,

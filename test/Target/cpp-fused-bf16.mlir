@@ -10,7 +10,9 @@
 // the cast of its (bf16) result, and each is one loop that writes or reads that
 // tensor in bf16 with the cast kernel's conversion (BFloat16 on the CPU,
 // cuda_bf16.h on the GPU): the f32 gelu output is never stored, and the bf16
-// gradient is widened as it is read.
+// gradient is widened as it is read. The gelu's f32 input (the bf16 product
+// widened, plus the bias) is not stored either: the backward's loop computes
+// it again from the product, which the backward keeps in half the bytes.
 module {
   slapo.param @fc1.weight : tensor<4x4xf32>
   slapo.param @fc1.bias : tensor<4xf32>
@@ -32,37 +34,41 @@ module {
 // CHECK-NEXT: SLAPO_VECTOR_INLINE void FusedLoop0Body(void *const *data, int64_t begin, int64_t end) {
 // CHECK-NEXT:   const BFloat16 *__restrict in0 = static_cast<const BFloat16 *>(data[0]);
 // CHECK-NEXT:   const float *__restrict in1 = static_cast<const float *>(data[1]);
-// CHECK-NEXT:   float *__restrict out0 = static_cast<float *>(data[2]);
-// CHECK-NEXT:   BFloat16 *__restrict out1 = static_cast<BFloat16 *>(data[3]);
+// CHECK-NEXT:   BFloat16 *__restrict out0 = static_cast<BFloat16 *>(data[2]);
 // CHECK:          const float a0 = in0[i].toFloat();
-// CHECK:          const float v2 = cpu::applyUnary<UnaryKind::GeluTanh>(v1);
+// CHECK:          const float v1 = cpu::applyBinary<BinaryKind::Add>(v0, a1);
+// CHECK-NEXT:     const float v2 = cpu::applyUnary<UnaryKind::GeluTanh>(v1);
 // CHECK-NEXT:     const float v3 = BFloat16::fromFloat(v2).toFloat();
-// CHECK-NEXT:     out0[i] = v1;
-// CHECK-NEXT:     out1[i] = BFloat16::fromFloat(v3);
+// CHECK-NEXT:     out0[i] = BFloat16::fromFloat(v3);
 // The backward's group also sums fc1's bias gradient (test/Target/
 // cpp-fused-columns.mlir): a loop over column blocks.
-// CHECK: /// cast, gelu_grad, sum by blocks of columns, each over the 2 rows of 4 elements in order, in registers; the column sums in the reduce kernel's order.
+// CHECK: /// cast, add, cast, gelu_grad, sum by blocks of columns, each over the 2 rows of 4 elements in order, in registers; the column sums in the reduce kernel's order.
 // CHECK-NEXT: SLAPO_VECTOR_INLINE void FusedLoop1Body(void *const *data, int64_t begin, int64_t end) {
 // CHECK-NEXT:   const BFloat16 *__restrict in0 = static_cast<const BFloat16 *>(data[0]);
+// CHECK-NEXT:   const float *__restrict in1 = static_cast<const float *>(data[1]);
+// CHECK-NEXT:   const BFloat16 *__restrict in2 = static_cast<const BFloat16 *>(data[2]);
 // CHECK:            const float a0 = row0[j].toFloat();
 // CHECK-NEXT:       const float a1 = row1[j];
+// CHECK-NEXT:       const float a2 = row2[j].toFloat();
 // CHECK-NEXT:       const float v0 = a0;
-// CHECK-NEXT:       const float v1 = cpu::applyBinary<BinaryKind::GeluTanhGrad>(v0, a1);
+// CHECK-NEXT:       const float v1 = cpu::applyBinary<BinaryKind::Add>(v0, a1);
+// CHECK-NEXT:       const float v2 = a2;
+// CHECK-NEXT:       const float v3 = cpu::applyBinary<BinaryKind::GeluTanhGrad>(v2, v1);
 
 // The group reads fc1's bf16 product and the product of fc2 reads the
 // group's bf16 result; the weight's cast, alone, stays the cast kernel.
 // CHECK: void forward(
 // CHECK: // (root): fused (cast, add, gelu, cast)
 // CHECK: [[INPUT:t[0-9]+_fused]] = view(arena, {{[0-9]+}}, DType::BF16, {2, 4});
-// CHECK-NEXT: runFusedLoop(ctx, kFusedLoop0, std::array<void *, 4>{{{.*}}, [[INPUT]].data}.data(), 8);
+// CHECK-NEXT: runFusedLoop(ctx, kFusedLoop0, std::array<void *, 3>{{{.*}}, [[INPUT]].data}.data(), 8);
 // CHECK: // "fc2": cast
 // CHECK: cast(ctx,
 // CHECK: linear(ctx, [[INPUT]],
 
-// CUDA: static __global__ void FusedLoop0Kernel(cuda::FusedOperands<4> operands, int64_t numElements) {
-// CUDA:   __nv_bfloat16 *__restrict out1 = static_cast<__nv_bfloat16 *>(operands.data[3]);
+// CUDA: static __global__ void FusedLoop0Kernel(cuda::FusedOperands<3> operands, int64_t numElements) {
+// CUDA:   __nv_bfloat16 *__restrict out0 = static_cast<__nv_bfloat16 *>(operands.data[2]);
 // CUDA:     const float a0 = __bfloat162float(in0[i]);
 // CUDA:     const float v3 = __bfloat162float(__float2bfloat16_rn(v2));
-// CUDA:     out1[i] = __float2bfloat16_rn(v3);
-// CUDA: static __global__ void FusedLoop1Kernel(cuda::FusedOperands<4> operands, int64_t numRows, char *partials) {
+// CUDA:     out0[i] = __float2bfloat16_rn(v3);
+// CUDA: static __global__ void FusedLoop1Kernel(cuda::FusedOperands<5> operands, int64_t numRows, char *partials) {
 // CUDA:       const float a0 = __bfloat162float(row0[j]);

@@ -240,8 +240,31 @@ module {
     %67 = slapo.exp %66 {slapo.module = "m.widen"} : tensor<2x4xf32>
     %68 = slapo.mul %67, %66 {slapo.module = "m.widen", slapo.phase = "backward"} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
 
-    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26, %30, %34, %37, %42, %45, %48, %53, %59, %64, %68 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<38x4xf32>
-    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<38x4xf32> -> tensor<f32>
+    // A widened product plus a bias row (a linear layer's output before its
+    // activation) that the backward reads too: the backward computes it
+    // again from the bf16 product and the row in its own loop, and the
+    // forward's group writes the gelu alone.
+    // CHECK: %[[PROD6:.*]] = slapo.matmul {{.*}} {slapo.module = "m.bias"}
+    // CHECK-NEXT: %[[GELU:.*]] = slapo.fused %[[PROD6]], %arg2 {slapo.module = "m.bias"} : (tensor<2x4xbf16>, tensor<4xf32>) -> tensor<2x4xf32>
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.cast
+    // CHECK-NEXT: slapo.add
+    // CHECK-NEXT: slapo.gelu
+    // CHECK-NEXT: slapo.yield
+    // CHECK: slapo.fused {{.*}}%[[PROD6]]{{.*}} {slapo.module = "m.bias", slapo.phase = "backward"} : ({{.*}}) -> tensor<2x4xf32>
+    // CHECK-NEXT: ^bb0
+    // CHECK-NEXT: slapo.cast
+    // CHECK-NEXT: slapo.add
+    // CHECK-NEXT: slapo.gelu_grad
+    // CHECK-NEXT: slapo.yield
+    %69 = slapo.matmul %xb, %wb {slapo.module = "m.bias"} : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+    %70 = slapo.cast %69 {slapo.module = "m.bias"} : tensor<2x4xbf16> -> tensor<2x4xf32>
+    %71 = slapo.add %70, %b {slapo.module = "m.bias"} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %72 = slapo.gelu %71 <tanh> {slapo.module = "m.bias"} : tensor<2x4xf32>
+    %73 = slapo.gelu_grad %72, %71 <tanh> {slapo.module = "m.bias", slapo.phase = "backward"} : tensor<2x4xf32>
+
+    %all = slapo.concat %3, %6, %10, %15, %18, %25, %26, %30, %34, %37, %42, %45, %48, %53, %59, %64, %68, %73 {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<6x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<40x4xf32>
+    %loss = slapo.sum %all {dims = array<i64: 0, 1>, keepdim = false} : tensor<40x4xf32> -> tensor<f32>
     %lr = slapo.constant dense<1.000000e-03> : tensor<f64>
     return %loss, %lr : tensor<f32>, tensor<f64>
   }
