@@ -158,6 +158,17 @@ public:
       }
   }
 
+  /// Adds the casts that round the groups' values to bf16 (for the next
+  /// product): the groups write them in bf16, as fusion's other groups do.
+  void addNarrowingCasts() {
+    for (Operation *member : llvm::to_vector(members))
+      for (Operation *user : member->getUsers()) {
+        auto cast = dyn_cast<CastOp>(user);
+        if (cast && cast.isNarrowing() && isSameComputation(cast, member))
+          members.insert(cast);
+      }
+  }
+
   func::FuncOp step;
   StringRef module;
   SmallPtrSetImpl<Operation *> &members;
@@ -574,30 +585,21 @@ void widenAgainInEachComputation(func::FuncOp step,
     SmallVector<Operation *, 2> chain = getWidenedChain(op);
     if (chain.empty())
       continue;
-    // One copy per other computation, before its first reader there that
-    // a fusion group may hold.
-    SmallVector<Operation *> firstReaders;
+    // A copy for each reader in another computation that a fusion group
+    // may hold, right before it: readers that end up in one group read
+    // the bf16 tensor once, and each group widens it itself.
+    SmallVector<Operation *> readers;
     for (Operation *user : op->getUsers())
-      if (!isSameComputation(op, user) && mayFuse(user)) {
-        Operation **first = llvm::find_if(firstReaders, [&](Operation *seen) {
-          return isSameComputation(seen, user);
-        });
-        if (first == firstReaders.end())
-          firstReaders.push_back(user);
-        else if (user->isBeforeInBlock(*first))
-          *first = user;
-      }
-    for (Operation *first : firstReaders) {
+      if (!isSameComputation(op, user) && mayFuse(user) &&
+          !llvm::is_contained(readers, user))
+        readers.push_back(user);
+    for (Operation *reader : readers) {
       IRMapping mapping;
       for (Operation *member : chain) {
-        copies.push_back(cloneFor(member, first, mapping));
+        copies.push_back(cloneFor(member, reader, mapping));
         mapping.map(member->getResult(0), copies.back()->getResult(0));
       }
-      op->getResult(0).replaceUsesWithIf(
-          copies.back()->getResult(0), [&](OpOperand &use) {
-            return isSameComputation(use.getOwner(), first) &&
-                   mayFuse(use.getOwner());
-          });
+      reader->replaceUsesOfWith(op->getResult(0), copies.back()->getResult(0));
     }
   }
 }
@@ -613,6 +615,7 @@ LogicalResult prepareFuseKind(StringRef kind, func::FuncOp step,
     return failure();
   matcher.addGradients();
   matcher.addWideningCasts();
+  matcher.addNarrowingCasts();
   return success();
 }
 

@@ -20,16 +20,16 @@ namespace slapo {
 /// that getFuseKinds() does not list.
 llvm::StringRef getFuseKindPattern(llvm::StringRef kind);
 
-/// Gives each computation (forward, a recomputation, the backward) whose
-/// readers of a widened value (mixed precision's bf16 product widened, or
-/// that plus a bias row: a linear layer's output before its activation)
-/// include one that `mayFuse` (a reader that a fusion group may hold) a
-/// copy of its own of the cast (and the add) for those readers, returned
-/// in `copies`: the fusion group of each widens the bf16 tensor as it
-/// reads it, and the f32 value is never written; the bf16 tensor is what
-/// the backward keeps, in half the bytes. Other readers (an optimizer's
-/// update, a norm's gradient, an op no group may hold) read the f32 tensor
-/// as it is: a copy for them would be one more pass.
+/// Gives each reader of a widened value (mixed precision's bf16 product
+/// widened, or that plus a bias row: a linear layer's output before its
+/// activation) in another computation (a recomputation, the backward) that
+/// `mayFuse` (a reader that a fusion group may hold) a copy of its own of
+/// the cast (and the add), returned in `copies`: the fusion group of each
+/// widens the bf16 tensor as it reads it, and the f32 value is never
+/// written; the bf16 tensor is what the backward keeps, in half the bytes.
+/// Other readers (an optimizer's update, a norm's gradient, an op no group
+/// may hold) read the f32 tensor as it is: a copy for them would be one
+/// more pass.
 void widenAgainInEachComputation(
     mlir::func::FuncOp step,
     llvm::function_ref<bool(mlir::Operation *)> mayFuse,
@@ -37,8 +37,9 @@ void widenAgainInEachComputation(
 
 /// Checks that the forward of `module` in `step` (a training step) computes
 /// `kind`'s pattern, prepares the matched ops and adds to `members` the ops
-/// the kind's groups may hold: the matched ops, their recomputations and
-/// the elementwise ops of their gradients; a module without forward ops
+/// the kind's groups may hold: the matched ops, their recomputations, the
+/// elementwise ops of their gradients and mixed precision's casts at their
+/// ends (the bf16 they read and write); a module without forward ops
 /// (of another pipeline stage) has nothing to fuse. Fails where the
 /// module's ops differ, with `mismatch` saying why and `at` set to an op of
 /// the module.
