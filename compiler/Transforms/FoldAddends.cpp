@@ -13,6 +13,7 @@
 #include "slapo/Dialect/SlapoOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Dominance.h"
 
 namespace slapo {
 #define GEN_PASS_DEF_FOLDADDENDS
@@ -24,33 +25,23 @@ using namespace mlir;
 namespace slapo {
 namespace {
 
-/// Whether `value` is computed before `op`, in its block.
-bool isBefore(Value value, Operation *op) {
-  if (auto argument = dyn_cast<BlockArgument>(value))
-    return argument.getOwner() == op->getBlock();
-  Operation *producer = value.getDefiningOp();
-  return producer->getBlock() == op->getBlock() &&
-         producer->isBeforeInBlock(op);
-}
-
 /// Whether `add` may become `term`'s addend: `term` computes `add`'s
-/// operand `target` for this add alone, in the same part of the step
-/// (phase, microbatch), and the other operand, of the same type (no
-/// broadcasting), is there before `term` runs.
-bool canFold(AddOp add, Value target, Value other, AddendOpInterface term) {
+/// operand `target` for this add alone, in the same computation of the
+/// step, and the other operand, of the same type (no broadcasting), is
+/// there before `term` runs.
+bool canFold(AddOp add, Value target, Value other, AddendOpInterface term,
+             DominanceInfo &dominance) {
   Operation *op = term.getOperation();
   return term.getAddendTarget() == target && !term.getAddend() &&
          target.hasOneUse() && other.getType() == target.getType() &&
-         add.getType() == target.getType() &&
-         op->getAttr(kPhaseAttrName) == add->getAttr(kPhaseAttrName) &&
-         op->getAttr(kMicrobatchAttrName) ==
-             add->getAttr(kMicrobatchAttrName) &&
-         isBefore(other, op);
+         add.getType() == target.getType() && isSameComputation(op, add) &&
+         dominance.properlyDominates(other, op);
 }
 
 struct FoldAddendsPass : impl::FoldAddendsBase<FoldAddendsPass> {
   void runOnOperation() override {
     // The functions' own adds: a fused group's are its loop's.
+    DominanceInfo dominance(getOperation());
     SmallVector<AddOp> adds;
     for (auto function : getOperation().getOps<func::FuncOp>())
       for (Block &block : function.getBody())
@@ -59,7 +50,7 @@ struct FoldAddendsPass : impl::FoldAddendsBase<FoldAddendsPass> {
       for (auto [target, other] : {std::pair(add.getLhs(), add.getRhs()),
                                    std::pair(add.getRhs(), add.getLhs())}) {
         auto term = target.getDefiningOp<AddendOpInterface>();
-        if (!term || !canFold(add, target, other, term))
+        if (!term || !canFold(add, target, other, term, dominance))
           continue;
         term.setAddend(other);
         add.replaceAllUsesWith(target);

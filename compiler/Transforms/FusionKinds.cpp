@@ -27,15 +27,6 @@ namespace {
 
 bool isRecomputed(Operation *op) { return op->hasAttr(kRecomputedAttrName); }
 
-/// Whether `a` and `b` belong to one computation: the forward, one
-/// recomputation of it, or the backward (of one microbatch).
-bool isSameComputation(Operation *a, Operation *b) {
-  return llvm::all_of(
-      ArrayRef<StringRef>{kPhaseAttrName, kRecomputedAttrName,
-                          kMicrobatchAttrName},
-      [&](StringRef name) { return a->getAttr(name) == b->getAttr(name); });
-}
-
 bool isBackwardOp(Operation *op) {
   auto phase = op->getAttrOfType<StringAttr>(kPhaseAttrName);
   return phase && phase.getValue() == "backward" && !isRecomputed(op);

@@ -45,11 +45,8 @@ RankedTensorType withElement(Value value, Type element) {
 /// pipeline stage, recomputation): moving a cast next to the other op must
 /// not move it into another part.
 bool runTogether(Operation *a, Operation *b) {
-  for (StringRef name : {kPhaseAttrName, kMicrobatchAttrName, kStageAttrName,
-                         kRecomputedAttrName})
-    if (a->getAttr(name) != b->getAttr(name))
-      return false;
-  return true;
+  return isSameComputation(a, b) &&
+         a->getAttr(kStageAttrName) == b->getAttr(kStageAttrName);
 }
 
 /// A cast of `input` to `element` before `before`, with `like`'s attributes

@@ -82,6 +82,17 @@ bool interleavesForwardAndBackward(mlir::func::FuncOp step);
 constexpr llvm::StringLiteral kRecomputedAttrName = "slapo.recomputed";
 constexpr llvm::StringLiteral kRecomputationAttrName = "slapo.recomputation";
 
+/// Whether `a` and `b` belong to one computation of the step: the forward,
+/// one recomputation of it, the backward or the optimizer, of one
+/// microbatch.
+inline bool isSameComputation(mlir::Operation *a, mlir::Operation *b) {
+  for (llvm::StringRef name :
+       {kPhaseAttrName, kRecomputedAttrName, kMicrobatchAttrName})
+    if (a->getAttr(name) != b->getAttr(name))
+      return false;
+  return true;
+}
+
 /// slapo-cut-pipeline-stage's estimate of how balanced its stages are (a
 /// module attribute): the modules cut after, each stage's estimated FLOPs
 /// (its contractions' forward and backward, per microbatch), and the cuts
