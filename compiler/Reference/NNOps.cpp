@@ -462,12 +462,16 @@ void registerNNOps(OpTable &table) {
   add<CrossEntropyGradOp>(
       table, [](CrossEntropyGradOp, Operands x, EvalContext &) {
         const at::Tensor &logits = x[0];
-        // A target outside the classes (an ignored one) matches no column.
         at::Tensor oneHot =
             at::arange(logits.size(1), x[1].options()).unsqueeze(0) ==
             x[1].unsqueeze(1);
-        return (at::softmax(logits, 1) - oneHot.to(logits.scalar_type())) *
-               x[2].unsqueeze(1);
+        at::Tensor grad =
+            (at::softmax(logits, 1) - oneHot.to(logits.scalar_type())) *
+            x[2].unsqueeze(1);
+        // The row of a target outside the classes (an ignored one) is
+        // zeros, whatever its logits.
+        at::Tensor inClasses = (x[1] >= 0).logical_and(x[1] < logits.size(1));
+        return at::where(inClasses.unsqueeze(1), grad, at::zeros_like(grad));
       });
 }
 

@@ -141,6 +141,14 @@ ArrayRef<int64_t> kernelOf(Value weight) {
   return weight.getType().cast<RankedTensorType>().getShape().drop_front(2);
 }
 
+/// The type of the parameter `name` that `update` updates: its state's
+/// too, where its gradient may be narrower (a bf16 gradient of an f32
+/// weight).
+Type getParamType(Operation *update, FlatSymbolRefAttr name) {
+  return SymbolTable::lookupNearestSymbolFrom<ParamOp>(update, name.getAttr())
+      .getType();
+}
+
 /// "module 'a.b'" or "the root module", for diagnostics.
 std::string describeModule(Operation *op) {
   StringRef path = getModulePath(op);
@@ -1065,7 +1073,7 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Case([&](SgdUpdateOp update) -> Call {
-        Type type = update.getGrad().getType();
+        Type type = getParamType(update, update.getParamAttr());
         std::string param = useSymbol(update.getParamAttr(), type);
         std::string buffer =
             update.getMomentumBufferAttr()
@@ -1079,7 +1087,7 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
             .str();
       })
       .Case([&](AdamwUpdateOp update) -> Call {
-        Type type = update.getGrad().getType();
+        Type type = getParamType(update, update.getParamAttr());
         FailureOr<std::string> step = getStepNumber(op, update.getStep());
         if (failed(step))
           return failure();

@@ -231,17 +231,12 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
     return true;
   }
 
-  /// Whether `op` runs in the same phase, microbatch, block of a module list
-  /// and recomputation as `group`'s ops.
+  /// Whether `op` runs in the same computation of the step (phase,
+  /// recomputation, microbatch) and block of a module list as `group`'s ops.
   static bool isInSamePart(Group &group, Operation *op) {
     Operation *first = group.ops.front();
-    return first->getAttr(kPhaseAttrName) == op->getAttr(kPhaseAttrName) &&
-           first->getAttr(kMicrobatchAttrName) ==
-               op->getAttr(kMicrobatchAttrName) &&
-           getBlockPath(getModulePath(first)) ==
-               getBlockPath(getModulePath(op)) &&
-           first->hasAttr(kRecomputedAttrName) ==
-               op->hasAttr(kRecomputedAttrName);
+    return isSameComputation(first, op) && getBlockPath(getModulePath(first)) ==
+                                               getBlockPath(getModulePath(op));
   }
 
   /// Gives each group without row ops the column sums of its values (of its

@@ -54,6 +54,7 @@ LogicalResult buildTrainingPipeline(OpPassManager &pm,
   }
   if (shards)
     pm.addPass(createPropagateSharding(PropagateShardingOptions{options.tp}));
+  pm.addPass(createFoldLogitsSlice());
 
   if (options.precision == "bf16")
     pm.addPass(createMixedPrecision());

@@ -187,8 +187,16 @@ bool sinkWidening(CastOp cast) {
 /// loops, which take a row op's input in its result's type); a norm
 /// gradient's grad (the bf16 input gradient of the product after a norm);
 /// a rotary embedding's input (the bf16 gradient of the attention after
-/// it, which its transposed map reads).
+/// it, which its transposed map reads); an optimizer's update and the
+/// gradient's mark (a bf16 product's gradient of an f32 weight, read in the
+/// optimizer's phase when nothing else, clipping or an all-reduce, reads it
+/// first; the rank program writes the marked gradient widened).
 OpOperand *getWideningReader(Operation *user, CastOp widen) {
+  if (isa<ParamGradOp, AdamwUpdateOp, SgdUpdateOp>(user))
+    return elementTypeOf(widen.getInput()).isBF16() &&
+                   elementTypeOf(widen.getResult()).isF32()
+               ? &user->getOpOperand(0)
+               : nullptr;
   if (!runTogether(user, widen))
     return nullptr;
   if (auto sum = dyn_cast<SumOp>(user); sum && !sum.isAlongLastDim())

@@ -1347,10 +1347,17 @@ static LogicalResult verifyUpdateSymbols(Operation *op,
   auto param = lookupTrainableParam(op, symbols, paramName);
   if (failed(param))
     return failure();
-  if (param->getType() != grad.getType())
+  // The parameter's type, or a bf16 gradient of an f32 parameter: the
+  // update widens it exactly as it reads it.
+  auto paramType = param->getType().cast<RankedTensorType>();
+  auto gradType = grad.getType().cast<RankedTensorType>();
+  bool widened = paramType.getElementType().isF32() &&
+                 gradType.getElementType().isBF16() &&
+                 paramType.getShape() == gradType.getShape();
+  if (paramType != gradType && !widened)
     return op->emitOpError("gradient type ")
            << grad.getType() << " differs from the type " << param->getType()
-           << " of " << paramName;
+           << " of " << paramName << " (and is not its bf16 counterpart)";
   for (FlatSymbolRefAttr name : states) {
     auto state = dyn_cast_or_null<OptimizerStateOp>(
         symbols.lookupNearestSymbolFrom(op, name.getAttr()));

@@ -101,19 +101,20 @@ Value TensorBuilder::integerScalar(int64_t value, Type elementType) {
       DenseElementsAttr::get(type, builder.getIntegerAttr(elementType, value)));
 }
 
-Value TensorBuilder::zeros(RankedTensorType type) {
+Value TensorBuilder::splat(RankedTensorType type, Attribute element) {
   Type elementType = type.getElementType();
-  Attribute zero = elementType.isa<FloatType>()
-                       ? Attribute(builder.getFloatAttr(elementType, 0.0))
-                       : Attribute(builder.getIntegerAttr(elementType, 0));
-  return builder.create<ConstantOp>(loc, DenseElementsAttr::get(type, zero));
+  if (!element)
+    element = elementType.isa<FloatType>()
+                  ? Attribute(builder.getFloatAttr(elementType, 0.0))
+                  : Attribute(builder.getIntegerAttr(elementType, 0));
+  return builder.create<ConstantOp>(loc, DenseElementsAttr::get(type, element));
 }
 
-Value TensorBuilder::zerosWithDim(RankedTensorType type, int64_t dim,
-                                  int64_t size) {
+Value TensorBuilder::splatWithDim(RankedTensorType type, int64_t dim,
+                                  int64_t size, Attribute element) {
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size;
-  return zeros(RankedTensorType::get(shape, type.getElementType()));
+  return splat(RankedTensorType::get(shape, type.getElementType()), element);
 }
 
 Value TensorBuilder::arange(int64_t size, Type elementType) {
@@ -216,7 +217,7 @@ Value TensorBuilder::concat(ValueRange inputs, int64_t dim) {
 }
 
 Value TensorBuilder::padSlice(Value value, ArrayRef<int64_t> shape, int64_t dim,
-                              int64_t start, int64_t step) {
+                              int64_t start, int64_t step, Attribute fill) {
   auto type = RankedTensorType::get(shape, elementTypeOf(value));
   int64_t size = shape[dim];
   int64_t count = shapeOf(value)[dim];
@@ -228,7 +229,7 @@ Value TensorBuilder::padSlice(Value value, ArrayRef<int64_t> shape, int64_t dim,
     SmallVector<int64_t> split(shapeOf(value));
     split.insert(split.begin() + dim + 1, 1);
     Value column = reshape(value, split);
-    Value gaps = zerosWithDim(tensorType(column), dim + 1, step - 1);
+    Value gaps = splatWithDim(tensorType(column), dim + 1, step - 1, fill);
     SmallVector<int64_t> joined(shapeOf(value));
     joined[dim] = count * step;
     spread = reshape(concat({column, gaps}, dim + 1), joined);
@@ -239,11 +240,11 @@ Value TensorBuilder::padSlice(Value value, ArrayRef<int64_t> shape, int64_t dim,
 
   SmallVector<Value> pieces;
   if (start > 0)
-    pieces.push_back(zerosWithDim(type, dim, start));
+    pieces.push_back(splatWithDim(type, dim, start, fill));
   pieces.push_back(spread);
   int64_t after = size - start - shapeOf(spread)[dim];
   if (after > 0)
-    pieces.push_back(zerosWithDim(type, dim, after));
+    pieces.push_back(splatWithDim(type, dim, after, fill));
   return concat(pieces, dim);
 }
 

@@ -420,15 +420,18 @@ void crossEntropyGrad(Context &ctx, const Tensor &logits, const Tensor &target,
             for (int64_t row = begin; row < end; ++row) {
               const T *x = in + row * classes;
               T *y = result + row * classes;
+              int64_t label = labels[row];
+              if (label < 0 || label >= classes) {
+                std::fill(y, y + classes, store<T>(C(0)));
+                continue;
+              }
               C max = rowMax(x, classes);
               C inverse = C(1.0 / exponentiate(x, classes, max, exps.data()));
               C weight = load(weights[row]);
               // The softmax as cpu::softmax rounds it, then the difference.
               for (int64_t i = 0; i < classes; ++i)
                 y[i] = store<T>(exps[i] * inverse * weight);
-              int64_t label = labels[row];
-              if (label >= 0 && label < classes)
-                y[label] = store<T>((exps[label] * inverse - C(1)) * weight);
+              y[label] = store<T>((exps[label] * inverse - C(1)) * weight);
             }
           });
     });

@@ -16,18 +16,23 @@ using namespace detail;
 namespace {
 
 /// Calls `update(param, grad, begin, end)` with the data of `param` and
-/// `grad` as `T *` and `const T *` (T the element type) over ranges of their
-/// elements in parallel.
+/// `grad` as `T *` and `const G *` over ranges of their elements in
+/// parallel: T the parameter's element type, G the gradient's, T or a
+/// narrower float that T holds exactly (a bf16 product's gradient of an f32
+/// weight, widened as it is read).
 template <typename F>
 void updateInParallel(Context &ctx, const char *kernel, const Tensor &param,
                       const Tensor &grad, F &&update) {
-  dispatch(FloatTypes(), param.dtype, kernel, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    parallelFor(ctx, param.getNumElements(), kGrain,
-                [&](int64_t begin, int64_t end) {
-                  update(param.as<T>(), grad.as<const T>(), begin, end);
-                });
-  });
+  dispatchHeldExactly(kernel, "parameter", param, "gradient", grad,
+                      [&](auto tag, auto gradTag) {
+                        using T = typename decltype(tag)::type;
+                        using G = typename decltype(gradTag)::type;
+                        parallelFor(ctx, param.getNumElements(), kGrain,
+                                    [&](int64_t begin, int64_t end) {
+                                      update(param.as<T>(), grad.as<const G>(),
+                                             begin, end);
+                                    });
+                      });
 }
 
 } // namespace

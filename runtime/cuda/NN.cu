@@ -562,7 +562,7 @@ __global__ void crossEntropyTotalKernel(int64_t rows, int64_t ignoreIndex,
 }
 
 /// out[row] = (softmax(row) - onehot(label)) * rowWeight[row], one block
-/// per row; a label outside [0, classes) matches no class.
+/// per row; zeros for a label outside [0, classes), an ignored one.
 template <typename T, typename I>
 __global__ void crossEntropyGradKernel(int64_t rows, int64_t classes,
                                        const T *logits, const I *labels,
@@ -571,10 +571,15 @@ __global__ void crossEntropyGradKernel(int64_t rows, int64_t classes,
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *x = logits + row * classes;
     T *y = out + row * classes;
+    int64_t label = labels[row];
+    if (label < 0 || label >= classes) {
+      for (int64_t i = threadIdx.x; i < classes; i += blockDim.x)
+        y[i] = store<T>(C(0));
+      continue;
+    }
     MaxSum<C> state = getRowMaxSum(x, classes);
     C inverse = C(1) / state.finish();
     C weight = load(rowWeight[row]);
-    int64_t label = labels[row];
     for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) {
       // The softmax as softmax() rounds it, then the difference.
       C probability = exp(load(x[i]) - state.max) * inverse;

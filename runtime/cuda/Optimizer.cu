@@ -1,10 +1,11 @@
 //===- Optimizer.cu - SGD and AdamW parameter updates ---------------------===//
 //
 // In place, with torch.optim's single-tensor formulas and the CPU backend's
-// order of operations. The learning rate lives in device memory (a schedule
-// may write it on the GPU), so each thread reads it and derives its scalars
-// in f64, unfused, as the CPU does on the host; the step's bias corrections
-// depend on host values only and are computed once per launch.
+// order of operations; the gradient has the parameter's dtype or a narrower
+// float, widened as it is read. The learning rate lives in device memory (a
+// schedule may write it on the GPU), so each thread reads it and derives its
+// scalars in f64, unfused, as the CPU does on the host; the step's bias
+// corrections depend on host values only and are computed once per launch.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.cuh"
@@ -19,8 +20,8 @@ using namespace detail;
 
 namespace {
 
-template <typename T>
-__global__ void sgdKernel(int64_t count, T *param, const T *grad, T *buffer,
+template <typename T, typename G>
+__global__ void sgdKernel(int64_t count, T *param, const G *grad, T *buffer,
                           const double *lr, double momentum,
                           double weightDecay) {
   using C = Compute<T>;
@@ -45,8 +46,8 @@ struct AdamWScalars {
   double correction1, correction2Sqrt;
 };
 
-template <typename T>
-__global__ void adamwKernel(int64_t count, T *param, const T *grad, T *expAvg,
+template <typename T, typename G>
+__global__ void adamwKernel(int64_t count, T *param, const G *grad, T *expAvg,
                             T *expAvgSq, const double *lr,
                             AdamWScalars scalars) {
   using C = Compute<T>;
@@ -81,14 +82,17 @@ void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
   int64_t count = param.getNumElements();
   if (count == 0)
     return;
-  dispatch(FloatTypes(), param.dtype, "sgdUpdate", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    sgdKernel<<<getGridSize(ctx, count, kBlockSize), kBlockSize, 0,
-                ctx.getStream()>>>(count, param.as<T>(), grad.as<T>(),
-                                   momentumBuffer.as<T>(), lr.as<double>(),
-                                   momentum, weightDecay);
-    checkLaunch("sgdUpdate");
-  });
+  dispatchHeldExactly("sgdUpdate", "parameter", param, "gradient", grad,
+                      [&](auto tag, auto gradTag) {
+                        using T = typename decltype(tag)::type;
+                        using G = typename decltype(gradTag)::type;
+                        sgdKernel<<<getGridSize(ctx, count, kBlockSize),
+                                    kBlockSize, 0, ctx.getStream()>>>(
+                            count, param.as<T>(), grad.as<G>(),
+                            momentumBuffer.as<T>(), lr.as<double>(), momentum,
+                            weightDecay);
+                        checkLaunch("sgdUpdate");
+                      });
 }
 
 void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
@@ -104,14 +108,16 @@ void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                        weightDecay,
                        1 - std::pow(beta1, double(step)),
                        std::sqrt(1 - std::pow(beta2, double(step)))};
-  dispatch(FloatTypes(), param.dtype, "adamwUpdate", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    adamwKernel<<<getGridSize(ctx, count, kBlockSize), kBlockSize, 0,
-                  ctx.getStream()>>>(count, param.as<T>(), grad.as<T>(),
-                                     expAvg.as<T>(), expAvgSq.as<T>(),
-                                     lr.as<double>(), scalars);
-    checkLaunch("adamwUpdate");
-  });
+  dispatchHeldExactly("adamwUpdate", "parameter", param, "gradient", grad,
+                      [&](auto tag, auto gradTag) {
+                        using T = typename decltype(tag)::type;
+                        using G = typename decltype(gradTag)::type;
+                        adamwKernel<<<getGridSize(ctx, count, kBlockSize),
+                                      kBlockSize, 0, ctx.getStream()>>>(
+                            count, param.as<T>(), grad.as<G>(), expAvg.as<T>(),
+                            expAvgSq.as<T>(), lr.as<double>(), scalars);
+                        checkLaunch("adamwUpdate");
+                      });
 }
 
 } // namespace slapo::rt::cuda

@@ -174,6 +174,27 @@ private:
   std::unique_ptr<HostMirror> host;
 };
 
+/// `tensors` with the bf16 ones widened to f32 in `storage`: a gradient
+/// the optimizer reads in bf16 (the bf16 product's gradient of an f32
+/// weight) is written as the f32 gradient it stands for, the parameter's
+/// dtype, as PyTorch keeps it.
+std::vector<NamedTensor>
+widenBFloat16(std::vector<NamedTensor> tensors,
+              std::vector<std::unique_ptr<float[]>> &storage) {
+  for (NamedTensor &named : tensors) {
+    Tensor &tensor = named.tensor;
+    if (tensor.dtype != DType::BF16)
+      continue;
+    int64_t count = tensor.getNumElements();
+    storage.push_back(std::make_unique<float[]>(count));
+    const BFloat16 *narrow = tensor.as<const BFloat16>();
+    for (int64_t i = 0; i < count; ++i)
+      storage.back()[i] = narrow[i].toFloat();
+    tensor = Tensor(storage.back().get(), DType::F32, tensor.shape);
+  }
+  return tensors;
+}
+
 /// What checkpoints hold: parameters (and buffers), then optimizer state.
 std::vector<NamedTensor> trainingState(const ProgramDesc &program,
                                        const Arena &arena) {
@@ -414,7 +435,8 @@ void Trainer::runStep(int64_t step) {
           *device, mesh,
           viewsOf(arena, program.gradients, program.numGradients),
           program.gradients);
-      writeModelTensors(options.saveGrads, grads.get());
+      std::vector<std::unique_ptr<float[]>> widened;
+      writeModelTensors(options.saveGrads, widenBFloat16(grads.get(), widened));
     }
     program.optimizer(*device, mesh, arena.data, step);
   }

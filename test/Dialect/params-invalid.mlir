@@ -220,3 +220,22 @@ func.func @update_buffer_type(%v: tensor<2xf32>) {
   slapo.update_buffer @m, %v : tensor<2xf32>
   return
 }
+
+// -----
+
+// A gradient in bf16 is an f32 parameter's only, of its shape.
+slapo.param @w : tensor<4xf32>
+func.func @gradient_shape(%short: tensor<2xbf16>) {
+  // expected-error @+1 {{gradient type 'tensor<2xbf16>' differs from the type 'tensor<4xf32>' of @w (and is not its bf16 counterpart)}}
+  slapo.param_grad @w, %short : tensor<2xbf16>
+  return
+}
+
+// -----
+
+slapo.param @h : tensor<4xf16>
+func.func @gradient_of_half(%bf16: tensor<4xbf16>, %lr: tensor<f64>) {
+  // expected-error @+1 {{gradient type 'tensor<4xbf16>' differs from the type 'tensor<4xf16>' of @h (and is not its bf16 counterpart)}}
+  slapo.sgd_update @h, %bf16, %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<4xbf16>
+  return
+}

@@ -69,3 +69,14 @@ func.func @update_buffer(%m: tensor<i64>) {
   slapo.update_buffer @step, %m : tensor<i64>
   return
 }
+
+// The gradient of an f32 parameter in bf16 (a bf16 product's, which the
+// update widens as it reads it).
+// CHECK-LABEL: func.func @bf16_gradient
+func.func @bf16_gradient(%narrow: tensor<128x32xbf16>, %lr: tensor<f64>) {
+  // CHECK: slapo.param_grad @transformer.wte.weight, %{{.*}} : tensor<128x32xbf16>
+  slapo.param_grad @"transformer.wte.weight", %narrow : tensor<128x32xbf16>
+  // CHECK: slapo.sgd_update @transformer.wte.weight, %{{.*}}, %{{.*}} {{.*}} : tensor<128x32xbf16>
+  slapo.sgd_update @"transformer.wte.weight", %narrow, %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<128x32xbf16>
+  return
+}

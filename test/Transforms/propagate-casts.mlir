@@ -261,3 +261,45 @@ func.func @rotary(%x: tensor<2x3x5x8xf32>, %angles: tensor<5x8xf32>, %dq: tensor
   %g = slapo.rotary_embedding %dqw, %angles, %angles {transposed} : (tensor<2x3x5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<2x3x5x8xf32>
   return %qb, %g : tensor<2x3x5x8xbf16>, tensor<2x3x5x8xf32>
 }
+
+// -----
+
+// The bf16 gradients of f32 weights (mixed precision's products): the
+// optimizer's update and the gradient's mark read them narrow, and the casts
+// back to f32, a pass over each gradient, are gone. A gradient that clipping
+// also reads keeps its cast (for the norm and the scaled update); the mark
+// still reads it narrow. An f16 gradient keeps its cast: the update widens
+// bf16 only.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: slapo.cast %arg0
+// CHECK: %[[CLIPPED:.*]] = slapo.cast %arg1 {slapo.phase = "backward"} : tensor<3x4xbf16> -> tensor<3x4xf32>
+// CHECK: %[[HALF:.*]] = slapo.cast %arg2 {slapo.phase = "backward"} : tensor<4xf16> -> tensor<4xf32>
+// CHECK: slapo.param_grad @w, %arg0 {slapo.phase = "backward"} : tensor<3x4xbf16>
+// CHECK-NEXT: slapo.param_grad @v, %arg1 {slapo.phase = "backward"} : tensor<3x4xbf16>
+// CHECK-NEXT: slapo.param_grad @b, %[[HALF]] {slapo.phase = "backward"} : tensor<4xf32>
+// CHECK: slapo.adamw_update @w, %arg0, %{{.*}}, %arg3 {{.*}} : tensor<3x4xbf16>
+// CHECK: %[[SCALED:.*]] = slapo.mul %[[CLIPPED]]
+// CHECK: slapo.sgd_update @v, %[[SCALED]], %{{.*}} {{.*}} : tensor<3x4xf32>
+// CHECK: slapo.sgd_update @b, %[[HALF]], %{{.*}} {{.*}} : tensor<4xf32>
+module {
+  slapo.param @w : tensor<3x4xf32>
+  slapo.optimizer_state @w.exp_avg of @w : tensor<3x4xf32>
+  slapo.optimizer_state @w.exp_avg_sq of @w : tensor<3x4xf32>
+  slapo.param @v : tensor<3x4xf32>
+  slapo.param @b : tensor<4xf32>
+  func.func @train_step(%dw: tensor<3x4xbf16>, %dv: tensor<3x4xbf16>, %db: tensor<4xf16>, %step: tensor<i64>) {
+    %w = slapo.cast %dw {slapo.phase = "backward"} : tensor<3x4xbf16> -> tensor<3x4xf32>
+    %v = slapo.cast %dv {slapo.phase = "backward"} : tensor<3x4xbf16> -> tensor<3x4xf32>
+    %b = slapo.cast %db {slapo.phase = "backward"} : tensor<4xf16> -> tensor<4xf32>
+    slapo.param_grad @w, %w {slapo.phase = "backward"} : tensor<3x4xf32>
+    slapo.param_grad @v, %v {slapo.phase = "backward"} : tensor<3x4xf32>
+    slapo.param_grad @b, %b {slapo.phase = "backward"} : tensor<4xf32>
+    %lr = slapo.constant dense<1.000000e-02> : tensor<f64> {slapo.phase = "optimizer"}
+    slapo.adamw_update @w, %w, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, exp_avg = @w.exp_avg, exp_avg_sq = @w.exp_avg_sq, slapo.phase = "optimizer", weight_decay = 0.1 : f64} : tensor<3x4xf32>
+    %coefficient = slapo.constant dense<5.000000e-01> : tensor<f32> {slapo.phase = "optimizer"}
+    %scaled = slapo.mul %v, %coefficient {slapo.phase = "optimizer"} : (tensor<3x4xf32>, tensor<f32>) -> tensor<3x4xf32>
+    slapo.sgd_update @v, %scaled, %lr {momentum = 0.0 : f64, slapo.phase = "optimizer", weight_decay = 0.0 : f64} : tensor<3x4xf32>
+    slapo.sgd_update @b, %b, %lr {momentum = 0.0 : f64, slapo.phase = "optimizer", weight_decay = 0.0 : f64} : tensor<4xf32>
+    return
+  }
+}

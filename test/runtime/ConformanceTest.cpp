@@ -2116,14 +2116,24 @@ void addDataMovement(CaseList &cases) {
 }
 
 void addOptimizers(CaseList &cases) {
-  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+  // The gradient in the parameter's dtype, and an f32 parameter's in bf16
+  // (mixed precision's weight gradients, widened by the update).
+  std::vector<std::pair<DType, DType>> pairs = {{DType::F32, DType::F32},
+                                                {DType::F32, DType::BF16},
+                                                {DType::BF16, DType::BF16},
+                                                {DType::F64, DType::F64}};
+  for (auto [dtype, gradDtype] : pairs) {
     Shape shape = {1000, 3};
+    std::string gradName =
+        gradDtype == dtype
+            ? ""
+            : std::string(" with a ") + getName(gradDtype) + " gradient";
     for (bool momentum : {false, true})
-      cases.add("sgdUpdate " + describe(dtype, shape) +
+      cases.add("sgdUpdate " + describe(dtype, shape) + gradName +
                     (momentum ? " with momentum" : ""),
                 [=](auto &session) -> Outputs {
                   Tensor param = session.upload(random(dtype, shape, 190));
-                  Tensor grad = session.upload(random(dtype, shape, 191));
+                  Tensor grad = session.upload(random(gradDtype, shape, 191));
                   Tensor buffer =
                       momentum ? session.upload(random(dtype, shape, 192))
                                : Tensor();
@@ -2136,11 +2146,11 @@ void addOptimizers(CaseList &cases) {
                   return outputs;
                 });
     for (int64_t step : {1, 7})
-      cases.add("adamwUpdate " + describe(dtype, shape) + " step " +
+      cases.add("adamwUpdate " + describe(dtype, shape) + gradName + " step " +
                     std::to_string(step),
                 [=](auto &session) -> Outputs {
                   Tensor param = session.upload(random(dtype, shape, 193));
-                  Tensor grad = session.upload(random(dtype, shape, 194));
+                  Tensor grad = session.upload(random(gradDtype, shape, 194));
                   Tensor expAvg =
                       session.upload(random(dtype, shape, 195, -0.1, 0.1));
                   Tensor expAvgSq =

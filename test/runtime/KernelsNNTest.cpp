@@ -674,6 +674,38 @@ TEST_CASE("cross entropy's gradient is the softmax minus the one-hot row, "
   }
 }
 
+TEST_CASE("cross entropy's gradient is zeros in an ignored target's row, "
+          "whatever its logits and weight") {
+  // slapo-fold-logits-slice turns the rows a slice dropped into ignored
+  // ones: their gradient must be the zeros the slice's gradient joined.
+  const int64_t rows = 3, classes = 5;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> logits = {1,   2,    3, 4, 5,             //
+                               0,   -inf, 7, 8, std::nanf(""), //
+                               inf, 1,    1, 1, 1};
+  for (DType indexType : {DType::I64, DType::I32}) {
+    std::vector<int64_t> target64 = {2, -100, 7};
+    std::vector<int32_t> target32 = {2, -100, 7};
+    void *target = indexType == DType::I64
+                       ? static_cast<void *>(target64.data())
+                       : static_cast<void *>(target32.data());
+    std::vector<float> weight = {1, 0.5f, 2}, grad(rows * classes, -1);
+    Context ctx(2);
+    crossEntropyGrad(ctx, Tensor(logits.data(), DType::F32, {rows, classes}),
+                     Tensor(target, indexType, {rows}),
+                     Tensor(weight.data(), DType::F32, {rows}),
+                     Tensor(grad.data(), DType::F32, {rows, classes}));
+    for (int64_t row = 1; row < rows; ++row)
+      for (int64_t c = 0; c < classes; ++c) {
+        INFO("row " << row << " class " << c);
+        float value = grad[row * classes + c];
+        REQUIRE(value == 0);
+        REQUIRE_FALSE(std::signbit(value));
+      }
+    REQUIRE(grad[2] < 0); // the kept row's target class
+  }
+}
+
 TEST_CASE("flash attention: keys masked by a -inf bias add nothing, even "
           "whole tiles of them before any other key") {
   // One query against 130 keys (tiles of 64: [0, 64), [64, 128), [128,

@@ -1,10 +1,12 @@
 // SGD and AdamW updates against torch.optim's formulas, evaluated here in
 // f64 (the kernels compute in f32, so they agree to f32 precision).
+#include "slapo/runtime/Error.h"
 #include "slapo/runtime/cpu/Kernels.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 using namespace slapo::rt;
@@ -74,4 +76,62 @@ TEST_CASE("adamw steps follow torch.optim.AdamW") {
   CHECK(param[0] ==
         Approx((1 * (1 - lr * weightDecay) - lr) * (1 - lr * weightDecay) - lr)
             .epsilon(1e-4));
+}
+
+TEST_CASE("updates read a bf16 gradient of an f32 parameter as its widened "
+          "f32 copy, bit for bit") {
+  // Mixed precision's weight gradients are bf16 products; the optimizer
+  // reads them without a cast to f32 first (slapo-propagate-casts).
+  const int64_t count = 1000;
+  std::vector<BFloat16> narrow(count);
+  std::vector<float> wide(count), start(count);
+  for (int64_t i = 0; i < count; ++i) {
+    narrow[i] = BFloat16::fromFloat(std::sin(0.37f * float(i)) * 3.0f);
+    wide[i] = narrow[i].toFloat();
+    start[i] = std::cos(0.11f * float(i));
+  }
+  double lr = 0.01;
+  Tensor rate(&lr, DType::F64, {});
+  Tensor bf16Grad(narrow.data(), DType::BF16, {count});
+  Tensor f32Grad(wide.data(), DType::F32, {count});
+  Context ctx(2);
+  auto run = [&](const Tensor &grad, bool adamw) {
+    std::vector<float> param = start, m(count, 0.01f), v(count, 0.001f);
+    Tensor p(param.data(), DType::F32, {count});
+    Tensor first(m.data(), DType::F32, {count}),
+        second(v.data(), DType::F32, {count});
+    for (int64_t step = 1; step <= 3; ++step)
+      if (adamw)
+        adamwUpdate(ctx, p, grad, first, second, rate, step, 0.9, 0.999, 1e-8,
+                    0.1);
+      else
+        sgdUpdate(ctx, p, grad, first, rate, 0.9, 0.01);
+    param.insert(param.end(), m.begin(), m.end());
+    param.insert(param.end(), v.begin(), v.end());
+    return param;
+  };
+  for (bool adamw : {false, true}) {
+    INFO((adamw ? "adamw" : "sgd"));
+    std::vector<float> fromNarrow = run(bf16Grad, adamw);
+    std::vector<float> fromWide = run(f32Grad, adamw);
+    REQUIRE(std::memcmp(fromNarrow.data(), fromWide.data(),
+                        fromWide.size() * sizeof(float)) == 0);
+    REQUIRE(fromNarrow != run(Tensor(start.data(), DType::F32, {count}),
+                              adamw)); // the gradient matters
+  }
+}
+
+TEST_CASE("an update refuses a gradient wider than its parameter") {
+  Context ctx(1);
+  std::vector<BFloat16> param(4);
+  std::vector<float> grad(4, 1), m(4), v(4);
+  double lr = 0.1;
+  REQUIRE_THROWS_WITH(
+      adamwUpdate(ctx, Tensor(param.data(), DType::BF16, {4}),
+                  Tensor(grad.data(), DType::F32, {4}),
+                  Tensor(m.data(), DType::BF16, {4}),
+                  Tensor(v.data(), DType::BF16, {4}),
+                  Tensor(&lr, DType::F64, {}), 1, 0.9, 0.999, 1e-8, 0),
+      Catch::Contains("adamwUpdate") && Catch::Contains("gradient F32") &&
+          Catch::Contains("parameter BF16"));
 }

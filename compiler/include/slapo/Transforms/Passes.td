@@ -500,7 +500,10 @@ def PropagateCasts : Pass<"slapo-propagate-casts", "::mlir::ModuleOp"> {
     slapo-fuse-elementwise's loops (along the last dim, keepdim), sums its
     input into the wide type instead, and a norm's gradient
     (`slapo.layer_norm_grad`, `slapo.rms_norm_grad`) reads its input as its
-    `grad` and widens it itself. Narrowing casts that alone read a norm's
+    `grad` and widens it itself, as an optimizer's update
+    (`slapo.adamw_update`, `slapo.sgd_update`) and `slapo.param_grad` read
+    a bf16 gradient of an f32 parameter where nothing else (clipping, an
+    all-reduce) reads it. Narrowing casts that alone read a norm's
     result (`slapo.layer_norm`, `slapo.rms_norm`) become its result type:
     the norm rounds its rows once. A narrowing cast of a widening cast's
     result is its input: both go where nothing else reads the widened
@@ -608,6 +611,26 @@ def Checkpoint : Pass<"slapo-checkpoint", "::mlir::ModuleOp"> {
     ListOption<"candidates", "candidates", "::slapo::ModelName",
                "modules the budget may checkpoint">,
   ];
+}
+
+def FoldLogitsSlice : Pass<"slapo-fold-logits-slice", "::mlir::ModuleOp"> {
+  let summary = "a cross entropy of a slice of the logits as the loss of all of them with the other rows' targets ignored";
+  let description = [{
+    `slapo.cross_entropy` (reduction mean or sum) of the rows a
+    `slapo.slice` keeps (along a dim other than the classes, through
+    reshapes that keep each row of classes whole), each value read by the
+    next op alone, becomes the cross entropy of the slice's input, its
+    targets padded with `ignore_index` where the slice drops rows: the
+    shifted loss of a causal LM, `logits[:, :-1]` against `labels[:, 1:]`,
+    reads the logits where they are instead of a copy, and its gradient is
+    written whole instead of joined to zeros by a concat. The same loss (an
+    ignored row adds 0 to the sum and is not counted by the mean) and the
+    same gradient (an ignored row's is zero). Runs after the schedule's
+    primitives (a `replace("cross_entropy")` loss slices the hidden rows
+    instead, and a vocabulary-parallel one is lowered), before
+    slapo-mixed-precision and slapo-autodiff.
+  }];
+  let dependentDialects = ["::slapo::SlapoDialect"];
 }
 
 def FoldAddends : Pass<"slapo-fold-addends", "::mlir::ModuleOp"> {

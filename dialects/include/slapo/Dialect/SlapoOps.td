@@ -622,10 +622,11 @@ def Slapo_CrossEntropyGradOp : Slapo_Op<"cross_entropy_grad", [Pure]> {
   let summary = "the gradient of cross_entropy's logits[N, C]";
   let description = [{
     Row n of the result is (softmax(logits[n]) - one_hot(target[n])) *
-    row_weight[n], the one-hot row zero for a target outside [0, C) (an
-    ignored one, whose weight is 0): what slapo.cross_entropy's gradient rule
-    builds, one pass over the logits instead of a softmax, a one-hot matrix,
-    a difference and a product, each as large as the logits.
+    row_weight[n], and zeros for a target outside [0, C) (an ignored one,
+    whose weight is 0, whatever its logits): what slapo.cross_entropy's
+    gradient rule builds, one pass over the logits instead of a softmax, a
+    one-hot matrix, a difference and a product, each as large as the
+    logits.
   }];
   let arguments = (ins Slapo_FloatTensor:$logits, Slapo_IndexTensor:$target,
                        Slapo_FloatTensor:$row_weight);
@@ -1226,14 +1227,17 @@ def Slapo_ParamGradOp : Slapo_Op<"param_grad",
     Says that `grad` is d(loss)/d(param), complete (before clipping): the
     point after backward where the rank program can read it (`--save-grads`,
     `slapoc --verify`) and where data parallelism reduces it across ranks.
-    It has no effect on values, and is not Pure so that it stays.
+    It has no effect on values, and is not Pure so that it stays. `grad` has
+    the parameter's type, or bf16 for an f32 parameter (a bf16 product's
+    gradient that only the update reads, slapo-propagate-casts): its values
+    widened are the gradient, and the rank program writes them as f32.
 
     ```mlir
     slapo.param_grad @"fc1.weight", %g : tensor<32x16xf32>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$param,
-                       StaticShapeTensorOf<[F32]>:$grad);
+                       StaticShapeTensorOf<[F32, BF16]>:$grad);
   let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
 }
 
@@ -1260,6 +1264,9 @@ def Slapo_UpdateBufferOp : Slapo_Op<"update_buffer",
 // Updates write their parameter and state in place: they have no results and
 // are not Pure, so they stay in program order after every read of the
 // parameter they update.
+/// An optimizer's update of one parameter in place. Its `grad` has the
+/// parameter's type, or bf16 for an f32 parameter, widened as it is read (the
+/// same values as a slapo.cast to f32 first).
 class Slapo_UpdateOp<string mnemonic>
     : Slapo_Op<mnemonic, [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let hasVerifier = 1;
@@ -1272,7 +1279,7 @@ def Slapo_SgdUpdateOp : Slapo_UpdateOp<"sgd_update"> {
     buf` (without `momentum_buffer`: `param -= lr * g`). `lr` is 0-d f64.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param,
-                       StaticShapeTensorOf<[F32]>:$grad,
+                       StaticShapeTensorOf<[F32, BF16]>:$grad,
                        Slapo_F64Scalar:$lr,
                        OptionalAttr<FlatSymbolRefAttr>:$momentum_buffer,
                        F64Attr:$momentum, F64Attr:$weight_decay);
@@ -1286,7 +1293,7 @@ def Slapo_AdamwUpdateOp : Slapo_UpdateOp<"adamw_update"> {
     step number (0-d i64) for the bias corrections, `lr` is 0-d f64.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param,
-                       StaticShapeTensorOf<[F32]>:$grad,
+                       StaticShapeTensorOf<[F32, BF16]>:$grad,
                        Slapo_F64Scalar:$lr, Slapo_I64Scalar:$step,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,

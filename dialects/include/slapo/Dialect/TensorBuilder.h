@@ -81,11 +81,17 @@ public:
   mlir::Value scalarLike(double value, mlir::Value like) {
     return scalar(value, elementTypeOf(like));
   }
+  /// A splat of `element`, of `type`'s element type; zero if null.
+  mlir::Value splat(mlir::RankedTensorType type, mlir::Attribute element);
   /// A splat zero of `type`.
-  mlir::Value zeros(mlir::RankedTensorType type);
-  /// zeros(type) with `type`'s dim `dim` set to `size`.
+  mlir::Value zeros(mlir::RankedTensorType type) { return splat(type, {}); }
+  /// splat(type, element) with `type`'s dim `dim` set to `size`.
+  mlir::Value splatWithDim(mlir::RankedTensorType type, int64_t dim,
+                           int64_t size, mlir::Attribute element);
   mlir::Value zerosWithDim(mlir::RankedTensorType type, int64_t dim,
-                           int64_t size);
+                           int64_t size) {
+    return splatWithDim(type, dim, size, {});
+  }
   /// [0, 1, ..., size - 1] of `elementType`.
   mlir::Value arange(int64_t size, mlir::Type elementType);
   /// A [..., classes] tensor of `elementType`: 1 where the last index equals
@@ -110,10 +116,12 @@ public:
   /// Joins `inputs` along `dim`; a single input is returned as it is.
   mlir::Value concat(mlir::ValueRange inputs, int64_t dim);
   /// A tensor of shape `shape` holding `value` at positions start, start +
-  /// step, ... along `dim` and zeros elsewhere: what slice(dim, start, _,
-  /// step) of it reads is `value`.
+  /// step, ... along `dim` and `fill` elsewhere: what slice(dim, start, _,
+  /// step) of it reads is `value`. `fill` is an element of `value`'s type;
+  /// null is zero.
   mlir::Value padSlice(mlir::Value value, llvm::ArrayRef<int64_t> shape,
-                       int64_t dim, int64_t start, int64_t step);
+                       int64_t dim, int64_t start, int64_t step,
+                       mlir::Attribute fill = {});
   /// `input` with its elements at positions start, start + step, ... along
   /// `dim` replaced by `value` (torch.slice_scatter).
   mlir::Value sliceScatter(mlir::Value input, mlir::Value value, int64_t dim,
