@@ -1080,8 +1080,9 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
                 ? useSymbol(update.getMomentumBufferAttr(), type)
                 : std::string("Tensor()");
         return llvm::formatv(
-                   "sgdUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5})", param,
-                   use(update.getGrad()), buffer, use(update.getLr()),
+                   "sgdUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6})", param,
+                   use(update.getGrad()), optional(update.getGradScale()),
+                   buffer, use(update.getLr()),
                    doubleLiteral(update.getMomentum().convertToDouble()),
                    doubleLiteral(update.getWeightDecay().convertToDouble()))
             .str();
@@ -1093,9 +1094,9 @@ FailureOr<std::string> Emitter::getKernelCall(Operation *op) {
           return failure();
         return llvm::formatv(
                    "adamwUpdate(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-                   "{8}, {9})",
+                   "{8}, {9}, {10})",
                    useSymbol(update.getParamAttr(), type),
-                   use(update.getGrad()),
+                   use(update.getGrad()), optional(update.getGradScale()),
                    useSymbol(update.getExpAvgAttr(), type),
                    useSymbol(update.getExpAvgSqAttr(), type),
                    use(update.getLr()), *step,

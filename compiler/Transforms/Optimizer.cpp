@@ -33,9 +33,10 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
   void runOnOperation() override;
 
   LogicalResult checkOptions(ModuleOp module);
-  /// Scales every gradient by min(1, gradClip / (norm + 1e-6)).
-  void clipGradients(TensorBuilder &tb, SmallVectorImpl<Value> &grads,
-                     ArrayRef<ParamOp> params);
+  /// min(1, gradClip / (norm + 1e-6)) of the gradients' global norm, 0-d
+  /// f32: what clipping multiplies each of them by.
+  Value getClipCoefficient(TensorBuilder &tb, ArrayRef<Value> grads,
+                           ArrayRef<ParamOp> params);
   /// The learning rate of step `step` (0-d i64) out of `totalSteps`, 0-d f64.
   Value buildLearningRate(TensorBuilder &tb, Value step, Value totalSteps);
   /// Declares the optimizer state `<param>.<suffix>` after `after` (the
@@ -63,9 +64,9 @@ LogicalResult OptimizerPass::checkOptions(ModuleOp module) {
   return success();
 }
 
-void OptimizerPass::clipGradients(TensorBuilder &tb,
-                                  SmallVectorImpl<Value> &grads,
-                                  ArrayRef<ParamOp> params) {
+Value OptimizerPass::getClipCoefficient(TensorBuilder &tb,
+                                        ArrayRef<Value> grads,
+                                        ArrayRef<ParamOp> params) {
   // A tensor-parallel shard's gradient holds this rank's part of the
   // parameter's: those squares are summed over the group, the replicated
   // ones counted once.
@@ -100,9 +101,7 @@ void OptimizerPass::clipGradients(TensorBuilder &tb,
   Value norm = tb.unary<SqrtOp>(sumOfSquares);
   Value coefficient =
       tb.div(tb.scalar(gradClip, f32), tb.add(norm, tb.scalar(1e-6, f32)));
-  coefficient = tb.minimum(coefficient, tb.scalar(1.0, f32));
-  for (Value &grad : grads)
-    grad = tb.mul(grad, coefficient);
+  return tb.minimum(coefficient, tb.scalar(1.0, f32));
 }
 
 Value OptimizerPass::buildLearningRate(TensorBuilder &tb, Value step,
@@ -249,8 +248,11 @@ void OptimizerPass::runOnOperation() {
       break;
     }
   TensorBuilder tb(builder, forwardBackward.getLoc());
-  if (gradClip > 0 && !grads.empty())
-    clipGradients(tb, grads, params);
+  // Clipping scales each gradient by one coefficient as the update reads
+  // it (torch.nn.utils.clip_grad_norm_ multiplies them in place).
+  Value gradScale = gradClip > 0 && !grads.empty()
+                        ? getClipCoefficient(tb, grads, params)
+                        : Value();
   Value lrValue = buildLearningRate(tb, step, totalSteps);
   for (auto [param, grad] : llvm::zip(params, grads)) {
     auto paramName = FlatSymbolRefAttr::get(param.getSymNameAttr());
@@ -265,7 +267,7 @@ void OptimizerPass::runOnOperation() {
         return signalPassFailure();
       }
       builder.create<AdamwUpdateOp>(
-          loc, paramName, grad, lrValue, step, *expAvg, *expAvgSq,
+          loc, paramName, grad, lrValue, step, gradScale, *expAvg, *expAvgSq,
           builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
           builder.getF64FloatAttr(eps), builder.getF64FloatAttr(weightDecay));
       continue;
@@ -279,8 +281,8 @@ void OptimizerPass::runOnOperation() {
       }
       buffer = *declared;
     }
-    builder.create<SgdUpdateOp>(loc, paramName, grad, lrValue, buffer,
-                                builder.getF64FloatAttr(momentum),
+    builder.create<SgdUpdateOp>(loc, paramName, grad, lrValue, gradScale,
+                                buffer, builder.getF64FloatAttr(momentum),
                                 builder.getF64FloatAttr(weightDecay));
   }
   for (UpdateBufferOp update : bufferUpdates)

@@ -186,18 +186,18 @@ void cumsum(Context &ctx, const Tensor &input, const Tensor &out, int64_t dim,
 }
 
 void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
-               const Tensor &momentumBuffer, const Tensor &lr, double momentum,
-               double weightDecay) {
-  SLAPO_CPU_DISPATCH(sgdUpdate, param, grad, momentumBuffer, lr, momentum,
-                     weightDecay);
+               const Tensor &gradScale, const Tensor &momentumBuffer,
+               const Tensor &lr, double momentum, double weightDecay) {
+  SLAPO_CPU_DISPATCH(sgdUpdate, param, grad, gradScale, momentumBuffer, lr,
+                     momentum, weightDecay);
 }
 
 void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
-                 const Tensor &expAvg, const Tensor &expAvgSq, const Tensor &lr,
-                 int64_t step, double beta1, double beta2, double eps,
-                 double weightDecay) {
-  SLAPO_CPU_DISPATCH(adamwUpdate, param, grad, expAvg, expAvgSq, lr, step,
-                     beta1, beta2, eps, weightDecay);
+                 const Tensor &gradScale, const Tensor &expAvg,
+                 const Tensor &expAvgSq, const Tensor &lr, int64_t step,
+                 double beta1, double beta2, double eps, double weightDecay) {
+  SLAPO_CPU_DISPATCH(adamwUpdate, param, grad, gradScale, expAvg, expAvgSq, lr,
+                     step, beta1, beta2, eps, weightDecay);
 }
 
 } // namespace slapo::rt::cpu

@@ -35,22 +35,38 @@ void updateInParallel(Context &ctx, const char *kernel, const Tensor &param,
                       });
 }
 
+/// Reads gradient elements as the update uses them: widened to the
+/// parameter's compute type C and, with a scale (0-d, the parameter's
+/// dtype: clipping's coefficient), multiplied by it and rounded to the
+/// parameter's dtype T, as a slapo.mul of the gradient would have written
+/// it.
+template <typename T, typename C> struct GradientReader {
+  const Tensor &scale;
+  template <typename G> C operator()(const G *grad, int64_t i) const {
+    C value = load(grad[i]);
+    if (!scale.data)
+      return value;
+    return load(store<T>(value * load(*scale.as<const T>())));
+  }
+};
+
 } // namespace
 
 void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
-               const Tensor &momentumBuffer, const Tensor &lr, double momentum,
-               double weightDecay) {
+               const Tensor &gradScale, const Tensor &momentumBuffer,
+               const Tensor &lr, double momentum, double weightDecay) {
   double rate = *lr.as<double>();
   updateInParallel(
       ctx, "sgdUpdate", param, grad,
       [&](auto *p, const auto *g, int64_t begin, int64_t end) {
         using T = std::remove_pointer_t<decltype(p)>;
         using C = Compute<T>;
+        GradientReader<T, C> read{gradScale};
         T *buffer = momentumBuffer.as<T>();
         C decay = C(weightDecay), factor = C(momentum), alpha = C(-rate);
         for (int64_t i = begin; i < end; ++i) {
           C x = load(p[i]);
-          C d = load(g[i]);
+          C d = read(g, i);
           if (weightDecay != 0) // d_p = d_p.add(param, alpha=weight_decay)
             d = d + decay * x;
           if (buffer) { // buf.mul_(momentum).add_(d_p)
@@ -63,9 +79,9 @@ void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
 }
 
 void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
-                 const Tensor &expAvg, const Tensor &expAvgSq, const Tensor &lr,
-                 int64_t step, double beta1, double beta2, double eps,
-                 double weightDecay) {
+                 const Tensor &gradScale, const Tensor &expAvg,
+                 const Tensor &expAvgSq, const Tensor &lr, int64_t step,
+                 double beta1, double beta2, double eps, double weightDecay) {
   double rate = *lr.as<double>();
   double correction1 = 1 - std::pow(beta1, double(step));
   double correction2 = 1 - std::pow(beta2, double(step));
@@ -73,6 +89,7 @@ void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                    [&](auto *p, const auto *g, int64_t begin, int64_t end) {
                      using T = std::remove_pointer_t<decltype(p)>;
                      using C = Compute<T>;
+                     GradientReader<T, C> read{gradScale};
                      T *m = expAvg.as<T>();
                      T *v = expAvgSq.as<T>();
                      C decay = C(1 - rate * weightDecay);
@@ -82,7 +99,7 @@ void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                      C epsilon = C(eps), alpha = C(-(rate / correction1));
                      for (int64_t i = begin; i < end; ++i) {
                        C x = load(p[i]) * decay;
-                       C gi = load(g[i]);
+                       C gi = read(g, i);
                        C mi = load(m[i]);
                        // torch.lerp's two forms, chosen by the weight.
                        mi = weight < C(0.5) ? mi + weight * (gi - mi)

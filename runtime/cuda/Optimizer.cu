@@ -20,15 +20,25 @@ using namespace detail;
 
 namespace {
 
+/// Element i of `grad` as the update uses it: widened to the parameter's
+/// compute type and, with a `scale` (0-d, the parameter's dtype T:
+/// clipping's coefficient), multiplied by it and rounded to T, as a
+/// slapo.mul of the gradient would have written it.
 template <typename T, typename G>
-__global__ void sgdKernel(int64_t count, T *param, const G *grad, T *buffer,
-                          const double *lr, double momentum,
-                          double weightDecay) {
+__device__ Compute<T> readGradient(const G *grad, const T *scale, int64_t i) {
+  Compute<T> value = load(grad[i]);
+  return scale ? load(store<T>(value * load(*scale))) : value;
+}
+
+template <typename T, typename G>
+__global__ void sgdKernel(int64_t count, T *param, const G *grad,
+                          const T *scale, T *buffer, const double *lr,
+                          double momentum, double weightDecay) {
   using C = Compute<T>;
   C decay = C(weightDecay), factor = C(momentum), alpha = C(-*lr);
   for (int64_t i = getGlobalThread(); i < count; i += getGlobalThreads()) {
     C x = load(param[i]);
-    C d = load(grad[i]);
+    C d = readGradient(grad, scale, i);
     if (weightDecay != 0) // d_p = d_p.add(param, alpha=weight_decay)
       d = d + decay * x;
     if (buffer) { // buf.mul_(momentum).add_(d_p)
@@ -47,9 +57,9 @@ struct AdamWScalars {
 };
 
 template <typename T, typename G>
-__global__ void adamwKernel(int64_t count, T *param, const G *grad, T *expAvg,
-                            T *expAvgSq, const double *lr,
-                            AdamWScalars scalars) {
+__global__ void adamwKernel(int64_t count, T *param, const G *grad,
+                            const T *scale, T *expAvg, T *expAvgSq,
+                            const double *lr, AdamWScalars scalars) {
   using C = Compute<T>;
   double rate = *lr;
   C decay = C(__dsub_rn(1.0, __dmul_rn(rate, scalars.weightDecay)));
@@ -59,7 +69,7 @@ __global__ void adamwKernel(int64_t count, T *param, const G *grad, T *expAvg,
   C epsilon = C(scalars.eps), alpha = C(-(rate / scalars.correction1));
   for (int64_t i = getGlobalThread(); i < count; i += getGlobalThreads()) {
     C x = load(param[i]) * decay;
-    C gi = load(grad[i]);
+    C gi = readGradient(grad, scale, i);
     C mi = load(expAvg[i]);
     // torch.lerp's two forms, chosen by the weight.
     mi = weight < C(0.5) ? mi + weight * (gi - mi)
@@ -77,8 +87,8 @@ __global__ void adamwKernel(int64_t count, T *param, const G *grad, T *expAvg,
 } // namespace
 
 void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
-               const Tensor &momentumBuffer, const Tensor &lr, double momentum,
-               double weightDecay) {
+               const Tensor &gradScale, const Tensor &momentumBuffer,
+               const Tensor &lr, double momentum, double weightDecay) {
   int64_t count = param.getNumElements();
   if (count == 0)
     return;
@@ -89,16 +99,16 @@ void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                         sgdKernel<<<getGridSize(ctx, count, kBlockSize),
                                     kBlockSize, 0, ctx.getStream()>>>(
                             count, param.as<T>(), grad.as<G>(),
-                            momentumBuffer.as<T>(), lr.as<double>(), momentum,
-                            weightDecay);
+                            gradScale.as<T>(), momentumBuffer.as<T>(),
+                            lr.as<double>(), momentum, weightDecay);
                         checkLaunch("sgdUpdate");
                       });
 }
 
 void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
-                 const Tensor &expAvg, const Tensor &expAvgSq, const Tensor &lr,
-                 int64_t step, double beta1, double beta2, double eps,
-                 double weightDecay) {
+                 const Tensor &gradScale, const Tensor &expAvg,
+                 const Tensor &expAvgSq, const Tensor &lr, int64_t step,
+                 double beta1, double beta2, double eps, double weightDecay) {
   int64_t count = param.getNumElements();
   if (count == 0)
     return;
@@ -114,8 +124,9 @@ void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                         using G = typename decltype(gradTag)::type;
                         adamwKernel<<<getGridSize(ctx, count, kBlockSize),
                                       kBlockSize, 0, ctx.getStream()>>>(
-                            count, param.as<T>(), grad.as<G>(), expAvg.as<T>(),
-                            expAvgSq.as<T>(), lr.as<double>(), scalars);
+                            count, param.as<T>(), grad.as<G>(),
+                            gradScale.as<T>(), expAvg.as<T>(), expAvgSq.as<T>(),
+                            lr.as<double>(), scalars);
                         checkLaunch("adamwUpdate");
                       });
 }

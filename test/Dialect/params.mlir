@@ -71,12 +71,16 @@ func.func @update_buffer(%m: tensor<i64>) {
 }
 
 // The gradient of an f32 parameter in bf16 (a bf16 product's, which the
-// update widens as it reads it).
+// update widens as it reads it), scaled by clipping's coefficient or not.
 // CHECK-LABEL: func.func @bf16_gradient
-func.func @bf16_gradient(%narrow: tensor<128x32xbf16>, %lr: tensor<f64>) {
+func.func @bf16_gradient(%narrow: tensor<128x32xbf16>, %lr: tensor<f64>, %coefficient: tensor<f32>) {
   // CHECK: slapo.param_grad @transformer.wte.weight, %{{.*}} : tensor<128x32xbf16>
   slapo.param_grad @"transformer.wte.weight", %narrow : tensor<128x32xbf16>
-  // CHECK: slapo.sgd_update @transformer.wte.weight, %{{.*}}, %{{.*}} {{.*}} : tensor<128x32xbf16>
+  // CHECK: slapo.sgd_update @transformer.wte.weight, %{{.*}}, %{{.*}} {{{.*}}} : tensor<128x32xbf16>
+  // GENERIC: "slapo.sgd_update"(%{{.*}}, %{{.*}}) {
   slapo.sgd_update @"transformer.wte.weight", %narrow, %lr {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<128x32xbf16>
+  // CHECK: slapo.sgd_update @transformer.wte.weight, %{{.*}}, %{{.*}} scaled %arg2 {{{.*}}} : tensor<128x32xbf16>
+  // GENERIC: "slapo.sgd_update"(%{{.*}}, %{{.*}}, %{{.*}}) {
+  slapo.sgd_update @"transformer.wte.weight", %narrow, %lr scaled %coefficient {momentum = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<128x32xbf16>
   return
 }

@@ -39,7 +39,8 @@ module {
 
 // SGD with momentum, clipping by the global norm and warmup + cosine: the
 // gradients are scaled by min(1, clip / (norm + 1e-6)), as
-// torch.nn.utils.clip_grad_norm_ does, and the learning rate follows
+// torch.nn.utils.clip_grad_norm_ does, by the updates as they read them (no
+// slapo.mul of each gradient), and the learning rate follows
 // Hugging Face's schedule of the 0-based step c = step - 1:
 // c / warmup while c < warmup, else max(0, (1 + cos(pi * (c - warmup) /
 // max(1, total - warmup))) / 2).
@@ -60,8 +61,7 @@ module {
 // SGD: %[[RATIO:.*]] = slapo.div %[[CLIP]], %[[DENOM]]
 // SGD: %[[ONE:.*]] = slapo.constant dense<1.000000e+00> : tensor<f32>
 // SGD: %[[COEF:.*]] = slapo.minimum %[[RATIO]], %[[ONE]]
-// SGD: %[[CLIPPED_W:.*]] = slapo.mul %[[DW]], %[[COEF]]
-// SGD: %[[CLIPPED_B:.*]] = slapo.mul %[[DB]], %[[COEF]]
+// SGD-NOT: slapo.mul %[[DW]], %[[COEF]]
 // SGD: %[[PEAK:.*]] = slapo.constant dense<5.000000e-01> : tensor<f64>
 // SGD: %[[STEP_F:.*]] = slapo.cast %[[STEP]] {{.*}} : tensor<i64> -> tensor<f64>
 // SGD: %[[C:.*]] = slapo.sub %[[STEP_F]], %{{.*}}
@@ -78,8 +78,8 @@ module {
 // SGD: %[[IN_WARMUP:.*]] = slapo.compare <lt> %[[C]], %[[WARMUP]]
 // SGD: %[[FACTOR:.*]] = slapo.where %[[IN_WARMUP]], %[[WARM_FACTOR]], %[[DECAY]]
 // SGD: %[[LR:.*]] = slapo.mul %[[PEAK]], %[[FACTOR]]
-// SGD: slapo.sgd_update @w, %[[CLIPPED_W]], %[[LR]] {momentum = 9.000000e-01 : f64, momentum_buffer = @w.momentum_buffer, slapo.phase = "optimizer", weight_decay = 0.000000e+00 : f64} : tensor<3x4xf32>
-// SGD: slapo.sgd_update @b, %[[CLIPPED_B]], %[[LR]] {{.*}}momentum_buffer = @b.momentum_buffer
+// SGD: slapo.sgd_update @w, %[[DW]], %[[LR]] scaled %[[COEF]] {momentum = 9.000000e-01 : f64, momentum_buffer = @w.momentum_buffer, slapo.phase = "optimizer", weight_decay = 0.000000e+00 : f64} : tensor<3x4xf32>
+// SGD: slapo.sgd_update @b, %[[DB]], %[[LR]] scaled %[[COEF]] {{.*}}momentum_buffer = @b.momentum_buffer
 // SGD: return %{{.*}}, %[[LR]]
 
 // SGD without momentum keeps no state.

@@ -2117,7 +2117,8 @@ void addDataMovement(CaseList &cases) {
 
 void addOptimizers(CaseList &cases) {
   // The gradient in the parameter's dtype, and an f32 parameter's in bf16
-  // (mixed precision's weight gradients, widened by the update).
+  // (mixed precision's weight gradients, widened by the update); read as it
+  // is, and scaled by a clipping coefficient (momentum's and step 7's cases).
   std::vector<std::pair<DType, DType>> pairs = {{DType::F32, DType::F32},
                                                 {DType::F32, DType::BF16},
                                                 {DType::BF16, DType::BF16},
@@ -2128,17 +2129,20 @@ void addOptimizers(CaseList &cases) {
         gradDtype == dtype
             ? ""
             : std::string(" with a ") + getName(gradDtype) + " gradient";
+    HostTensor scale = literal(dtype, Shape(), {0.37});
     for (bool momentum : {false, true})
       cases.add("sgdUpdate " + describe(dtype, shape) + gradName +
-                    (momentum ? " with momentum" : ""),
+                    (momentum ? " with momentum, scaled" : ""),
                 [=](auto &session) -> Outputs {
                   Tensor param = session.upload(random(dtype, shape, 190));
                   Tensor grad = session.upload(random(gradDtype, shape, 191));
                   Tensor buffer =
                       momentum ? session.upload(random(dtype, shape, 192))
                                : Tensor();
+                  Tensor gradScale =
+                      momentum ? session.upload(scale) : Tensor();
                   Tensor lr = session.upload(scalar(0.05));
-                  sgdUpdate(session.ctx, param, grad, buffer, lr,
+                  sgdUpdate(session.ctx, param, grad, gradScale, buffer, lr,
                             momentum ? 0.9 : 0, 0.01);
                   Outputs outputs = {session.download(param)};
                   if (momentum)
@@ -2147,17 +2151,19 @@ void addOptimizers(CaseList &cases) {
                 });
     for (int64_t step : {1, 7})
       cases.add("adamwUpdate " + describe(dtype, shape) + gradName + " step " +
-                    std::to_string(step),
+                    std::to_string(step) + (step == 7 ? ", scaled" : ""),
                 [=](auto &session) -> Outputs {
                   Tensor param = session.upload(random(dtype, shape, 193));
                   Tensor grad = session.upload(random(gradDtype, shape, 194));
+                  Tensor gradScale =
+                      step == 7 ? session.upload(scale) : Tensor();
                   Tensor expAvg =
                       session.upload(random(dtype, shape, 195, -0.1, 0.1));
                   Tensor expAvgSq =
                       session.upload(random(dtype, shape, 196, 0, 0.01));
                   Tensor lr = session.upload(scalar(1e-3));
-                  adamwUpdate(session.ctx, param, grad, expAvg, expAvgSq, lr,
-                              step, 0.9, 0.999, 1e-8, 0.01);
+                  adamwUpdate(session.ctx, param, grad, gradScale, expAvg,
+                              expAvgSq, lr, step, 0.9, 0.999, 1e-8, 0.01);
                   return {session.download(param), session.download(expAvg),
                           session.download(expAvgSq)};
                 });

@@ -85,7 +85,8 @@ TEST_CASE("every kernel build this CPU runs computes as the x86-64 build") {
          out = x;
          std::vector<float> m = values(x.size(), 5), v(x.size(), 0.25f);
          double lr = 1e-2;
-         adamwUpdate(ctx, into(out), ys, Tensor(m.data(), DType::F32, matrix),
+         adamwUpdate(ctx, into(out), ys, Tensor(),
+                     Tensor(m.data(), DType::F32, matrix),
                      Tensor(v.data(), DType::F32, matrix),
                      Tensor(&lr, DType::F64, {}), 3, 0.9, 0.999, 1e-8, 0.1);
        }},

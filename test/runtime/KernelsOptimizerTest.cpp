@@ -18,7 +18,7 @@ TEST_CASE("sgd without momentum: param -= lr * (grad + wd * param)") {
   std::vector<float> before = param;
   double lr = 0.1, weightDecay = 0.01;
   sgdUpdate(ctx, Tensor(param.data(), DType::F32, {3}),
-            Tensor(grad.data(), DType::F32, {3}), Tensor(),
+            Tensor(grad.data(), DType::F32, {3}), Tensor(), Tensor(),
             Tensor(&lr, DType::F64, {}), 0.0, weightDecay);
   for (int i = 0; i < 3; ++i)
     CHECK(param[i] ==
@@ -33,7 +33,7 @@ TEST_CASE("sgd with momentum accumulates the buffer over steps") {
   double lr = 0.05, momentum = 0.9, weightDecay = 0.1;
   for (int step = 0; step < 3; ++step) {
     sgdUpdate(ctx, Tensor(param.data(), DType::F32, {2}),
-              Tensor(grad.data(), DType::F32, {2}),
+              Tensor(grad.data(), DType::F32, {2}), Tensor(),
               Tensor(buffer.data(), DType::F32, {2}),
               Tensor(&lr, DType::F64, {}), momentum, weightDecay);
     for (int i = 0; i < 2; ++i) {
@@ -54,7 +54,7 @@ TEST_CASE("adamw steps follow torch.optim.AdamW") {
   double lr = 0.01, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.1;
   for (int64_t step = 1; step <= 2; ++step) {
     adamwUpdate(ctx, Tensor(param.data(), DType::F32, {4}),
-                Tensor(grad.data(), DType::F32, {4}),
+                Tensor(grad.data(), DType::F32, {4}), Tensor(),
                 Tensor(m.data(), DType::F32, {4}),
                 Tensor(v.data(), DType::F32, {4}), Tensor(&lr, DType::F64, {}),
                 step, beta1, beta2, eps, weightDecay);
@@ -102,10 +102,10 @@ TEST_CASE("updates read a bf16 gradient of an f32 parameter as its widened "
         second(v.data(), DType::F32, {count});
     for (int64_t step = 1; step <= 3; ++step)
       if (adamw)
-        adamwUpdate(ctx, p, grad, first, second, rate, step, 0.9, 0.999, 1e-8,
-                    0.1);
+        adamwUpdate(ctx, p, grad, Tensor(), first, second, rate, step, 0.9,
+                    0.999, 1e-8, 0.1);
       else
-        sgdUpdate(ctx, p, grad, first, rate, 0.9, 0.01);
+        sgdUpdate(ctx, p, grad, Tensor(), first, rate, 0.9, 0.01);
     param.insert(param.end(), m.begin(), m.end());
     param.insert(param.end(), v.begin(), v.end());
     return param;
@@ -128,10 +128,59 @@ TEST_CASE("an update refuses a gradient wider than its parameter") {
   double lr = 0.1;
   REQUIRE_THROWS_WITH(
       adamwUpdate(ctx, Tensor(param.data(), DType::BF16, {4}),
-                  Tensor(grad.data(), DType::F32, {4}),
+                  Tensor(grad.data(), DType::F32, {4}), Tensor(),
                   Tensor(m.data(), DType::BF16, {4}),
                   Tensor(v.data(), DType::BF16, {4}),
                   Tensor(&lr, DType::F64, {}), 1, 0.9, 0.999, 1e-8, 0),
       Catch::Contains("adamwUpdate") && Catch::Contains("gradient F32") &&
           Catch::Contains("parameter BF16"));
+}
+
+TEST_CASE("a scaled update reads the gradient times the scale as the binary "
+          "kernel's Mul writes it, bit for bit") {
+  // Gradient clipping's coefficient, applied by the update as it reads each
+  // element instead of by a Mul over every gradient first; the gradient in
+  // the parameter's dtype or in bf16 (widened first, as a cast would).
+  const int64_t count = 777;
+  std::vector<float> start(count), wide(count), scaled(count);
+  std::vector<BFloat16> narrow(count);
+  for (int64_t i = 0; i < count; ++i) {
+    start[i] = std::cos(0.13f * float(i));
+    narrow[i] = BFloat16::fromFloat(std::sin(0.29f * float(i)) * 5.0f);
+    wide[i] = narrow[i].toFloat();
+  }
+  float coefficient = 0.3712345f;
+  double lr = 0.02;
+  Tensor rate(&lr, DType::F64, {}), scale(&coefficient, DType::F32, {});
+  Context ctx(2);
+  binary(ctx, BinaryKind::Mul, Tensor(wide.data(), DType::F32, {count}), scale,
+         Tensor(scaled.data(), DType::F32, {count}));
+  auto run = [&](const Tensor &grad, const Tensor &gradScale, bool adamw) {
+    std::vector<float> param = start, m(count, 0.01f), v(count, 0.001f);
+    Tensor p(param.data(), DType::F32, {count});
+    Tensor first(m.data(), DType::F32, {count}),
+        second(v.data(), DType::F32, {count});
+    for (int64_t step = 1; step <= 3; ++step)
+      if (adamw)
+        adamwUpdate(ctx, p, grad, gradScale, first, second, rate, step, 0.9,
+                    0.999, 1e-8, 0.1);
+      else
+        sgdUpdate(ctx, p, grad, gradScale, first, rate, 0.9, 0.01);
+    param.insert(param.end(), m.begin(), m.end());
+    return param;
+  };
+  Tensor product(scaled.data(), DType::F32, {count});
+  for (bool adamw : {false, true})
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      INFO((adamw ? "adamw" : "sgd")
+           << " with a " << getName(dtype) << " gradient");
+      Tensor grad = dtype == DType::F32
+                        ? Tensor(wide.data(), DType::F32, {count})
+                        : Tensor(narrow.data(), DType::BF16, {count});
+      std::vector<float> expected = run(product, Tensor(), adamw);
+      std::vector<float> actual = run(grad, scale, adamw);
+      REQUIRE(std::memcmp(actual.data(), expected.data(),
+                          expected.size() * sizeof(float)) == 0);
+      REQUIRE(actual != run(grad, Tensor(), adamw)); // the scale matters
+    }
 }

@@ -59,6 +59,9 @@ def Slapo_NumericTensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I8, I32, I64
 def Slapo_F64Scalar : 0DTensorOf<[F64]> {
   let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF64Type())";
 }
+def Slapo_F32Scalar : 0DTensorOf<[F32]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
+}
 def Slapo_I64Scalar : 0DTensorOf<[I64]> {
   let builderCall =
       "::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))";
@@ -1266,7 +1269,9 @@ def Slapo_UpdateBufferOp : Slapo_Op<"update_buffer",
 // parameter they update.
 /// An optimizer's update of one parameter in place. Its `grad` has the
 /// parameter's type, or bf16 for an f32 parameter, widened as it is read (the
-/// same values as a slapo.cast to f32 first).
+/// same values as a slapo.cast to f32 first); with `grad_scale` (0-d f32,
+/// gradient clipping's coefficient) the update reads `grad * grad_scale`,
+/// rounded to f32 as slapo.mul rounds it, without a pass of its own.
 class Slapo_UpdateOp<string mnemonic>
     : Slapo_Op<mnemonic, [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let hasVerifier = 1;
@@ -1281,9 +1286,11 @@ def Slapo_SgdUpdateOp : Slapo_UpdateOp<"sgd_update"> {
   let arguments = (ins FlatSymbolRefAttr:$param,
                        StaticShapeTensorOf<[F32, BF16]>:$grad,
                        Slapo_F64Scalar:$lr,
+                       Optional<Slapo_F32Scalar>:$grad_scale,
                        OptionalAttr<FlatSymbolRefAttr>:$momentum_buffer,
                        F64Attr:$momentum, F64Attr:$weight_decay);
-  let assemblyFormat = "$param `,` $grad `,` $lr attr-dict `:` type($grad)";
+  let assemblyFormat = "$param `,` $grad `,` $lr (`scaled` $grad_scale^)? "
+                       "attr-dict `:` type($grad)";
 }
 
 def Slapo_AdamwUpdateOp : Slapo_UpdateOp<"adamw_update"> {
@@ -1295,11 +1302,12 @@ def Slapo_AdamwUpdateOp : Slapo_UpdateOp<"adamw_update"> {
   let arguments = (ins FlatSymbolRefAttr:$param,
                        StaticShapeTensorOf<[F32, BF16]>:$grad,
                        Slapo_F64Scalar:$lr, Slapo_I64Scalar:$step,
+                       Optional<Slapo_F32Scalar>:$grad_scale,
                        FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay);
-  let assemblyFormat =
-      "$param `,` $grad `,` $lr `,` $step attr-dict `:` type($grad)";
+  let assemblyFormat = "$param `,` $grad `,` $lr `,` $step "
+                       "(`scaled` $grad_scale^)? attr-dict `:` type($grad)";
 }
 
 #endif // SLAPO_OPS
