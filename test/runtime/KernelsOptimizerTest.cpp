@@ -78,46 +78,72 @@ TEST_CASE("adamw steps follow torch.optim.AdamW") {
             .epsilon(1e-4));
 }
 
+namespace {
+
+/// The parameters and the first moments (SGD's momentum buffer, AdamW's
+/// exp_avg) and second moments after 3 steps of SGD with momentum or AdamW
+/// from `start` with gradient `grad` scaled by `gradScale` (may be null).
+std::vector<float> runUpdates(const std::vector<float> &start,
+                              const Tensor &grad, const Tensor &gradScale,
+                              bool adamw) {
+  int64_t count = static_cast<int64_t>(start.size());
+  std::vector<float> param = start, m(count, 0.01f), v(count, 0.001f);
+  Tensor p(param.data(), DType::F32, {count});
+  Tensor first(m.data(), DType::F32, {count}),
+      second(v.data(), DType::F32, {count});
+  double lr = 0.02;
+  Tensor rate(&lr, DType::F64, {});
+  Context ctx(2);
+  for (int64_t step = 1; step <= 3; ++step)
+    if (adamw)
+      adamwUpdate(ctx, p, grad, gradScale, first, second, rate, step, 0.9,
+                  0.999, 1e-8, 0.1);
+    else
+      sgdUpdate(ctx, p, grad, gradScale, first, rate, 0.9, 0.01);
+  param.insert(param.end(), m.begin(), m.end());
+  param.insert(param.end(), v.begin(), v.end());
+  return param;
+}
+
+/// A bf16 gradient of `count` elements and its widened f32 copy, and a
+/// parameter to start from.
+struct UpdateInputs {
+  std::vector<BFloat16> narrow;
+  std::vector<float> wide, start;
+  explicit UpdateInputs(int64_t count)
+      : narrow(count), wide(count), start(count) {
+    for (int64_t i = 0; i < count; ++i) {
+      narrow[i] = BFloat16::fromFloat(std::sin(0.29f * float(i)) * 5.0f);
+      wide[i] = narrow[i].toFloat();
+      start[i] = std::cos(0.13f * float(i));
+    }
+  }
+  Tensor getNarrow() { return Tensor(narrow.data(), DType::BF16, {count()}); }
+  Tensor getWide() { return Tensor(wide.data(), DType::F32, {count()}); }
+  int64_t count() const { return static_cast<int64_t>(wide.size()); }
+};
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+} // namespace
+
 TEST_CASE("updates read a bf16 gradient of an f32 parameter as its widened "
           "f32 copy, bit for bit") {
   // Mixed precision's weight gradients are bf16 products; the optimizer
   // reads them without a cast to f32 first (slapo-propagate-casts).
-  const int64_t count = 1000;
-  std::vector<BFloat16> narrow(count);
-  std::vector<float> wide(count), start(count);
-  for (int64_t i = 0; i < count; ++i) {
-    narrow[i] = BFloat16::fromFloat(std::sin(0.37f * float(i)) * 3.0f);
-    wide[i] = narrow[i].toFloat();
-    start[i] = std::cos(0.11f * float(i));
-  }
-  double lr = 0.01;
-  Tensor rate(&lr, DType::F64, {});
-  Tensor bf16Grad(narrow.data(), DType::BF16, {count});
-  Tensor f32Grad(wide.data(), DType::F32, {count});
-  Context ctx(2);
-  auto run = [&](const Tensor &grad, bool adamw) {
-    std::vector<float> param = start, m(count, 0.01f), v(count, 0.001f);
-    Tensor p(param.data(), DType::F32, {count});
-    Tensor first(m.data(), DType::F32, {count}),
-        second(v.data(), DType::F32, {count});
-    for (int64_t step = 1; step <= 3; ++step)
-      if (adamw)
-        adamwUpdate(ctx, p, grad, Tensor(), first, second, rate, step, 0.9,
-                    0.999, 1e-8, 0.1);
-      else
-        sgdUpdate(ctx, p, grad, Tensor(), first, rate, 0.9, 0.01);
-    param.insert(param.end(), m.begin(), m.end());
-    param.insert(param.end(), v.begin(), v.end());
-    return param;
-  };
+  UpdateInputs in(1000);
   for (bool adamw : {false, true}) {
     INFO((adamw ? "adamw" : "sgd"));
-    std::vector<float> fromNarrow = run(bf16Grad, adamw);
-    std::vector<float> fromWide = run(f32Grad, adamw);
-    REQUIRE(std::memcmp(fromNarrow.data(), fromWide.data(),
-                        fromWide.size() * sizeof(float)) == 0);
-    REQUIRE(fromNarrow != run(Tensor(start.data(), DType::F32, {count}),
-                              adamw)); // the gradient matters
+    std::vector<float> fromNarrow =
+        runUpdates(in.start, in.getNarrow(), Tensor(), adamw);
+    REQUIRE(sameBits(fromNarrow,
+                     runUpdates(in.start, in.getWide(), Tensor(), adamw)));
+    Tensor other(in.start.data(), DType::F32, {in.count()});
+    REQUIRE_FALSE(sameBits(fromNarrow, runUpdates(in.start, other, Tensor(),
+                                                  adamw))); // grad matters
   }
 }
 
@@ -141,46 +167,20 @@ TEST_CASE("a scaled update reads the gradient times the scale as the binary "
   // Gradient clipping's coefficient, applied by the update as it reads each
   // element instead of by a Mul over every gradient first; the gradient in
   // the parameter's dtype or in bf16 (widened first, as a cast would).
-  const int64_t count = 777;
-  std::vector<float> start(count), wide(count), scaled(count);
-  std::vector<BFloat16> narrow(count);
-  for (int64_t i = 0; i < count; ++i) {
-    start[i] = std::cos(0.13f * float(i));
-    narrow[i] = BFloat16::fromFloat(std::sin(0.29f * float(i)) * 5.0f);
-    wide[i] = narrow[i].toFloat();
-  }
+  UpdateInputs in(777);
   float coefficient = 0.3712345f;
-  double lr = 0.02;
-  Tensor rate(&lr, DType::F64, {}), scale(&coefficient, DType::F32, {});
+  Tensor scale(&coefficient, DType::F32, {});
+  std::vector<float> scaled(in.count());
+  Tensor product(scaled.data(), DType::F32, {in.count()});
   Context ctx(2);
-  binary(ctx, BinaryKind::Mul, Tensor(wide.data(), DType::F32, {count}), scale,
-         Tensor(scaled.data(), DType::F32, {count}));
-  auto run = [&](const Tensor &grad, const Tensor &gradScale, bool adamw) {
-    std::vector<float> param = start, m(count, 0.01f), v(count, 0.001f);
-    Tensor p(param.data(), DType::F32, {count});
-    Tensor first(m.data(), DType::F32, {count}),
-        second(v.data(), DType::F32, {count});
-    for (int64_t step = 1; step <= 3; ++step)
-      if (adamw)
-        adamwUpdate(ctx, p, grad, gradScale, first, second, rate, step, 0.9,
-                    0.999, 1e-8, 0.1);
-      else
-        sgdUpdate(ctx, p, grad, gradScale, first, rate, 0.9, 0.01);
-    param.insert(param.end(), m.begin(), m.end());
-    return param;
-  };
-  Tensor product(scaled.data(), DType::F32, {count});
+  binary(ctx, BinaryKind::Mul, in.getWide(), scale, product);
   for (bool adamw : {false, true})
-    for (DType dtype : {DType::F32, DType::BF16}) {
+    for (Tensor grad : {in.getWide(), in.getNarrow()}) {
       INFO((adamw ? "adamw" : "sgd")
-           << " with a " << getName(dtype) << " gradient");
-      Tensor grad = dtype == DType::F32
-                        ? Tensor(wide.data(), DType::F32, {count})
-                        : Tensor(narrow.data(), DType::BF16, {count});
-      std::vector<float> expected = run(product, Tensor(), adamw);
-      std::vector<float> actual = run(grad, scale, adamw);
-      REQUIRE(std::memcmp(actual.data(), expected.data(),
-                          expected.size() * sizeof(float)) == 0);
-      REQUIRE(actual != run(grad, Tensor(), adamw)); // the scale matters
+           << " with a " << getName(grad.dtype) << " gradient");
+      std::vector<float> actual = runUpdates(in.start, grad, scale, adamw);
+      REQUIRE(sameBits(actual, runUpdates(in.start, product, Tensor(), adamw)));
+      REQUIRE_FALSE(sameBits(actual, runUpdates(in.start, grad, Tensor(),
+                                                adamw))); // scale matters
     }
 }
