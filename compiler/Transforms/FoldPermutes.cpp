@@ -211,36 +211,6 @@ Value swapAngles(TensorBuilder &g, Value angles) {
   return g.permute(g.reshape(angles, shape), {0, 2, 1, 3});
 }
 
-/// While alive, gives every op that `builder` inserts the place in the
-/// step of `origin`, the op it replaces: its module path, pipeline stage,
-/// phase, microbatch and recomputation.
-class PlacementScope : public OpBuilder::Listener {
-public:
-  PlacementScope(OpBuilder &builder, Operation *origin)
-      : builder(builder), previous(builder.getListener()), origin(origin) {
-    builder.setListener(this);
-  }
-  ~PlacementScope() override { builder.setListener(previous); }
-  PlacementScope(const PlacementScope &) = delete;
-  PlacementScope &operator=(const PlacementScope &) = delete;
-
-  void notifyOperationInserted(Operation *op) override {
-    for (StringRef name :
-         {StringRef(kModulePathAttrName), StringRef(kStageAttrName),
-          StringRef(kPhaseAttrName), StringRef(kMicrobatchAttrName),
-          StringRef(kRecomputedAttrName)})
-      if (Attribute value = origin->getAttr(name))
-        op->setAttr(name, value);
-    if (previous)
-      previous->notifyOperationInserted(op);
-  }
-
-private:
-  OpBuilder &builder;
-  OpBuilder::Listener *previous;
-  Operation *origin;
-};
-
 bool isAttention(Operation *op) {
   return isa_and_nonnull<FlashAttentionOp, FlashAttentionGradOp>(op);
 }

@@ -44,18 +44,13 @@ SmallVector<Operation *> getReadersInComputation(Operation *op) {
   return readers;
 }
 
-/// A copy of `op` right before `reader`, in `reader`'s computation, with
+/// A copy of `op` right before `reader`, placed as `reader` is (its
+/// computation, and its module, so that the copy may join its group), with
 /// the operands `mapping` gives.
 Operation *cloneFor(Operation *op, Operation *reader, IRMapping &mapping) {
   OpBuilder builder(reader);
   Operation *again = builder.clone(*op, mapping);
-  for (StringRef name :
-       {kPhaseAttrName, kRecomputedAttrName, kMicrobatchAttrName}) {
-    if (Attribute value = reader->getAttr(name))
-      again->setAttr(name, value);
-    else
-      again->removeAttr(name);
-  }
+  placeLike(again, reader);
   return again;
 }
 

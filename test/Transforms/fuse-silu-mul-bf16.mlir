@@ -37,13 +37,13 @@ module {
 // CHECK-NEXT: slapo.yield %[[DOWN]] : tensor<2x8xbf16>
 // CHECK: slapo.fused {{.*}} {kind = "silu_mul", slapo.module = "m", slapo.phase = "backward"} : ({{.*}}) -> (tensor<2x8xf32>, tensor<2x8xbf16>) {
 // CHECK-NEXT: ^bb0
-// CHECK-NEXT: slapo.cast {{.*}} {slapo.module = "m.gate", slapo.phase = "backward"} : tensor<2x8xbf16> -> tensor<2x8xf32>
+// CHECK-NEXT: slapo.cast {{.*}} {slapo.module = "m", slapo.phase = "backward"} : tensor<2x8xbf16> -> tensor<2x8xf32>
 // CHECK-NEXT: slapo.silu
 // CHECK: %[[UP:.*]] = slapo.cast {{.*}} {slapo.module = "m.up", slapo.phase = "backward"} : tensor<2x8xf32> -> tensor<2x8xbf16>
 // CHECK-NEXT: slapo.yield %{{.*}}, %[[UP]]
 // CHECK: slapo.fused {{.*}} {kind = "silu_mul", slapo.module = "m", slapo.phase = "backward"} : (tensor<2x8xbf16>, tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xbf16> {
 // CHECK-NEXT: ^bb0
-// CHECK-NEXT: slapo.cast {{.*}} {slapo.module = "m.gate", slapo.phase = "backward"} : tensor<2x8xbf16> -> tensor<2x8xf32>
+// CHECK-NEXT: slapo.cast {{.*}} {slapo.module = "m", slapo.phase = "backward"} : tensor<2x8xbf16> -> tensor<2x8xf32>
 // CHECK: slapo.sigmoid
 // CHECK: %[[GATE:.*]] = slapo.cast {{.*}} {slapo.module = "m.gate", slapo.phase = "backward"} : tensor<2x8xf32> -> tensor<2x8xbf16>
 // CHECK-NEXT: slapo.yield %[[GATE]]

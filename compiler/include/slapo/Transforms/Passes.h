@@ -2,6 +2,7 @@
 #ifndef SLAPO_TRANSFORMS_PASSES_H
 #define SLAPO_TRANSFORMS_PASSES_H
 
+#include "slapo/Dialect/ModulePath.h"
 #include "slapo/Dialect/SlapoDialect.h"
 #include "slapo/Transforms/PassOptions.h"
 
@@ -92,6 +93,45 @@ inline bool isSameComputation(mlir::Operation *a, mlir::Operation *b) {
       return false;
   return true;
 }
+
+/// Gives `op` the place in the step of `origin`: its module path, pipeline
+/// stage, phase, microbatch and recomputation (each removed where `origin`
+/// has none), as an op that replaces `origin`, or is computed for it, has.
+inline void placeLike(mlir::Operation *op, mlir::Operation *origin) {
+  for (llvm::StringRef name :
+       {llvm::StringRef(kModulePathAttrName), llvm::StringRef(kStageAttrName),
+        llvm::StringRef(kPhaseAttrName), llvm::StringRef(kMicrobatchAttrName),
+        llvm::StringRef(kRecomputedAttrName)}) {
+    if (mlir::Attribute value = origin->getAttr(name))
+      op->setAttr(name, value);
+    else
+      op->removeAttr(name);
+  }
+}
+
+/// While alive, places every op that `builder` inserts like `origin`
+/// (placeLike); the builder's own listener still hears of every insertion.
+class PlacementScope : public mlir::OpBuilder::Listener {
+public:
+  PlacementScope(mlir::OpBuilder &builder, mlir::Operation *origin)
+      : builder(builder), previous(builder.getListener()), origin(origin) {
+    builder.setListener(this);
+  }
+  ~PlacementScope() override { builder.setListener(previous); }
+  PlacementScope(const PlacementScope &) = delete;
+  PlacementScope &operator=(const PlacementScope &) = delete;
+
+  void notifyOperationInserted(mlir::Operation *op) override {
+    placeLike(op, origin);
+    if (previous)
+      previous->notifyOperationInserted(op);
+  }
+
+private:
+  mlir::OpBuilder &builder;
+  mlir::OpBuilder::Listener *previous;
+  mlir::Operation *origin;
+};
 
 /// slapo-cut-pipeline-stage's estimate of how balanced its stages are (a
 /// module attribute): the modules cut after, each stage's estimated FLOPs
