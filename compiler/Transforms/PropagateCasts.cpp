@@ -188,12 +188,14 @@ bool sinkWidening(CastOp cast) {
 /// gradient's grad (the bf16 input gradient of the product after a norm);
 /// a rotary embedding's input (the bf16 gradient of the attention after
 /// it, which its transposed map reads); an optimizer's update and the
-/// gradient's mark (a bf16 product's gradient of an f32 weight, read in the
-/// optimizer's phase when nothing else, clipping or an all-reduce, reads it
-/// first; the rank program writes the marked gradient widened).
+/// gradient's mark, of their gradient (a bf16 product's gradient of an f32
+/// weight, which the update reads in the optimizer's phase, scaled or not
+/// by clipping, and which the rank program writes widened; an all-reduce
+/// between them reads the f32 gradient instead).
 OpOperand *getWideningReader(Operation *user, CastOp widen) {
   if (isa<ParamGradOp, AdamwUpdateOp, SgdUpdateOp>(user))
-    return elementTypeOf(widen.getInput()).isBF16() &&
+    return user->getOperand(0) == widen.getResult() &&
+                   elementTypeOf(widen.getInput()).isBF16() &&
                    elementTypeOf(widen.getResult()).isF32()
                ? &user->getOpOperand(0)
                : nullptr;

@@ -502,8 +502,8 @@ def PropagateCasts : Pass<"slapo-propagate-casts", "::mlir::ModuleOp"> {
     (`slapo.layer_norm_grad`, `slapo.rms_norm_grad`) reads its input as its
     `grad` and widens it itself, as an optimizer's update
     (`slapo.adamw_update`, `slapo.sgd_update`) and `slapo.param_grad` read
-    a bf16 gradient of an f32 parameter where nothing else (clipping, an
-    all-reduce) reads it. Narrowing casts that alone read a norm's
+    a bf16 gradient of an f32 parameter (the cast stays for other readers:
+    clipping's squares). Narrowing casts that alone read a norm's
     result (`slapo.layer_norm`, `slapo.rms_norm`) become its result type:
     the norm rounds its rows once. A narrowing cast of a widening cast's
     result is its input: both go where nothing else reads the widened
