@@ -58,15 +58,14 @@ SliceOp getSlicedLogits(CrossEntropyOp loss) {
   }
   auto slice = logits.getDefiningOp<SliceOp>();
   if (!slice || !logits.hasOneUse() ||
-      static_cast<int64_t>(slice.getDim()) == rankOf(logits) - 1 ||
-      !getIgnoredTarget(loss))
+      static_cast<int64_t>(slice.getDim()) == rankOf(logits) - 1)
     return nullptr;
   return slice;
 }
 
 /// `loss` of the rows `slice` keeps, as the loss of all of its input's
-/// rows with the others' targets ignored.
-void foldSlice(CrossEntropyOp loss, SliceOp slice) {
+/// rows with the others' targets `ignored`.
+void foldSlice(CrossEntropyOp loss, SliceOp slice, IntegerAttr ignored) {
   OpBuilder builder(loss);
   ModulePathScope inModule(builder, loss);
   TensorBuilder g(builder, loss.getLoc());
@@ -77,9 +76,8 @@ void foldSlice(CrossEntropyOp loss, SliceOp slice) {
                                  std::multiplies<int64_t>());
   Value keptTargets =
       g.reshape(loss.getTarget(), shapeOf(slice.getResult()).drop_back());
-  Value targets =
-      g.padSlice(keptTargets, shape.drop_back(), slice.getDim(),
-                 slice.getStart(), slice.getStep(), getIgnoredTarget(loss));
+  Value targets = g.padSlice(keptTargets, shape.drop_back(), slice.getDim(),
+                             slice.getStart(), slice.getStep(), ignored);
   Value logitRows = g.reshape(logits, {rows, classes});
   Value targetRows = g.reshape(targets, {rows});
   auto whole = builder.create<CrossEntropyOp>(
@@ -91,13 +89,15 @@ void foldSlice(CrossEntropyOp loss, SliceOp slice) {
 
 struct FoldLogitsSlicePass : impl::FoldLogitsSliceBase<FoldLogitsSlicePass> {
   void runOnOperation() override {
-    SmallVector<std::pair<CrossEntropyOp, SliceOp>> folds;
+    SmallVector<std::tuple<CrossEntropyOp, SliceOp, IntegerAttr>> folds;
     getOperation().walk([&](CrossEntropyOp loss) {
-      if (SliceOp slice = getSlicedLogits(loss))
-        folds.push_back({loss, slice});
+      SliceOp slice = getSlicedLogits(loss);
+      IntegerAttr ignored = slice ? getIgnoredTarget(loss) : nullptr;
+      if (ignored)
+        folds.push_back({loss, slice, ignored});
     });
-    for (auto [loss, slice] : folds)
-      foldSlice(loss, slice);
+    for (auto [loss, slice, ignored] : folds)
+      foldSlice(loss, slice, ignored);
   }
 };
 

@@ -37,17 +37,19 @@ void updateInParallel(Context &ctx, const char *kernel, const Tensor &param,
 
 /// Reads gradient elements as the update uses them: widened to the
 /// parameter's compute type C and, with a scale (0-d, the parameter's
-/// dtype: clipping's coefficient), multiplied by it and rounded to the
-/// parameter's dtype T, as a slapo.mul of the gradient would have written
-/// it.
+/// dtype: clipping's coefficient, read once), multiplied by it and rounded
+/// to the parameter's dtype T, as a slapo.mul of the gradient would have
+/// written it.
 template <typename T, typename C> struct GradientReader {
-  const Tensor &scale;
+  explicit GradientReader(const Tensor &coefficient)
+      : scaled(coefficient.data),
+        scale(scaled ? load(*coefficient.as<const T>()) : C(1)) {}
   template <typename G> C operator()(const G *grad, int64_t i) const {
     C value = load(grad[i]);
-    if (!scale.data)
-      return value;
-    return load(store<T>(value * load(*scale.as<const T>())));
+    return scaled ? load(store<T>(value * scale)) : value;
   }
+  bool scaled;
+  C scale;
 };
 
 } // namespace
@@ -61,7 +63,7 @@ void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
       [&](auto *p, const auto *g, int64_t begin, int64_t end) {
         using T = std::remove_pointer_t<decltype(p)>;
         using C = Compute<T>;
-        GradientReader<T, C> read{gradScale};
+        GradientReader<T, C> read(gradScale);
         T *buffer = momentumBuffer.as<T>();
         C decay = C(weightDecay), factor = C(momentum), alpha = C(-rate);
         for (int64_t i = begin; i < end; ++i) {
@@ -89,7 +91,7 @@ void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                    [&](auto *p, const auto *g, int64_t begin, int64_t end) {
                      using T = std::remove_pointer_t<decltype(p)>;
                      using C = Compute<T>;
-                     GradientReader<T, C> read{gradScale};
+                     GradientReader<T, C> read(gradScale);
                      T *m = expAvg.as<T>();
                      T *v = expAvgSq.as<T>();
                      C decay = C(1 - rate * weightDecay);

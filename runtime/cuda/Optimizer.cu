@@ -21,24 +21,32 @@ using namespace detail;
 namespace {
 
 /// Element i of `grad` as the update uses it: widened to the parameter's
-/// compute type and, with a `scale` (0-d, the parameter's dtype T:
-/// clipping's coefficient), multiplied by it and rounded to T, as a
-/// slapo.mul of the gradient would have written it.
-template <typename T, typename G>
-__device__ Compute<T> readGradient(const G *grad, const T *scale, int64_t i) {
-  Compute<T> value = load(grad[i]);
-  return scale ? load(store<T>(value * load(*scale))) : value;
-}
+/// compute type and, with a scale (clipping's coefficient, `*scale` read
+/// once per thread, of the parameter's dtype T), multiplied by it and
+/// rounded to T, as a slapo.mul of the gradient would have written it.
+template <typename T> struct GradientReader {
+  __device__ explicit GradientReader(const T *coefficient)
+      : scaled(coefficient),
+        scale(coefficient ? load(*coefficient) : Compute<T>(1)) {}
+  template <typename G>
+  __device__ Compute<T> operator()(const G *grad, int64_t i) const {
+    Compute<T> value = load(grad[i]);
+    return scaled ? load(store<T>(value * scale)) : value;
+  }
+  bool scaled;
+  Compute<T> scale;
+};
 
 template <typename T, typename G>
 __global__ void sgdKernel(int64_t count, T *param, const G *grad,
                           const T *scale, T *buffer, const double *lr,
                           double momentum, double weightDecay) {
   using C = Compute<T>;
+  GradientReader<T> read(scale);
   C decay = C(weightDecay), factor = C(momentum), alpha = C(-*lr);
   for (int64_t i = getGlobalThread(); i < count; i += getGlobalThreads()) {
     C x = load(param[i]);
-    C d = readGradient(grad, scale, i);
+    C d = read(grad, i);
     if (weightDecay != 0) // d_p = d_p.add(param, alpha=weight_decay)
       d = d + decay * x;
     if (buffer) { // buf.mul_(momentum).add_(d_p)
@@ -61,6 +69,7 @@ __global__ void adamwKernel(int64_t count, T *param, const G *grad,
                             const T *scale, T *expAvg, T *expAvgSq,
                             const double *lr, AdamWScalars scalars) {
   using C = Compute<T>;
+  GradientReader<T> read(scale);
   double rate = *lr;
   C decay = C(__dsub_rn(1.0, __dmul_rn(rate, scalars.weightDecay)));
   C weight = C(1 - scalars.beta1); // exp_avg.lerp_(grad, 1 - beta1)
@@ -69,7 +78,7 @@ __global__ void adamwKernel(int64_t count, T *param, const G *grad,
   C epsilon = C(scalars.eps), alpha = C(-(rate / scalars.correction1));
   for (int64_t i = getGlobalThread(); i < count; i += getGlobalThreads()) {
     C x = load(param[i]) * decay;
-    C gi = readGradient(grad, scale, i);
+    C gi = read(grad, i);
     C mi = load(expAvg[i]);
     // torch.lerp's two forms, chosen by the weight.
     mi = weight < C(0.5) ? mi + weight * (gi - mi)
@@ -84,6 +93,19 @@ __global__ void adamwKernel(int64_t count, T *param, const G *grad,
   }
 }
 
+/// Calls `launch(TypeTag<T>(), TypeTag<G>())` for the parameter's element
+/// type T and the gradient's G (T or a narrower float that T holds
+/// exactly), then checks the launch.
+template <typename Launch>
+void launchUpdate(const char *kernel, const Tensor &param, const Tensor &grad,
+                  Launch &&launch) {
+  dispatchHeldExactly(kernel, "parameter", param, "gradient", grad,
+                      [&](auto tag, auto gradTag) {
+                        launch(tag, gradTag);
+                        checkLaunch(kernel);
+                      });
+}
+
 } // namespace
 
 void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
@@ -92,17 +114,14 @@ void sgdUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
   int64_t count = param.getNumElements();
   if (count == 0)
     return;
-  dispatchHeldExactly("sgdUpdate", "parameter", param, "gradient", grad,
-                      [&](auto tag, auto gradTag) {
-                        using T = typename decltype(tag)::type;
-                        using G = typename decltype(gradTag)::type;
-                        sgdKernel<<<getGridSize(ctx, count, kBlockSize),
-                                    kBlockSize, 0, ctx.getStream()>>>(
-                            count, param.as<T>(), grad.as<G>(),
-                            gradScale.as<T>(), momentumBuffer.as<T>(),
-                            lr.as<double>(), momentum, weightDecay);
-                        checkLaunch("sgdUpdate");
-                      });
+  launchUpdate("sgdUpdate", param, grad, [&](auto tag, auto gradTag) {
+    using T = typename decltype(tag)::type;
+    using G = typename decltype(gradTag)::type;
+    sgdKernel<<<getGridSize(ctx, count, kBlockSize), kBlockSize, 0,
+                ctx.getStream()>>>(count, param.as<T>(), grad.as<G>(),
+                                   gradScale.as<T>(), momentumBuffer.as<T>(),
+                                   lr.as<double>(), momentum, weightDecay);
+  });
 }
 
 void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
@@ -118,17 +137,14 @@ void adamwUpdate(Context &ctx, const Tensor &param, const Tensor &grad,
                        weightDecay,
                        1 - std::pow(beta1, double(step)),
                        std::sqrt(1 - std::pow(beta2, double(step)))};
-  dispatchHeldExactly("adamwUpdate", "parameter", param, "gradient", grad,
-                      [&](auto tag, auto gradTag) {
-                        using T = typename decltype(tag)::type;
-                        using G = typename decltype(gradTag)::type;
-                        adamwKernel<<<getGridSize(ctx, count, kBlockSize),
-                                      kBlockSize, 0, ctx.getStream()>>>(
-                            count, param.as<T>(), grad.as<G>(),
-                            gradScale.as<T>(), expAvg.as<T>(), expAvgSq.as<T>(),
-                            lr.as<double>(), scalars);
-                        checkLaunch("adamwUpdate");
-                      });
+  launchUpdate("adamwUpdate", param, grad, [&](auto tag, auto gradTag) {
+    using T = typename decltype(tag)::type;
+    using G = typename decltype(gradTag)::type;
+    adamwKernel<<<getGridSize(ctx, count, kBlockSize), kBlockSize, 0,
+                  ctx.getStream()>>>(
+        count, param.as<T>(), grad.as<G>(), gradScale.as<T>(), expAvg.as<T>(),
+        expAvgSq.as<T>(), lr.as<double>(), scalars);
+  });
 }
 
 } // namespace slapo::rt::cuda
